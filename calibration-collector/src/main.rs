@@ -1,0 +1,4 @@
+//! `calibration-collector`: estimate, check, and (soon) measure.
+fn main() {
+    println!("calibration-collector");
+}

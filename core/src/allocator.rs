@@ -1,0 +1,558 @@
+//! A model of PyTorch's CUDA caching allocator (`c10/cuda/CUDACachingAllocator.cpp`).
+//!
+//! Rules modelled (one device, one stream):
+//! - every request is rounded up to a multiple of [`MIN_BLOCK_SIZE`] (512 B);
+//! - requests up to [`SMALL_SIZE`] (1 MiB) come from the small pool, carved
+//!   out of [`SMALL_BUFFER`] (2 MiB) segments; requests up to
+//!   [`MIN_LARGE_ALLOC`] (10 MiB) get a [`LARGE_BUFFER`] (20 MiB) segment;
+//!   larger requests get a segment of the request rounded up to
+//!   [`ROUND_LARGE`] (2 MiB);
+//! - a free cached block is reused best-fit (smallest block that is large
+//!   enough, lowest address on ties); with `max_split_size` set, oversize
+//!   blocks are refused as in `get_free_block`;
+//! - a block is split when the remainder is >= 512 B (small pool) or
+//!   > 1 MiB (large pool); an unsplit remainder counts as allocated;
+//! - freed blocks merge with free neighbours in their segment and stay
+//!   reserved until `empty_cache()`, or until a `cudaMalloc` fails: then
+//!   every fully free segment is released and the call retried;
+//! - `expandable_segments:True`: one segment per pool that grows by 2 MiB
+//!   (small) or 20 MiB (large) pages at its end.
+
+use alloc::collections::BTreeSet;
+use alloc::vec::Vec;
+
+/// Requests are rounded up to a multiple of this (`kMinBlockSize`).
+pub const MIN_BLOCK_SIZE: u64 = 512;
+/// Largest request served by the small pool (`kSmallSize`).
+pub const SMALL_SIZE: u64 = 1 << 20;
+/// Segment size of the small pool (`kSmallBuffer`).
+pub const SMALL_BUFFER: u64 = 2 << 20;
+/// Segment size for requests between 1 and 10 MiB (`kLargeBuffer`).
+pub const LARGE_BUFFER: u64 = 20 << 20;
+/// Requests at least this large get their own segment (`kMinLargeAlloc`).
+pub const MIN_LARGE_ALLOC: u64 = 10 << 20;
+/// Large segments are rounded up to a multiple of this (`kRoundLarge`).
+pub const ROUND_LARGE: u64 = 2 << 20;
+
+/// Allocator settings (`PYTORCH_CUDA_ALLOC_CONF`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(default))]
+pub struct AllocatorConfig {
+    /// `expandable_segments:True`.
+    pub expandable_segments: bool,
+    /// `max_split_size_mb`, in bytes; `None` is unlimited (the default).
+    pub max_split_size: Option<u64>,
+}
+
+/// Rounds a request the way `round_size` does (no power-of-two divisions).
+pub fn round_size(request: u64) -> u64 {
+    if request < MIN_BLOCK_SIZE {
+        MIN_BLOCK_SIZE
+    } else {
+        request.div_ceil(MIN_BLOCK_SIZE) * MIN_BLOCK_SIZE
+    }
+}
+
+/// The segment size `cudaMalloc` is asked for when no cached block fits
+/// (`get_allocation_size`).
+pub fn segment_size(rounded: u64) -> u64 {
+    if rounded <= SMALL_SIZE {
+        SMALL_BUFFER
+    } else if rounded < MIN_LARGE_ALLOC {
+        LARGE_BUFFER
+    } else {
+        rounded.div_ceil(ROUND_LARGE) * ROUND_LARGE
+    }
+}
+
+/// Handle to a live allocation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BlockId(u32);
+
+const NONE: u32 = u32::MAX;
+
+#[derive(Clone, Copy, Debug)]
+struct Block {
+    address: u64,
+    size: u64,
+    allocated: bool,
+    small: bool,
+    prev: u32,
+    next: u32,
+    segment: u32,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Segment {
+    size: u64,
+    live: bool,
+    head: u32,
+}
+
+/// Running totals, as `torch.cuda.memory_stats` reports them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Bytes in allocated blocks (`allocated_bytes.all.current`).
+    pub allocated: u64,
+    /// Bytes in segments obtained from `cudaMalloc` (`reserved_bytes.all.current`).
+    pub reserved: u64,
+    /// Highest `allocated` so far.
+    pub peak_allocated: u64,
+    /// Highest `reserved` so far.
+    pub peak_reserved: u64,
+    /// `cudaMalloc` calls that created a segment.
+    pub segments_created: u64,
+    /// Times the allocator freed its cache to retry a failed `cudaMalloc`.
+    pub cache_flushes: u64,
+}
+
+/// The allocation could not be served even after freeing the cache: the
+/// job runs out of memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OutOfMemory {
+    /// The rounded request that failed.
+    pub request: u64,
+}
+
+/// The caching allocator of one device and one stream.
+#[derive(Clone, Debug)]
+pub struct CachingAllocator {
+    config: AllocatorConfig,
+    /// Bytes `cudaMalloc` may hand out in total (reserved limit); `None` is unbounded.
+    capacity: Option<u64>,
+    blocks: Vec<Block>,
+    free_slots: Vec<u32>,
+    segments: Vec<Segment>,
+    /// Free blocks by (size, address, block).
+    small_free: BTreeSet<(u64, u64, u32)>,
+    large_free: BTreeSet<(u64, u64, u32)>,
+    next_address: u64,
+    /// Expandable mode: the growing segment of each pool (small, large).
+    expandable: [u32; 2],
+    stats: Stats,
+}
+
+impl CachingAllocator {
+    /// An empty allocator. `capacity` bounds reserved bytes (the memory the
+    /// process may still obtain from the driver); `None` means unbounded.
+    pub fn new(config: AllocatorConfig, capacity: Option<u64>) -> Self {
+        CachingAllocator {
+            config,
+            capacity,
+            blocks: Vec::with_capacity(1024),
+            free_slots: Vec::new(),
+            segments: Vec::with_capacity(512),
+            small_free: BTreeSet::new(),
+            large_free: BTreeSet::new(),
+            next_address: 0,
+            expandable: [NONE, NONE],
+            stats: Stats::default(),
+        }
+    }
+
+    /// Changes the reserved-bytes limit.
+    pub fn set_capacity(&mut self, capacity: Option<u64>) {
+        self.capacity = capacity;
+    }
+
+    /// Current and peak totals.
+    pub fn stats(&self) -> Stats {
+        self.stats
+    }
+
+    /// Starts a new peak window (`reset_peak_memory_stats`).
+    pub fn reset_peaks(&mut self) {
+        self.stats.peak_allocated = self.stats.allocated;
+        self.stats.peak_reserved = self.stats.reserved;
+    }
+
+    /// Size of the block behind a live allocation (rounded, remainder included).
+    pub fn block_size(&self, id: BlockId) -> u64 {
+        self.blocks[id.0 as usize].size
+    }
+
+    fn new_block(&mut self, block: Block) -> u32 {
+        if let Some(slot) = self.free_slots.pop() {
+            self.blocks[slot as usize] = block;
+            slot
+        } else {
+            self.blocks.push(block);
+            (self.blocks.len() - 1) as u32
+        }
+    }
+
+    fn pool(&mut self, small: bool) -> &mut BTreeSet<(u64, u64, u32)> {
+        if small {
+            &mut self.small_free
+        } else {
+            &mut self.large_free
+        }
+    }
+
+    fn insert_free(&mut self, b: u32) {
+        let blk = self.blocks[b as usize];
+        self.pool(blk.small).insert((blk.size, blk.address, b));
+    }
+
+    fn remove_free(&mut self, b: u32) {
+        let blk = self.blocks[b as usize];
+        self.pool(blk.small).remove(&(blk.size, blk.address, b));
+    }
+
+    /// Best-fit search with the `max_split_size` refusals of `get_free_block`.
+    fn find_free(&self, size: u64, small: bool) -> Option<u32> {
+        let pool = if small { &self.small_free } else { &self.large_free };
+        let &(found, _, b) = pool.range((size, 0, 0)..).next()?;
+        if let Some(max_split) = self.config.max_split_size {
+            if size < max_split && found >= max_split {
+                return None;
+            }
+            if size >= max_split && found >= size + LARGE_BUFFER {
+                return None;
+            }
+        }
+        Some(b)
+    }
+
+    fn can_reserve(&self, bytes: u64) -> bool {
+        match self.capacity {
+            Some(cap) => self.stats.reserved + bytes <= cap,
+            None => true,
+        }
+    }
+
+    fn create_segment(&mut self, bytes: u64, small: bool) -> u32 {
+        let segment = self.segments.len() as u32;
+        let address = self.next_address;
+        self.next_address += bytes + (1 << 40); // segments never touch
+        let b = self.new_block(Block {
+            address,
+            size: bytes,
+            allocated: false,
+            small,
+            prev: NONE,
+            next: NONE,
+            segment,
+        });
+        self.segments.push(Segment {
+            size: bytes,
+            live: true,
+            head: b,
+        });
+        self.stats.reserved += bytes;
+        self.stats.segments_created += 1;
+        self.stats.peak_reserved = self.stats.peak_reserved.max(self.stats.reserved);
+        b
+    }
+
+    /// `release_cached_blocks`: returns every fully free segment to the driver.
+    pub fn empty_cache(&mut self) {
+        let mut released = Vec::new();
+        for pool in [&self.small_free, &self.large_free] {
+            for &(_, _, b) in pool.iter() {
+                let blk = self.blocks[b as usize];
+                if blk.prev == NONE && blk.next == NONE {
+                    released.push(b);
+                }
+            }
+        }
+        for b in released {
+            self.remove_free(b);
+            let seg = self.blocks[b as usize].segment;
+            let s = &mut self.segments[seg as usize];
+            s.live = false;
+            self.stats.reserved -= s.size;
+            if self.expandable[0] == seg {
+                self.expandable[0] = NONE;
+            }
+            if self.expandable[1] == seg {
+                self.expandable[1] = NONE;
+            }
+            self.free_slots.push(b);
+        }
+    }
+
+    /// Expandable segments: grow the pool's segment so that its free tail
+    /// holds `size` bytes; returns the tail block.
+    fn grow_expandable(&mut self, size: u64, small: bool) -> Option<u32> {
+        let page = if small { SMALL_BUFFER } else { LARGE_BUFFER };
+        let pool = usize::from(!small);
+        let seg = self.expandable[pool];
+        if seg == NONE {
+            let bytes = size.div_ceil(page) * page;
+            if !self.can_reserve(bytes) {
+                return None;
+            }
+            let b = self.create_segment(bytes, small);
+            self.expandable[pool] = self.blocks[b as usize].segment;
+            return Some(b);
+        }
+        // Find the last block of the segment.
+        let mut last = self.segments[seg as usize].head;
+        while self.blocks[last as usize].next != NONE {
+            last = self.blocks[last as usize].next;
+        }
+        let tail = self.blocks[last as usize];
+        let have = if tail.allocated { 0 } else { tail.size };
+        let grow = (size - have).div_ceil(page) * page;
+        if !self.can_reserve(grow) {
+            return None;
+        }
+        self.stats.reserved += grow;
+        self.stats.peak_reserved = self.stats.peak_reserved.max(self.stats.reserved);
+        self.segments[seg as usize].size += grow;
+        if tail.allocated {
+            let b = self.new_block(Block {
+                address: tail.address + tail.size,
+                size: grow,
+                allocated: false,
+                small,
+                prev: last,
+                next: NONE,
+                segment: seg,
+            });
+            self.blocks[last as usize].next = b;
+            Some(b)
+        } else {
+            self.remove_free(last);
+            self.blocks[last as usize].size += grow;
+            Some(last)
+        }
+    }
+
+    /// `malloc`: returns the live block, or [`OutOfMemory`].
+    pub fn malloc(&mut self, request: u64) -> Result<BlockId, OutOfMemory> {
+        let size = round_size(request);
+        let small = size <= SMALL_SIZE;
+        let block = match self.find_free(size, small) {
+            Some(b) => {
+                self.remove_free(b);
+                b
+            }
+            None if self.config.expandable_segments => {
+                match self.grow_expandable(size, small) {
+                    Some(b) => b,
+                    None => {
+                        self.stats.cache_flushes += 1;
+                        self.empty_cache();
+                        self.grow_expandable(size, small)
+                            .ok_or(OutOfMemory { request: size })?
+                    }
+                }
+            }
+            None => {
+                let bytes = segment_size(size);
+                if !self.can_reserve(bytes) {
+                    self.stats.cache_flushes += 1;
+                    self.empty_cache();
+                    if !self.can_reserve(bytes) {
+                        return Err(OutOfMemory { request: size });
+                    }
+                }
+                self.create_segment(bytes, small)
+            }
+        };
+        let blk = self.blocks[block as usize];
+        let remaining = blk.size - size;
+        let split = if small {
+            remaining >= MIN_BLOCK_SIZE
+        } else {
+            remaining > SMALL_SIZE
+        };
+        if split {
+            let rest = self.new_block(Block {
+                address: blk.address + size,
+                size: remaining,
+                allocated: false,
+                small,
+                prev: block,
+                next: blk.next,
+                segment: blk.segment,
+            });
+            if blk.next != NONE {
+                self.blocks[blk.next as usize].prev = rest;
+            }
+            let b = &mut self.blocks[block as usize];
+            b.next = rest;
+            b.size = size;
+            self.insert_free(rest);
+        }
+        let b = &mut self.blocks[block as usize];
+        b.allocated = true;
+        self.stats.allocated += b.size;
+        self.stats.peak_allocated = self.stats.peak_allocated.max(self.stats.allocated);
+        Ok(BlockId(block))
+    }
+
+    /// `free`: the block returns to its pool, merged with free neighbours.
+    pub fn free(&mut self, id: BlockId) {
+        let mut b = id.0;
+        debug_assert!(self.blocks[b as usize].allocated, "double free");
+        self.blocks[b as usize].allocated = false;
+        self.stats.allocated -= self.blocks[b as usize].size;
+        // Merge with the previous block.
+        let prev = self.blocks[b as usize].prev;
+        if prev != NONE && !self.blocks[prev as usize].allocated {
+            self.remove_free(prev);
+            let blk = self.blocks[b as usize];
+            let p = &mut self.blocks[prev as usize];
+            p.size += blk.size;
+            p.next = blk.next;
+            if blk.next != NONE {
+                self.blocks[blk.next as usize].prev = prev;
+            }
+            self.free_slots.push(b);
+            b = prev;
+        }
+        // Merge with the next block.
+        let next = self.blocks[b as usize].next;
+        if next != NONE && !self.blocks[next as usize].allocated {
+            self.remove_free(next);
+            let n = self.blocks[next as usize];
+            let blk = &mut self.blocks[b as usize];
+            blk.size += n.size;
+            blk.next = n.next;
+            if n.next != NONE {
+                self.blocks[n.next as usize].prev = b;
+            }
+            self.free_slots.push(next);
+        }
+        let seg = self.blocks[b as usize].segment;
+        if self.blocks[b as usize].prev == NONE {
+            self.segments[seg as usize].head = b;
+        }
+        self.insert_free(b);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MB: u64 = 1 << 20;
+
+    fn fresh() -> CachingAllocator {
+        CachingAllocator::new(AllocatorConfig::default(), None)
+    }
+
+    /// Single requests, as measured on the H200 (memory-facts.md):
+    /// request -> (allocated, reserved).
+    #[test]
+    fn single_requests_match_h200_measurements() {
+        for (request, allocated, reserved) in [
+            (1, 512, 2 * MB),
+            (MB + 1, 1_049_088, 20 * MB),
+            (10 * MB, 10 * MB, 10 * MB),
+            (10 * MB + 1, 10 * MB + 512, 12 * MB),
+            (25 * MB, 26 * MB, 26 * MB),
+        ] {
+            let mut a = fresh();
+            a.malloc(request).unwrap();
+            let s = a.stats();
+            assert_eq!((s.allocated, s.reserved), (allocated, reserved), "request {request}");
+        }
+    }
+
+    #[test]
+    fn freed_blocks_are_cached_and_reused_best_fit() {
+        let mut a = fresh();
+        let big = a.malloc(100 * MB).unwrap();
+        let medium = a.malloc(40 * MB).unwrap();
+        a.free(big);
+        a.free(medium);
+        assert_eq!(a.stats().reserved, 140 * MB);
+        // 30 MiB fits best in the 40 MiB block, leaving a 10 MiB free remainder.
+        a.malloc(30 * MB).unwrap();
+        assert_eq!(a.stats().reserved, 140 * MB);
+        assert_eq!(a.stats().allocated, 30 * MB);
+        // 90 MiB still fits in the 100 MiB block.
+        a.malloc(90 * MB).unwrap();
+        assert_eq!(a.stats().reserved, 140 * MB);
+        // 20 MiB fits nowhere now (10 + 10 MiB holes in different segments).
+        a.malloc(20 * MB).unwrap();
+        assert_eq!(a.stats().reserved, 160 * MB);
+    }
+
+    #[test]
+    fn large_remainders_of_one_mib_or_less_stay_with_the_block() {
+        let mut a = fresh();
+        let b = a.malloc(12 * MB).unwrap();
+        a.free(b);
+        // 11.5 MiB in a 12 MiB block: 0.5 MiB remainder is not split off.
+        a.malloc(11 * MB + MB / 2).unwrap();
+        assert_eq!(a.stats().allocated, 12 * MB);
+    }
+
+    #[test]
+    fn neighbours_merge_on_free() {
+        let mut a = fresh();
+        let whole = a.malloc(64 * MB).unwrap();
+        a.free(whole);
+        let x = a.malloc(16 * MB).unwrap();
+        let y = a.malloc(16 * MB).unwrap();
+        let z = a.malloc(16 * MB).unwrap();
+        a.free(x);
+        a.free(z);
+        a.free(y);
+        // All merged back: a 64 MiB request fits without a new segment.
+        a.malloc(64 * MB).unwrap();
+        assert_eq!(a.stats().reserved, 64 * MB);
+    }
+
+    #[test]
+    fn empty_cache_releases_only_fully_free_segments() {
+        let mut a = fresh();
+        let x = a.malloc(30 * MB).unwrap();
+        let _y = a.malloc(30 * MB).unwrap();
+        a.free(x);
+        a.empty_cache();
+        assert_eq!(a.stats().reserved, 30 * MB);
+    }
+
+    #[test]
+    fn a_failed_cuda_malloc_flushes_the_cache_and_retries() {
+        let mut a = CachingAllocator::new(AllocatorConfig::default(), Some(100 * MB));
+        let x = a.malloc(60 * MB).unwrap();
+        a.free(x);
+        // 70 MiB does not fit in the cached 60 MiB block, and 60 + 70 > 100:
+        // the cache is flushed and the retry succeeds.
+        a.malloc(70 * MB).unwrap();
+        assert_eq!(a.stats().reserved, 70 * MB);
+        assert_eq!(a.stats().cache_flushes, 1);
+        assert_eq!(a.malloc(40 * MB), Err(OutOfMemory { request: 40 * MB }));
+    }
+
+    #[test]
+    fn max_split_size_refuses_oversize_blocks() {
+        let config = AllocatorConfig {
+            expandable_segments: false,
+            max_split_size: Some(64 * MB),
+        };
+        let mut a = CachingAllocator::new(config, None);
+        let x = a.malloc(200 * MB).unwrap();
+        a.free(x);
+        // A small-ish request may not take an oversize (>= max_split) block.
+        a.malloc(30 * MB).unwrap();
+        assert_eq!(a.stats().reserved, 230 * MB);
+    }
+
+    #[test]
+    fn expandable_segments_grow_in_pages_and_reuse_the_tail() {
+        let config = AllocatorConfig {
+            expandable_segments: true,
+            max_split_size: None,
+        };
+        let mut a = CachingAllocator::new(config, None);
+        let x = a.malloc(30 * MB).unwrap();
+        assert_eq!(a.stats().reserved, 40 * MB);
+        let _y = a.malloc(15 * MB).unwrap();
+        // 30 + 15 = 45 MiB of 60 mapped.
+        assert_eq!(a.stats().reserved, 60 * MB);
+        a.free(x);
+        // A 35 MiB request: the 30 MiB hole is too small; the 15 MiB tail
+        // grows by one 20 MiB page.
+        a.malloc(35 * MB).unwrap();
+        assert_eq!(a.stats().reserved, 80 * MB);
+    }
+}

@@ -1,0 +1,463 @@
+//! Architectures: the shapes that decide which tensors a run allocates.
+
+use alloc::string::String;
+
+/// Numeric formats of weights, activations and caches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "lowercase"))]
+pub enum Dtype {
+    /// 32-bit float.
+    Fp32,
+    /// 16-bit IEEE half.
+    Fp16,
+    /// bfloat16.
+    Bf16,
+    /// 8-bit integer weights (bitsandbytes LLM.int8 layout: int8 + fp32 scale per row).
+    Int8,
+    /// 4-bit weights (NF4/int4, packed two per byte, one fp32 scale per 64 values).
+    Int4,
+}
+
+impl Dtype {
+    /// Bytes per element for the float formats; for int8/int4 the storage of
+    /// one element without its scales (int4 counts as 1 byte per 2 elements,
+    /// use [`Dtype::storage_bytes`]).
+    pub fn bytes(self) -> u64 {
+        match self {
+            Dtype::Fp32 => 4,
+            Dtype::Fp16 | Dtype::Bf16 => 2,
+            Dtype::Int8 | Dtype::Int4 => 1,
+        }
+    }
+
+    /// Bytes to store `elements` values of this format, scales included.
+    pub fn storage_bytes(self, elements: u64) -> u64 {
+        match self {
+            Dtype::Fp32 | Dtype::Fp16 | Dtype::Bf16 => elements * self.bytes(),
+            // One int8 per value plus one fp32 scale per 4096-wide row: ~elements/1024.
+            Dtype::Int8 => elements + elements.div_ceil(4096) * 4,
+            // Two values per byte plus one fp32 absmax per 64-value block.
+            Dtype::Int4 => elements.div_ceil(2) + elements.div_ceil(64) * 4,
+        }
+    }
+
+    /// True for formats that run matmuls directly (fp32/fp16/bf16).
+    pub fn is_float(self) -> bool {
+        matches!(self, Dtype::Fp32 | Dtype::Fp16 | Dtype::Bf16)
+    }
+
+    /// The name used in specs and URLs.
+    pub fn name(self) -> &'static str {
+        match self {
+            Dtype::Fp32 => "fp32",
+            Dtype::Fp16 => "fp16",
+            Dtype::Bf16 => "bf16",
+            Dtype::Int8 => "int8",
+            Dtype::Int4 => "int4",
+        }
+    }
+}
+
+/// A model: family plus exact shapes.
+#[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(tag = "family", rename_all = "snake_case"))]
+pub enum Architecture {
+    /// Decoder-only LLMs: Llama, Mistral, Qwen2, Gemma 2, Phi-3, GPT-2, Mixtral (MoE).
+    Decoder(DecoderArch),
+    /// Bidirectional encoders: BERT, ESM-2.
+    Encoder(EncoderArch),
+    /// Vision transformer (torchvision `VisionTransformer`).
+    Vit(VitArch),
+    /// ESMFold: ESM-2 stem, folding trunk, structure module.
+    EsmFold(EsmFoldArch),
+    /// Convolutional networks: ResNet, MobileNetV2.
+    Cnn(CnnArch),
+}
+
+impl Architecture {
+    /// Short family name, as in specs and URLs.
+    pub fn family(&self) -> &'static str {
+        match self {
+            Architecture::Decoder(_) => "decoder",
+            Architecture::Encoder(_) => "encoder",
+            Architecture::Vit(_) => "vit",
+            Architecture::EsmFold(_) => "esm_fold",
+            Architecture::Cnn(_) => "cnn",
+        }
+    }
+
+    /// Parameter count as instantiated (no LoRA adapters).
+    pub fn params(&self) -> u64 {
+        match self {
+            Architecture::Decoder(a) => a.params(),
+            Architecture::Encoder(a) => a.params(),
+            Architecture::Vit(a) => a.params(),
+            Architecture::EsmFold(a) => a.params(),
+            Architecture::Cnn(a) => crate::families::cnn::params(a),
+        }
+    }
+
+    /// True when the workload's length axis is an image size, not a sequence.
+    pub fn is_vision(&self) -> bool {
+        matches!(self, Architecture::Vit(_) | Architecture::Cnn(_))
+    }
+}
+
+/// The MLP of a transformer block.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+pub enum MlpKind {
+    /// `down(act(gate(x)) * up(x))`: Llama, Mistral, Qwen2, Gemma, Phi-3.
+    Gated,
+    /// `fc2(act(fc1(x)))` with biases: GPT-2, BERT, ESM, ViT.
+    Plain,
+}
+
+/// The normalisation layer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+pub enum NormKind {
+    /// RMSNorm (weight only), computed in fp32 by HF.
+    RmsNorm,
+    /// LayerNorm (weight and bias).
+    LayerNorm,
+}
+
+/// Mixture-of-experts MLP.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct MoeConfig {
+    /// Experts per layer (all resident in memory).
+    pub num_experts: u32,
+    /// Experts each token is routed to (active per token).
+    pub experts_per_token: u32,
+    /// Intermediate size of one expert.
+    pub expert_intermediate_size: u32,
+    /// Intermediate size of the always-on shared expert, 0 when absent.
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub shared_expert_intermediate_size: u32,
+    /// Leading layers that use a dense MLP instead of experts (DeepSeek).
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub first_dense_layers: u32,
+}
+
+/// A decoder-only transformer.
+#[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct DecoderArch {
+    /// Vocabulary size (rows of the embedding and of the LM head).
+    pub vocab_size: u32,
+    /// Model width.
+    pub hidden_size: u32,
+    /// Dense MLP intermediate width.
+    pub intermediate_size: u32,
+    /// Transformer blocks.
+    pub num_layers: u32,
+    /// Query heads.
+    pub num_heads: u32,
+    /// Key/value heads (grouped-query attention when fewer than `num_heads`).
+    pub num_kv_heads: u32,
+    /// Width of one head.
+    pub head_dim: u32,
+    /// LM head shares the embedding matrix.
+    pub tie_word_embeddings: bool,
+    /// MLP shape.
+    pub mlp: MlpKind,
+    /// Normalisation.
+    pub norm: NormKind,
+    /// Biases on q/k/v (Qwen2) or on every linear (GPT-2 style).
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub qkv_bias: bool,
+    /// Biases on the attention output and MLP linears (GPT-2).
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub dense_bias: bool,
+    /// Learned absolute position embeddings (GPT-2), 0 for rotary.
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub learned_positions: u32,
+    /// Extra norms around attention and MLP (Gemma 2 has four per block).
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub extra_norms_per_layer: u32,
+    /// Mixture of experts, when the MLP is routed.
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub moe: Option<MoeConfig>,
+}
+
+impl DecoderArch {
+    fn norm_params(&self) -> u64 {
+        let h = self.hidden_size as u64;
+        match self.norm {
+            NormKind::RmsNorm => h,
+            NormKind::LayerNorm => 2 * h,
+        }
+    }
+
+    /// Parameters of the dense MLP of width `inter`.
+    pub fn dense_mlp_params(&self, inter: u64) -> u64 {
+        let h = self.hidden_size as u64;
+        match self.mlp {
+            MlpKind::Gated => 3 * h * inter + if self.dense_bias { 2 * inter + h } else { 0 },
+            MlpKind::Plain => 2 * h * inter + if self.dense_bias { inter + h } else { 0 },
+        }
+    }
+
+    /// Parameters of the attention block of one layer.
+    pub fn attention_params(&self) -> u64 {
+        let h = self.hidden_size as u64;
+        let q = self.num_heads as u64 * self.head_dim as u64;
+        let kv = self.num_kv_heads as u64 * self.head_dim as u64;
+        let bias = if self.qkv_bias { q + 2 * kv } else { 0 };
+        let out_bias = if self.dense_bias { h } else { 0 };
+        h * (q + 2 * kv) + bias + q * h + out_bias
+    }
+
+    /// Parameters of the MLP of layer `layer` (experts included).
+    pub fn mlp_params(&self, layer: u32) -> u64 {
+        let h = self.hidden_size as u64;
+        match self.moe {
+            Some(m) if layer >= m.first_dense_layers => {
+                let experts = m.num_experts as u64
+                    * self.dense_mlp_params(m.expert_intermediate_size as u64);
+                let router = h * m.num_experts as u64;
+                let shared = if m.shared_expert_intermediate_size > 0 {
+                    self.dense_mlp_params(m.shared_expert_intermediate_size as u64) + h
+                } else {
+                    0
+                };
+                experts + router + shared
+            }
+            _ => self.dense_mlp_params(self.intermediate_size as u64),
+        }
+    }
+
+    /// Parameters of one transformer block.
+    pub fn layer_params(&self, layer: u32) -> u64 {
+        self.attention_params()
+            + self.mlp_params(layer)
+            + (2 + self.extra_norms_per_layer as u64) * self.norm_params()
+    }
+
+    /// Parameter count as instantiated.
+    pub fn params(&self) -> u64 {
+        let v = self.vocab_size as u64;
+        let h = self.hidden_size as u64;
+        let embed = v * h;
+        let head = if self.tie_word_embeddings { 0 } else { v * h };
+        let positions = self.learned_positions as u64 * h;
+        let layers: u64 = (0..self.num_layers).map(|l| self.layer_params(l)).sum();
+        embed + head + positions + layers + self.norm_params()
+    }
+
+    /// Parameters touched per token (MoE: only the routed experts).
+    pub fn active_params(&self) -> u64 {
+        match self.moe {
+            None => self.params(),
+            Some(m) => {
+                let inactive_per_layer = (m.num_experts - m.experts_per_token.min(m.num_experts))
+                    as u64
+                    * self.dense_mlp_params(m.expert_intermediate_size as u64);
+                let moe_layers = self.num_layers.saturating_sub(m.first_dense_layers) as u64;
+                self.params() - inactive_per_layer * moe_layers
+            }
+        }
+    }
+
+    /// KV-cache bytes per token (all layers, keys and values) at `bytes_per_value`.
+    pub fn kv_bytes_per_token(&self, bytes_per_value: u64) -> u64 {
+        2 * self.num_layers as u64
+            * self.num_kv_heads as u64
+            * self.head_dim as u64
+            * bytes_per_value
+    }
+}
+
+/// Which encoder: decides embeddings and the head.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+pub enum EncoderKind {
+    /// BERT: absolute positions, token types, post-LN, MLM head with a transform.
+    Bert,
+    /// ESM-2: rotary positions, pre-LN, contact head, no token types.
+    Esm,
+}
+
+/// A bidirectional transformer encoder.
+#[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct EncoderArch {
+    /// BERT or ESM.
+    pub kind: EncoderKind,
+    /// Vocabulary size.
+    pub vocab_size: u32,
+    /// Model width.
+    pub hidden_size: u32,
+    /// MLP width.
+    pub intermediate_size: u32,
+    /// Blocks.
+    pub num_layers: u32,
+    /// Attention heads.
+    pub num_heads: u32,
+    /// Learned absolute positions (BERT: 512; ESM-2: 0, rotary).
+    pub max_position_embeddings: u32,
+    /// Token type embeddings (BERT: 2).
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub type_vocab_size: u32,
+}
+
+impl EncoderArch {
+    /// Parameters of one block (attention, MLP, two LayerNorms).
+    pub fn layer_params(&self) -> u64 {
+        let h = self.hidden_size as u64;
+        let i = self.intermediate_size as u64;
+        4 * (h * h + h) + 2 * h * i + i + h + 4 * h
+    }
+
+    /// Parameters of the encoder body (embeddings and blocks), without a head.
+    pub fn body_params(&self) -> u64 {
+        let h = self.hidden_size as u64;
+        let v = self.vocab_size as u64;
+        let emb = v * h
+            + self.max_position_embeddings as u64 * h
+            + self.type_vocab_size as u64 * h
+            + match self.kind {
+                EncoderKind::Bert => 2 * h, // embedding LayerNorm
+                EncoderKind::Esm => 0,
+            };
+        let tail = match self.kind {
+            EncoderKind::Bert => 0,
+            // emb_layer_norm_after + contact head (layers*heads -> 1).
+            EncoderKind::Esm => 2 * h + self.num_layers as u64 * self.num_heads as u64 + 1,
+        };
+        emb + self.num_layers as u64 * self.layer_params() + tail
+    }
+
+    /// Parameters of the masked-LM head (BERT's transform + tied decoder with bias).
+    pub fn mlm_head_params(&self) -> u64 {
+        let h = self.hidden_size as u64;
+        h * h + h + 2 * h + self.vocab_size as u64
+    }
+
+    /// Parameter count as instantiated: BERT with its MLM head, ESM-2 without.
+    pub fn params(&self) -> u64 {
+        match self.kind {
+            EncoderKind::Bert => self.body_params() + self.mlm_head_params(),
+            EncoderKind::Esm => self.body_params(),
+        }
+    }
+}
+
+/// torchvision's `VisionTransformer`.
+#[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct VitArch {
+    /// Image size the position embedding was built for.
+    pub image_size: u32,
+    /// Patch edge in pixels.
+    pub patch_size: u32,
+    /// Model width.
+    pub hidden_size: u32,
+    /// MLP width.
+    pub mlp_dim: u32,
+    /// Blocks.
+    pub num_layers: u32,
+    /// Attention heads.
+    pub num_heads: u32,
+    /// Classifier outputs.
+    pub num_classes: u32,
+}
+
+impl VitArch {
+    /// Tokens for an image of `image_size` pixels: patches plus the class token.
+    pub fn tokens(&self, image_size: u32) -> u64 {
+        let side = (image_size / self.patch_size) as u64;
+        side * side + 1
+    }
+
+    /// Parameter count.
+    pub fn params(&self) -> u64 {
+        let h = self.hidden_size as u64;
+        let m = self.mlp_dim as u64;
+        let p = self.patch_size as u64;
+        let conv = 3 * h * p * p + h;
+        let pos = self.tokens(self.image_size) * h;
+        let layer = 2 * h + (3 * h * h + 3 * h) + (h * h + h) + 2 * h + (h * m + m) + (m * h + h);
+        conv + h + pos + self.num_layers as u64 * layer + 2 * h + h * self.num_classes as u64
+            + self.num_classes as u64
+    }
+}
+
+/// ESMFold (HF `EsmForProteinFolding`).
+#[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct EsmFoldArch {
+    /// The ESM-2 language model stem.
+    pub stem: EncoderArch,
+    /// Folding-trunk blocks (48).
+    pub trunk_blocks: u32,
+    /// Sequence state width (1024).
+    pub sequence_state_dim: u32,
+    /// Pair state width (128).
+    pub pairwise_state_dim: u32,
+    /// Head width of sequence attention (32).
+    pub sequence_head_width: u32,
+    /// Head width of triangular attention (32).
+    pub pairwise_head_width: u32,
+    /// Relative position bins (32).
+    pub position_bins: u32,
+    /// Recycles the config allows (4).
+    pub max_recycles: u32,
+    /// Structure-module blocks (8).
+    pub structure_blocks: u32,
+    /// Structure-module single width (384).
+    pub structure_sequence_dim: u32,
+    /// Structure-module pair width (128).
+    pub structure_pairwise_dim: u32,
+    /// IPA heads (12).
+    pub ipa_heads: u32,
+    /// Parameters outside the stem (trunk, structure module, heads), as
+    /// instantiated by transformers 5.17.0; see `families::esmfold`.
+    pub folding_params: u64,
+}
+
+impl EsmFoldArch {
+    /// Parameter count (stem + folding parts).
+    pub fn params(&self) -> u64 {
+        self.stem.body_params() + self.folding_params
+    }
+}
+
+/// Convolutional network topologies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(tag = "topology", rename_all = "snake_case"))]
+pub enum CnnArch {
+    /// torchvision ResNet: blocks per stage, bottleneck (50/101/152) or basic (18/34).
+    ResNet {
+        /// Blocks in each of the four stages.
+        blocks: [u32; 4],
+        /// Bottleneck blocks (1x1, 3x3, 1x1 with expansion 4).
+        bottleneck: bool,
+        /// Classifier outputs.
+        num_classes: u32,
+    },
+    /// torchvision MobileNetV2 (width 1.0).
+    MobileNetV2 {
+        /// Classifier outputs.
+        num_classes: u32,
+    },
+}
+
+/// A named model: what the preset catalog and specs hold.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Model {
+    /// Stable id used in specs and URLs, e.g. `llama-3.1-8b`.
+    pub id: String,
+    /// Name to show people.
+    pub name: String,
+    /// The shapes.
+    pub arch: Architecture,
+}

@@ -1,0 +1,52 @@
+//! One module per model family. Each emits, op by op, the tensors a real
+//! PyTorch run allocates and frees, into a [`Replay`].
+
+pub mod cnn;
+pub mod decoder;
+pub mod encoder;
+pub mod esmfold;
+pub mod vit;
+
+use crate::arch::Architecture;
+use crate::error::Error;
+use crate::estimate::{LibraryUse, ReplaySummary};
+use crate::runtime::RuntimeProfile;
+use crate::trace::Replay;
+use crate::workload::{Mode, Workload};
+
+/// Rejects workloads a family cannot run, naming the field.
+pub fn validate(arch: &Architecture, workload: &Workload) -> Result<(), Error> {
+    match arch {
+        Architecture::Decoder(_) => decoder::validate(workload),
+        Architecture::Encoder(_) => encoder::validate(workload),
+        Architecture::Vit(_) | Architecture::Cnn(_) => vit::validate_vision(workload),
+        Architecture::EsmFold(_) => esmfold::validate(workload),
+    }
+}
+
+/// Which libraries the run loads.
+pub fn libraries(arch: &Architecture, workload: &Workload) -> LibraryUse {
+    LibraryUse {
+        cublas: true,
+        backward: workload.mode == Mode::Training,
+        cudnn: matches!(arch, Architecture::Cnn(_)),
+    }
+}
+
+/// Replays the whole run (weights loaded, then the workload).
+pub fn replay(
+    arch: &Architecture,
+    workload: &Workload,
+    runtime: &RuntimeProfile,
+    replay: &mut Replay,
+) -> Result<ReplaySummary, Error> {
+    let mut summary = match arch {
+        Architecture::Decoder(a) => decoder::replay(a, workload, runtime, replay),
+        Architecture::Encoder(a) => encoder::replay(a, workload, runtime, replay),
+        Architecture::Vit(a) => vit::replay(a, workload, runtime, replay),
+        Architecture::EsmFold(a) => esmfold::replay(a, workload, runtime, replay),
+        Architecture::Cnn(a) => cnn::replay(a, workload, runtime, replay),
+    }?;
+    summary.libraries = libraries(arch, workload);
+    Ok(summary)
+}

@@ -1,0 +1,49 @@
+//! # headroom-core
+//!
+//! Predicts the peak GPU memory of a PyTorch workload: LLM inference and
+//! training, encoders (BERT, ESM-2), ViT, ESMFold and convolutional networks.
+//!
+//! The estimate is not a formula of the parameter count. For each model
+//! family, [`families`] emits the tensors a real PyTorch run allocates and
+//! frees, op by op (forward, backward, optimizer step, over the steps a real
+//! run takes). [`allocator`] replays that stream through a model of
+//! PyTorch's CUDA caching allocator to find the peak of allocated and
+//! reserved bytes. [`runtime`] adds what lives outside the allocator: the
+//! CUDA context and library handles, whose figures come from a calibration
+//! profile (H200 defaults measured in `shared/calibration`).
+//!
+//! ## What this crate does not do
+//! No IO, no clock, no GPU, no DOM, no network: callers pass data in and get
+//! data out. It is `no_std` with `alloc`; the `std` feature only adds
+//! `std::error::Error` impls, `serde` adds JSON (de)serialisation.
+#![no_std]
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+extern crate alloc;
+#[cfg(any(test, feature = "std"))]
+extern crate std;
+
+pub mod allocator;
+pub mod arch;
+pub mod bytes;
+pub mod error;
+pub mod estimate;
+pub mod families;
+pub mod gpus;
+#[cfg(feature = "serde")]
+pub mod hf_config;
+pub mod presets;
+pub mod runtime;
+pub mod search;
+#[cfg(feature = "serde")]
+pub mod spec;
+pub mod trace;
+pub mod workload;
+
+pub use arch::Architecture;
+pub use bytes::Bytes;
+pub use error::Error;
+pub use estimate::{estimate, Component, Estimate};
+pub use runtime::RuntimeProfile;
+pub use workload::Workload;

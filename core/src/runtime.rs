@@ -1,0 +1,110 @@
+//! What lives outside PyTorch's allocator, and the allocator settings: the
+//! coefficients a calibration profile supplies.
+//!
+//! Every default below is an H200 measurement from
+//! `shared/calibration/h200-public.jsonl`, line 1 (`runtime_overheads`,
+//! torch 2.11.0+cu130, driver 580.159.04, `CUDA_MODULE_LOADING=LAZY`), and
+//! the probes in `measurements/h200/overheads.json`.
+
+use crate::allocator::AllocatorConfig;
+use alloc::string::String;
+
+/// `runtime_overheads.context` (650,969,088 B: context plus the first 2 MiB
+/// small-pool segment) minus that 2 MiB segment, which the replay counts.
+pub const H200_CUDA_CONTEXT_BYTES: u64 = 650_969_088 - (2 << 20);
+/// cuBLAS handle and lazily loaded GEMM kernels outside torch's allocator:
+/// `after_first_matmul` (820,838,400) minus `reserved_after_first_matmul`
+/// (102,760,448) minus [`H200_CUDA_CONTEXT_BYTES`].
+pub const H200_CUBLAS_LIBRARY_BYTES: u64 = 820_838_400 - 102_760_448 - H200_CUDA_CONTEXT_BYTES;
+/// cuBLAS workspace per handle on Hopper (`CublasHandlePool.cpp`), allocated
+/// through torch's allocator: 32 MiB. The 4096x4096 bf16 probe matmul's
+/// reserved bytes (102,760,448 = 2 MiB + 3 x 32 MiB operands + 32 MiB) confirm it.
+pub const H200_CUBLAS_WORKSPACE_BYTES: u64 = 32 << 20;
+/// cuDNN handle and kernels: `after_first_conv` (829,227,008) minus
+/// `after_first_matmul` (820,838,400).
+pub const H200_CUDNN_LIBRARY_BYTES: u64 = 829_227_008 - 820_838_400;
+/// The autograd engine runs backward on its own device thread, which gets its
+/// own cuBLAS handle (and its own workspace in the allocator) plus kernels for
+/// the backward GEMMs. Outside-allocator overhead of training cases minus that
+/// of inference cases in `h200-public.jsonl` (816,644,096 - 730,660,864).
+pub const H200_BACKWARD_LIBRARY_BYTES: u64 = 816_644_096 - 730_660_864;
+/// Kernels loaded lazily by a real model's forward beyond the probe matmul
+/// (norms, softmax, attention, elementwise): the outside-allocator overhead of
+/// the inference cases in `h200-public.jsonl` (730,660,864) minus context and cuBLAS.
+pub const H200_MODEL_KERNELS_BYTES: u64 =
+    730_660_864 - H200_CUDA_CONTEXT_BYTES - H200_CUBLAS_LIBRARY_BYTES;
+
+/// Memory outside the modelled allocations, and allocator settings.
+#[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(default))]
+pub struct RuntimeProfile {
+    /// GPU this profile was measured on (informational).
+    pub gpu: Option<String>,
+    /// Total device memory of that GPU, bytes (informational).
+    pub gpu_total_bytes: Option<u64>,
+    /// CUDA context with lazy module loading, bytes.
+    pub cuda_context_bytes: u64,
+    /// cuBLAS handle and GEMM kernels, outside torch's allocator, bytes.
+    pub cublas_library_bytes: u64,
+    /// cuBLAS workspace per handle, inside torch's allocator, bytes.
+    pub cublas_workspace_bytes: u64,
+    /// Other lazily loaded kernels of a model's forward, bytes.
+    pub model_kernels_bytes: u64,
+    /// Backward-thread cuBLAS handle and backward kernels, bytes (training only).
+    pub backward_library_bytes: u64,
+    /// cuDNN handle and kernels, bytes (convolutional models only).
+    pub cudnn_library_bytes: u64,
+    /// Allocator settings. In measurement files this is the string
+    /// `"default"` or `"expandable_segments"`.
+    #[cfg_attr(feature = "serde", serde(deserialize_with = "allocator_setting"))]
+    pub allocator: AllocatorConfig,
+}
+
+impl Default for RuntimeProfile {
+    fn default() -> Self {
+        RuntimeProfile::h200()
+    }
+}
+
+impl RuntimeProfile {
+    /// The H200 profile measured for `shared/calibration` (torch 2.11, CUDA 13).
+    pub fn h200() -> RuntimeProfile {
+        RuntimeProfile {
+            gpu: Some("NVIDIA H200".into()),
+            gpu_total_bytes: Some(150_754_820_096),
+            cuda_context_bytes: H200_CUDA_CONTEXT_BYTES,
+            cublas_library_bytes: H200_CUBLAS_LIBRARY_BYTES,
+            cublas_workspace_bytes: H200_CUBLAS_WORKSPACE_BYTES,
+            model_kernels_bytes: H200_MODEL_KERNELS_BYTES,
+            backward_library_bytes: H200_BACKWARD_LIBRARY_BYTES,
+            cudnn_library_bytes: H200_CUDNN_LIBRARY_BYTES,
+            allocator: AllocatorConfig::default(),
+        }
+    }
+}
+
+#[cfg(feature = "serde")]
+fn allocator_setting<'de, D: serde::Deserializer<'de>>(d: D) -> Result<AllocatorConfig, D::Error> {
+    use serde::de::Error as _;
+    use serde::Deserialize;
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Setting {
+        Name(String),
+        Config(AllocatorConfig),
+    }
+    match Setting::deserialize(d)? {
+        Setting::Config(c) => Ok(c),
+        Setting::Name(name) => match name.as_str() {
+            "default" | "" => Ok(AllocatorConfig::default()),
+            "expandable_segments" | "expandable_segments:True" => Ok(AllocatorConfig {
+                expandable_segments: true,
+                max_split_size: None,
+            }),
+            other => Err(D::Error::custom(alloc::format!(
+                "`runtime.allocator`: unknown setting `{other}`; allowed: \"default\", \"expandable_segments\" or an object {{expandable_segments, max_split_size}}"
+            ))),
+        },
+    }
+}

@@ -1,0 +1,164 @@
+//! The replay: family code allocates and frees tensors op by op; each call
+//! goes straight into the [`CachingAllocator`] model, and the moment of the
+//! peak (with what is live by component, and the op running) is kept.
+
+use crate::allocator::{AllocatorConfig, BlockId, CachingAllocator, OutOfMemory, Stats};
+use crate::estimate::Component;
+
+/// Handle to a tensor alive in the replay.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[must_use = "a tensor handle that is dropped can never be freed"]
+pub struct Tensor {
+    block: BlockId,
+    component: Component,
+}
+
+/// Where in the run we are: a static op name and an optional layer index.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Op {
+    /// What runs, e.g. `forward: mlp (up_proj)`.
+    pub name: &'static str,
+    /// Transformer block / trunk block index, when the op is inside one.
+    pub layer: Option<u32>,
+    /// Step (training) or recycle (ESMFold) index.
+    pub step: Option<u32>,
+}
+
+/// The live bytes of each component at one moment.
+pub type ComponentBytes = [u64; Component::IN_ALLOCATOR];
+
+/// The fullest moment of the run: highest reserved bytes, and on ties the
+/// highest allocated bytes.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PeakMoment {
+    /// Allocated bytes by component at that moment.
+    pub live: ComponentBytes,
+    /// Reserved bytes at that moment.
+    pub reserved: u64,
+    /// Allocated bytes at that moment.
+    pub allocated: u64,
+    /// The op that made the allocation.
+    pub op: Op,
+}
+
+/// A replay in progress.
+#[derive(Clone, Debug)]
+pub struct Replay {
+    allocator: CachingAllocator,
+    live: ComponentBytes,
+    op: Op,
+    peak: PeakMoment,
+    oom: Option<(OutOfMemory, Op)>,
+}
+
+impl Replay {
+    /// Starts a replay with an empty allocator.
+    pub fn new(config: AllocatorConfig, capacity: Option<u64>) -> Replay {
+        Replay {
+            allocator: CachingAllocator::new(config, capacity),
+            live: [0; Component::IN_ALLOCATOR],
+            op: Op::default(),
+            peak: PeakMoment::default(),
+            oom: None,
+        }
+    }
+
+    /// Names the op that the next allocations belong to.
+    pub fn op(&mut self, name: &'static str, layer: Option<u32>) {
+        self.op.name = name;
+        self.op.layer = layer;
+    }
+
+    /// Sets the step (training) or recycle (ESMFold) index.
+    pub fn step(&mut self, step: Option<u32>) {
+        self.op.step = step;
+    }
+
+    /// Allocates a tensor of `bytes`. Zero-byte tensors take no block in
+    /// PyTorch; they are given a 512 B block here, which is lost in the noise.
+    pub fn alloc(&mut self, bytes: u64, component: Component) -> Tensor {
+        let block = match self.allocator.malloc(bytes) {
+            Ok(block) => block,
+            Err(oom) => {
+                if self.oom.is_none() {
+                    self.oom = Some((oom, self.op));
+                }
+                // Keep replaying with an unbounded allocator so the rest of
+                // the trace stays consistent; the run is marked as OOM.
+                self.allocator = unbounded(&self.allocator);
+                self.allocator.malloc(bytes).expect("unbounded allocator")
+            }
+        };
+        self.live[component as usize] += self.allocator.block_size(block);
+        let stats = self.allocator.stats();
+        if stats.reserved > self.peak.reserved
+            || (stats.reserved == self.peak.reserved && stats.allocated > self.peak.allocated)
+        {
+            self.peak = PeakMoment {
+                live: self.live,
+                reserved: stats.reserved,
+                allocated: stats.allocated,
+                op: self.op,
+            };
+        }
+        Tensor { block, component }
+    }
+
+    /// Frees a tensor.
+    pub fn free(&mut self, tensor: Tensor) {
+        self.live[tensor.component as usize] -= self.allocator.block_size(tensor.block);
+        self.allocator.free(tensor.block);
+    }
+
+    /// Frees every tensor of a list.
+    pub fn free_all(&mut self, tensors: impl IntoIterator<Item = Tensor>) {
+        for t in tensors {
+            self.free(t);
+        }
+    }
+
+    /// A transient: allocated and freed at once (its only effect is on the peak
+    /// and on the cache).
+    pub fn touch(&mut self, bytes: u64, component: Component) {
+        let t = self.alloc(bytes, component);
+        self.free(t);
+    }
+
+    /// `torch.cuda.empty_cache()`.
+    pub fn empty_cache(&mut self) {
+        self.allocator.empty_cache();
+    }
+
+    /// `torch.cuda.reset_peak_memory_stats()`: the peak window restarts here.
+    pub fn reset_peaks(&mut self) {
+        self.allocator.reset_peaks();
+        let stats = self.allocator.stats();
+        self.peak = PeakMoment {
+            live: self.live,
+            reserved: stats.reserved,
+            allocated: stats.allocated,
+            op: self.op,
+        };
+    }
+
+    /// Allocator totals.
+    pub fn stats(&self) -> Stats {
+        self.allocator.stats()
+    }
+
+    /// The fullest moment since the last peak reset.
+    pub fn peak(&self) -> PeakMoment {
+        self.peak
+    }
+
+    /// The first allocation that did not fit the capacity, if any.
+    pub fn out_of_memory(&self) -> Option<(OutOfMemory, Op)> {
+        self.oom
+    }
+}
+
+fn unbounded(allocator: &CachingAllocator) -> CachingAllocator {
+    let mut a = allocator.clone();
+    a.set_capacity(None);
+    a
+}

@@ -1,0 +1,326 @@
+//! What runs: inference or training, batch, length, precision, options.
+//!
+//! The serde form is the `workload` object of a measurement case in
+//! `shared/calibration` (extra fields allowed), so any measured case can be
+//! estimated unchanged.
+
+use crate::arch::Dtype;
+use crate::error::{check_range, Error};
+use alloc::string::String;
+use alloc::vec::Vec;
+
+/// Inference or training.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "lowercase"))]
+pub enum Mode {
+    /// Forward passes under `torch.no_grad()`.
+    #[default]
+    Inference,
+    /// Forward, backward and optimizer steps.
+    Training,
+}
+
+/// Attention kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "lowercase"))]
+pub enum Attention {
+    /// `scaled_dot_product_attention`: no s x s matrix kept.
+    #[default]
+    Sdpa,
+    /// Materialised softmax(QK^T) per layer.
+    Eager,
+}
+
+/// How inference runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "lowercase"))]
+pub enum InferenceKind {
+    /// Prefill with a KV cache, then `new_tokens` decode steps.
+    #[default]
+    Generate,
+    /// One forward pass, no cache.
+    Forward,
+}
+
+/// Which positions get logits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "lowercase"))]
+pub enum Logits {
+    /// Only the last position (`logits_to_keep=1`).
+    #[default]
+    Last,
+    /// Every position.
+    All,
+    /// No head: hidden states only.
+    None,
+}
+
+/// Inference options.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(default))]
+pub struct InferenceOptions {
+    /// Generate or a plain forward.
+    pub kind: InferenceKind,
+    /// Which positions get logits.
+    pub logits: Logits,
+    /// Keep a KV cache (generation always does).
+    pub kv_cache: bool,
+    /// Decode steps after the prefill.
+    pub new_tokens: u32,
+    /// KV-cache dtype; `None` means the weights' compute dtype.
+    pub kv_dtype: Option<Dtype>,
+}
+
+impl Default for InferenceOptions {
+    fn default() -> Self {
+        InferenceOptions {
+            kind: InferenceKind::Generate,
+            logits: Logits::Last,
+            kv_cache: true,
+            new_tokens: 16,
+            kv_dtype: None,
+        }
+    }
+}
+
+/// Optimizers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+pub enum Optimizer {
+    /// `torch.optim.AdamW` (foreach): two fp32-or-param-dtype moments.
+    #[default]
+    Adamw,
+    /// Plain SGD: no state.
+    Sgd,
+    /// SGD with momentum: one buffer per parameter.
+    #[cfg_attr(feature = "serde", serde(alias = "sgd_momentum"))]
+    SgdMomentum,
+    /// Adafactor: factored second moments (rows + columns), no first moment.
+    Adafactor,
+}
+
+/// Training precision.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+pub enum Precision {
+    /// fp32 parameters under `torch.autocast(bfloat16)`.
+    #[default]
+    AmpBf16,
+    /// bf16 parameters, no autocast.
+    Bf16,
+    /// fp32 everywhere.
+    Fp32,
+}
+
+/// LoRA adapters on a frozen base.
+#[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct Lora {
+    /// Adapter rank.
+    pub rank: u32,
+    /// Scaling numerator (does not change memory).
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub alpha: Option<f64>,
+    /// Module names adapted, e.g. `q_proj`, `v_proj`; empty means q and v.
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub target_modules: Vec<String>,
+    /// Dropout on the adapter input (0 keeps no extra tensor).
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub dropout: Option<f64>,
+}
+
+/// Training options.
+#[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(default))]
+pub struct TrainingOptions {
+    /// Optimizer.
+    pub optimizer: Optimizer,
+    /// Optimizer steps (the peak of step 2 onwards includes optimizer state).
+    pub steps: u32,
+    /// Precision.
+    pub precision: Precision,
+    /// HF `gradient_checkpointing_enable()`: keep only block inputs, recompute in backward.
+    pub grad_checkpointing: bool,
+    /// LoRA adapters; `None` trains every parameter.
+    pub lora: Option<Lora>,
+}
+
+impl Default for TrainingOptions {
+    fn default() -> Self {
+        TrainingOptions {
+            optimizer: Optimizer::Adamw,
+            steps: 2,
+            precision: Precision::AmpBf16,
+            grad_checkpointing: false,
+            lora: None,
+        }
+    }
+}
+
+/// ESMFold options.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(default))]
+pub struct EsmFoldOptions {
+    /// dtype of the ESM-2 stem (`fp16` in HF and the reference code).
+    pub stem_dtype: Dtype,
+    /// Trunk chunk size (`set_chunk_size`); `None` runs unchunked.
+    pub chunk_size: Option<u32>,
+    /// Recycles; `None` means the config's `max_recycles`.
+    pub num_recycles: Option<u32>,
+}
+
+impl Default for EsmFoldOptions {
+    fn default() -> Self {
+        EsmFoldOptions {
+            stem_dtype: Dtype::Fp16,
+            chunk_size: None,
+            num_recycles: None,
+        }
+    }
+}
+
+/// How the weights reached the GPU before the job; decides the holes the
+/// allocator starts with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+pub enum LoadPath {
+    /// Loaded on the CPU and moved (or built on the GPU and `empty_cache()`d):
+    /// a compact allocator holding only the weights. What the H200 data used.
+    #[default]
+    Compact,
+    /// Built on the GPU in fp32 then cast (`.half()`), no `empty_cache()`:
+    /// the fp32 copies stay cached as free segments.
+    BuildThenCast,
+}
+
+/// A workload.
+#[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(default))]
+pub struct Workload {
+    /// Inference or training.
+    pub mode: Mode,
+    /// Sequences (or images) per batch.
+    pub batch: u32,
+    /// Tokens or residues per sequence (ignored by vision models).
+    pub seq_len: u32,
+    /// Image edge in pixels (vision models only).
+    pub image_size: Option<u32>,
+    /// Weight dtype for inference (training derives it from the precision).
+    pub dtype: Dtype,
+    /// Attention kernel.
+    pub attention: Attention,
+    /// Inference options (used when `mode` is inference).
+    pub inference: InferenceOptions,
+    /// Training options (used when `mode` is training).
+    pub training: TrainingOptions,
+    /// ESMFold options (used by ESMFold only).
+    pub esmfold: EsmFoldOptions,
+    /// How the weights were loaded.
+    pub load: LoadPath,
+}
+
+impl Default for Workload {
+    fn default() -> Self {
+        Workload {
+            mode: Mode::Inference,
+            batch: 1,
+            seq_len: 1024,
+            image_size: None,
+            dtype: Dtype::Bf16,
+            attention: Attention::Sdpa,
+            inference: InferenceOptions::default(),
+            training: TrainingOptions::default(),
+            esmfold: EsmFoldOptions::default(),
+            load: LoadPath::Compact,
+        }
+    }
+}
+
+/// Largest batch accepted.
+pub const MAX_BATCH: u64 = 65_536;
+/// Largest sequence length accepted (tokens or residues).
+pub const MAX_SEQ_LEN: u64 = 4_194_304;
+/// Largest image edge accepted, in pixels.
+pub const MAX_IMAGE_SIZE: u64 = 8_192;
+/// Most decode steps accepted.
+pub const MAX_NEW_TOKENS: u64 = 1_048_576;
+/// Most training steps accepted.
+pub const MAX_STEPS: u64 = 1_000;
+
+impl Workload {
+    /// Checks ranges; every error names the field and its allowed range.
+    pub fn validate(&self) -> Result<(), Error> {
+        check_range("workload.batch", self.batch as u64, 1, MAX_BATCH)?;
+        check_range("workload.seq_len", self.seq_len as u64, 1, MAX_SEQ_LEN)?;
+        if let Some(size) = self.image_size {
+            check_range("workload.image_size", size as u64, 16, MAX_IMAGE_SIZE)?;
+        }
+        check_range(
+            "workload.inference.new_tokens",
+            self.inference.new_tokens as u64,
+            0,
+            MAX_NEW_TOKENS,
+        )?;
+        if self.mode == Mode::Training {
+            check_range("workload.training.steps", self.training.steps as u64, 1, MAX_STEPS)?;
+            if let Some(lora) = &self.training.lora {
+                check_range("workload.training.lora.rank", lora.rank as u64, 1, 65_536)?;
+            }
+        }
+        if let Some(chunk) = self.esmfold.chunk_size {
+            check_range("workload.esmfold.chunk_size", chunk as u64, 1, MAX_SEQ_LEN)?;
+        }
+        if let Some(recycles) = self.esmfold.num_recycles {
+            check_range("workload.esmfold.num_recycles", recycles as u64, 0, 64)?;
+        }
+        if !self.esmfold.stem_dtype.is_float() {
+            return Err(Error::invalid(
+                "workload.esmfold.stem_dtype",
+                alloc::format!("`{}` is not a float format", self.esmfold.stem_dtype.name()),
+                "fp32, fp16 or bf16",
+            ));
+        }
+        if self.mode == Mode::Training && !self.dtype.is_float() && self.training.lora.is_none() {
+            return Err(Error::invalid(
+                "workload.dtype",
+                alloc::format!(
+                    "full training of `{}` weights is not possible",
+                    self.dtype.name()
+                ),
+                "fp32, fp16 or bf16 (quantised weights train only with LoRA)",
+            ));
+        }
+        Ok(())
+    }
+
+    /// The length on the workload's x axis: image size for vision, else seq_len.
+    pub fn length(&self, vision: bool) -> u32 {
+        if vision {
+            self.image_size.unwrap_or(224)
+        } else {
+            self.seq_len
+        }
+    }
+
+    /// A copy with the x-axis length replaced.
+    pub fn with_length(&self, vision: bool, length: u32) -> Workload {
+        let mut w = self.clone();
+        if vision {
+            w.image_size = Some(length);
+        } else {
+            w.seq_len = length;
+        }
+        w
+    }
+}

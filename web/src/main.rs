@@ -1,0 +1,2 @@
+//! Mounts the calculator page.
+fn main() {}
