@@ -1,0 +1,356 @@
+//! Measurement cases (the format of `shared/calibration/*.jsonl`): reading
+//! files line by line, and predicting one case with the core.
+
+use crate::error::{CollectorError, Result};
+use headroom_core::estimate::{estimate, Estimate};
+use headroom_core::spec::Spec;
+use headroom_core::{Error as CoreError, RuntimeProfile};
+use serde_json::Value;
+use std::fmt;
+use std::io::Read;
+
+/// Where a record came from: file and 1-based line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Origin {
+    /// The file as named on the command line (`-` is stdin).
+    pub file: String,
+    /// 1-based line number; 0 for an element of a JSON array (named in `file`).
+    pub line: usize,
+}
+
+impl fmt::Display for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.line == 0 {
+            write!(f, "{}", self.file)
+        } else {
+            write!(f, "{}:{}", self.file, self.line)
+        }
+    }
+}
+
+/// One JSON object read from a measurement file.
+#[derive(Clone, Debug)]
+pub struct Record {
+    /// Where it came from.
+    pub origin: Origin,
+    /// The object.
+    pub value: Value,
+}
+
+/// Reads a whole file, or stdin for `-`.
+pub fn read_text(path: &str) -> Result<String> {
+    if path == "-" {
+        let mut text = String::new();
+        std::io::stdin()
+            .read_to_string(&mut text)
+            .map_err(|e| CollectorError::io("(stdin)", e))?;
+        Ok(text)
+    } else {
+        std::fs::read_to_string(path).map_err(|e| CollectorError::io(path, e))
+    }
+}
+
+/// Reads measurement records: JSON lines (blank lines and `#` comments
+/// skipped), a JSON array of cases, or a calibration profile (its `points`).
+pub fn read_records(path: &str) -> Result<Vec<Record>> {
+    let text = read_text(path)?;
+    parse_records(path, &text)
+}
+
+/// [`read_records`] on text already read.
+pub fn parse_records(file: &str, text: &str) -> Result<Vec<Record>> {
+    let trimmed = text.trim_start();
+    if trimmed.starts_with('[') || looks_like_profile(trimmed) {
+        if let Ok(doc) = serde_json::from_str::<Value>(text) {
+            let items = match doc {
+                Value::Array(items) => items,
+                Value::Object(mut map) => match map.remove("points") {
+                    Some(Value::Array(items)) => items,
+                    _ => {
+                        return Err(CollectorError::input(format!(
+                            "{file}: `points` is missing; allowed: a JSON-lines file of measurement cases, a JSON array of cases, or a calibration profile with `points`"
+                        )))
+                    }
+                },
+                _ => unreachable!("checked by the first character"),
+            };
+            let mut out = Vec::with_capacity(items.len());
+            for (i, value) in items.into_iter().enumerate() {
+                let origin = Origin {
+                    file: format!("{file}[{i}]"),
+                    line: 0,
+                };
+                if !value.is_object() {
+                    return Err(not_an_object(&origin));
+                }
+                out.push(Record { origin, value });
+            }
+            return Ok(out);
+        }
+    }
+    let mut out = Vec::new();
+    for (index, line) in text.lines().enumerate() {
+        let origin = Origin {
+            file: file.to_string(),
+            line: index + 1,
+        };
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let value: Value = serde_json::from_str(line)
+            .map_err(|e| CollectorError::input(format!("{origin}: malformed JSON: {e}")))?;
+        if !value.is_object() {
+            return Err(not_an_object(&origin));
+        }
+        out.push(Record { origin, value });
+    }
+    Ok(out)
+}
+
+fn not_an_object(origin: &Origin) -> CollectorError {
+    CollectorError::input(format!(
+        "{origin}: not a JSON object; allowed: one measurement case object per line"
+    ))
+}
+
+fn looks_like_profile(text: &str) -> bool {
+    text.starts_with('{') && text.contains("\"schema_version\"") && text.contains("\"points\"")
+}
+
+/// How a measured case ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    /// The job finished; the peak is measured.
+    Ok,
+    /// The job ran out of memory: the peak is at least the card's capacity.
+    Oom,
+    /// The job failed for another reason.
+    Failed,
+}
+
+/// What a record is.
+#[derive(Clone, Debug)]
+pub enum Classified {
+    /// The `runtime_overheads` line: not a case.
+    Overheads,
+    /// A case.
+    Case(MeasuredCase),
+}
+
+/// A measurement case's figures.
+#[derive(Clone, Debug)]
+pub struct MeasuredCase {
+    /// Where it came from.
+    pub origin: Origin,
+    /// `case`.
+    pub name: String,
+    /// `measured.status` (absent means `ok`; `measured.oom: true` means `oom`).
+    pub status: Status,
+    /// `measured.driver_peak` (required for `ok` cases).
+    pub driver_peak: Option<u64>,
+    /// `measured.reserved_peak`, when recorded.
+    pub reserved_peak: Option<u64>,
+    /// `measured.alloc_peak`, when recorded.
+    pub alloc_peak: Option<u64>,
+    /// The whole object.
+    pub value: Value,
+}
+
+/// Classifies a record, checking the fields `check` and `fit` need.
+pub fn classify(record: &Record) -> Result<Classified> {
+    let origin = &record.origin;
+    let value = &record.value;
+    let name = match value.get("case") {
+        Some(Value::String(s)) if s == "runtime_overheads" => return Ok(Classified::Overheads),
+        Some(Value::String(s)) if !s.is_empty() => s.clone(),
+        Some(_) => {
+            return Err(CollectorError::input(format!(
+                "{origin}: `case` has the wrong type; allowed: a non-empty string naming the case"
+            )))
+        }
+        None => {
+            return Err(CollectorError::input(format!(
+                "{origin}: `case` is missing; allowed: a non-empty string naming the case"
+            )))
+        }
+    };
+    let measured = match value.get("measured") {
+        Some(Value::Object(m)) => m,
+        Some(_) => {
+            return Err(CollectorError::input(format!(
+                "{origin} (case {name}): `measured` is not an object; allowed: an object with driver_peak, reserved_peak, alloc_peak (bytes)"
+            )))
+        }
+        None => {
+            return Err(CollectorError::input(format!(
+                "{origin} (case {name}): `measured` is missing; allowed: an object with driver_peak, reserved_peak, alloc_peak (bytes)"
+            )))
+        }
+    };
+    let bytes = |key: &str| -> Result<Option<u64>> {
+        match measured.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(v) => v.as_u64().map(Some).ok_or_else(|| {
+                CollectorError::input(format!(
+                    "{origin} (case {name}): `measured.{key}` is {v}; allowed: a whole number of bytes from 0 to 2^64-1"
+                ))
+            }),
+        }
+    };
+    let mut status = match measured.get("status") {
+        None | Some(Value::Null) => Status::Ok,
+        Some(v) => serde_json::from_value(v.clone()).map_err(|_| {
+            CollectorError::input(format!(
+                "{origin} (case {name}): `measured.status` is {v}; allowed: \"ok\", \"oom\" or \"failed\""
+            ))
+        })?,
+    };
+    if measured.get("oom") == Some(&Value::Bool(true)) {
+        status = Status::Oom;
+    }
+    let driver_peak = bytes("driver_peak")?;
+    if status == Status::Ok {
+        match driver_peak {
+            None => {
+                return Err(CollectorError::input(format!(
+                    "{origin} (case {name}): `measured.driver_peak` is missing; allowed: bytes from 1 to 2^64-1"
+                )))
+            }
+            Some(0) => {
+                return Err(CollectorError::input(format!(
+                    "{origin} (case {name}): `measured.driver_peak` must not be 0; allowed: bytes from 1 to 2^64-1"
+                )))
+            }
+            Some(_) => {}
+        }
+    }
+    let reserved_peak = bytes("reserved_peak")?;
+    let alloc_peak = bytes("alloc_peak")?;
+    Ok(Classified::Case(MeasuredCase {
+        origin: origin.clone(),
+        name,
+        status,
+        driver_peak,
+        reserved_peak,
+        alloc_peak,
+        value: value.clone(),
+    }))
+}
+
+/// The outcome of predicting one case.
+#[derive(Clone, Debug)]
+pub enum Prediction {
+    /// The core predicted it.
+    Predicted {
+        /// The parsed spec (its runtime already overridden).
+        spec: Box<Spec>,
+        /// The estimate.
+        estimate: Box<Estimate>,
+    },
+    /// The core does not model it (yet), or the case has no model.
+    Skipped(String),
+}
+
+/// Predicts a case's `model` + `workload` + `runtime`, with the runtime's
+/// coefficients replaced by `profile` when given. `Unsupported` from the core
+/// is a skip; any other core error is bad input naming the case.
+pub fn predict(case: &MeasuredCase, profile: Option<&RuntimeProfile>) -> Result<Prediction> {
+    if case.value.get("model").is_none_or(Value::is_null) {
+        return Ok(Prediction::Skipped(
+            "no `model`: a measurement of a user's own job (--cmd without --spec)".into(),
+        ));
+    }
+    let fail = |e: CoreError| -> Result<Prediction> {
+        match e {
+            CoreError::Unsupported { .. } => Ok(Prediction::Skipped(e.to_string())),
+            e => Err(CollectorError::input(format!(
+                "{} (case {}): {e}",
+                case.origin, case.name
+            ))),
+        }
+    };
+    let mut spec = match Spec::from_value(&case.value) {
+        Ok(spec) => spec,
+        Err(e) => return fail(e),
+    };
+    if let Some(profile) = profile {
+        spec.runtime = apply_profile(&spec.runtime, profile);
+    }
+    match estimate(&spec.model.arch, &spec.workload, &spec.runtime) {
+        Ok(est) => Ok(Prediction::Predicted {
+            spec: Box::new(spec),
+            estimate: Box::new(est),
+        }),
+        Err(e) => fail(e),
+    }
+}
+
+/// `base` with the fitted byte coefficients of `profile` (the allocator
+/// setting of the case is kept: it is part of the workload, not the card).
+pub fn apply_profile(base: &RuntimeProfile, profile: &RuntimeProfile) -> RuntimeProfile {
+    RuntimeProfile {
+        cuda_context_bytes: profile.cuda_context_bytes,
+        cublas_library_bytes: profile.cublas_library_bytes,
+        cublas_workspace_bytes: profile.cublas_workspace_bytes,
+        model_kernels_bytes: profile.model_kernels_bytes,
+        backward_library_bytes: profile.backward_library_bytes,
+        cudnn_library_bytes: profile.cudnn_library_bytes,
+        ..base.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jsonl_skips_blank_and_comment_lines_and_names_bad_lines() {
+        let recs = parse_records("f.jsonl", "\n# c\n{\"case\": \"a\"}\n").unwrap();
+        assert_eq!(recs.len(), 1);
+        assert_eq!(recs[0].origin.to_string(), "f.jsonl:3");
+        let err = parse_records("f.jsonl", "{\"case\": \"a\"}\n{oops\n").unwrap_err();
+        assert!(
+            err.to_string().starts_with("f.jsonl:2: malformed JSON"),
+            "{err}"
+        );
+        let err = parse_records("f.jsonl", "[1]\n").unwrap_err();
+        assert!(
+            err.to_string().contains("f.jsonl[0]: not a JSON object"),
+            "{err}"
+        );
+        let err = parse_records("f.jsonl", "{\"case\": 1}\n2\n").unwrap_err();
+        assert!(
+            err.to_string().contains("f.jsonl:2: not a JSON object"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn classify_names_the_field() {
+        let rec = |s: &str| Record {
+            origin: Origin {
+                file: "m.jsonl".into(),
+                line: 7,
+            },
+            value: serde_json::from_str(s).unwrap(),
+        };
+        let err = classify(&rec(r#"{"case": "x", "measured": {"driver_peak": -1}}"#)).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("m.jsonl:7 (case x): `measured.driver_peak`"),
+            "{err}"
+        );
+        let err = classify(&rec(r#"{"measured": {}}"#)).unwrap_err();
+        assert!(err.to_string().contains("`case` is missing"), "{err}");
+        assert!(matches!(
+            classify(&rec(r#"{"case": "runtime_overheads", "measured": {}}"#)).unwrap(),
+            Classified::Overheads
+        ));
+        match classify(&rec(r#"{"case": "x", "measured": {"oom": true}}"#)).unwrap() {
+            Classified::Case(c) => assert_eq!(c.status, Status::Oom),
+            _ => panic!(),
+        }
+    }
+}

@@ -1,0 +1,71 @@
+//! The collector's errors and the exit code each maps to.
+
+use std::path::Path;
+
+/// Exit code: bad input (a file, a field, an argument).
+pub const EXIT_INPUT: i32 = 1;
+/// Exit code: no NVIDIA driver or no GPU visible.
+pub const EXIT_NO_GPU: i32 = 2;
+/// Exit code: a GPU or measurement step failed.
+pub const EXIT_GPU: i32 = 3;
+/// Exit code: the upload failed (the local file is untouched).
+pub const EXIT_UPLOAD: i32 = 4;
+/// Exit code: interrupted by Ctrl-C (finished work is kept).
+pub const EXIT_INTERRUPTED: i32 = 130;
+
+/// What went wrong. Every message names the file, line or field it is about.
+#[derive(Debug, thiserror::Error)]
+pub enum CollectorError {
+    /// Bad input: a spec, a measurement file, a profile or an argument.
+    #[error("{0}")]
+    Input(String),
+    /// No NVIDIA driver, or no GPU visible.
+    #[error("{0}")]
+    NoGpu(String),
+    /// A CUDA call or a measurement failed.
+    #[error("{0}")]
+    Gpu(String),
+    /// The upload did not succeed.
+    #[error("{0}")]
+    Upload(String),
+    /// Ctrl-C: what finished is kept.
+    #[error("{0}")]
+    Interrupted(String),
+    /// A file could not be read or written.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: String,
+        /// What the OS said.
+        source: std::io::Error,
+    },
+}
+
+impl CollectorError {
+    /// The process exit code for this error.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            CollectorError::Input(_) | CollectorError::Io { .. } => EXIT_INPUT,
+            CollectorError::NoGpu(_) => EXIT_NO_GPU,
+            CollectorError::Gpu(_) => EXIT_GPU,
+            CollectorError::Upload(_) => EXIT_UPLOAD,
+            CollectorError::Interrupted(_) => EXIT_INTERRUPTED,
+        }
+    }
+
+    /// An IO error about `path`.
+    pub fn io(path: impl AsRef<Path>, source: std::io::Error) -> Self {
+        CollectorError::Io {
+            path: path.as_ref().display().to_string(),
+            source,
+        }
+    }
+
+    /// Shorthand for [`CollectorError::Input`].
+    pub fn input(message: impl Into<String>) -> Self {
+        CollectorError::Input(message.into())
+    }
+}
+
+/// Result with [`CollectorError`].
+pub type Result<T, E = CollectorError> = std::result::Result<T, E>;

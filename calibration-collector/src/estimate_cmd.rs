@@ -1,0 +1,184 @@
+//! `calibration-collector estimate`: one spec in, the estimate out.
+
+use crate::cases::read_text;
+use crate::error::{CollectorError, Result};
+use headroom_core::estimate::{estimate_with, Estimate, EstimateOptions};
+use headroom_core::spec::Spec;
+use headroom_core::workload::Mode;
+use headroom_core::{gpus, Bytes};
+use serde_json::{json, Value};
+use std::fmt::Write as _;
+
+/// Options of `estimate`.
+#[derive(Clone, Debug, Default)]
+pub struct EstimateArgs {
+    /// Spec file; `None` or `-` reads stdin.
+    pub spec: Option<String>,
+    /// Print a table instead of JSON.
+    pub table: bool,
+    /// A GPU catalog id: check that the job fits its usable memory.
+    pub gpu: Option<String>,
+}
+
+/// Runs `estimate`, returning what to print.
+pub fn run(args: &EstimateArgs) -> Result<String> {
+    let path = args.spec.as_deref().unwrap_or("-");
+    let name = if path == "-" { "(stdin)" } else { path };
+    let text = read_text(path)?;
+    let spec = Spec::from_json(&text).map_err(|e| CollectorError::input(format!("{name}: {e}")))?;
+    let gpu = match &args.gpu {
+        None => None,
+        Some(id) => Some(gpus::find(id).ok_or_else(|| {
+            let known: Vec<&str> = gpus::CATALOG.iter().map(|g| g.id).collect();
+            CollectorError::input(format!(
+                "--gpu: unknown GPU `{id}`; allowed: {}",
+                known.join(", ")
+            ))
+        })?),
+    };
+    let options = EstimateOptions {
+        capacity: gpu.map(|g| g.usable_bytes),
+    };
+    let est = estimate_with(&spec.model.arch, &spec.workload, &spec.runtime, options)
+        .map_err(|e| CollectorError::input(format!("{name}: {e}")))?;
+    if args.table {
+        Ok(table(&spec, &est, gpu))
+    } else {
+        let value = to_json(&spec, &est, gpu);
+        Ok(serde_json::to_string_pretty(&value).expect("estimate serialises") + "\n")
+    }
+}
+
+/// The JSON form: the estimate's fields, plus the model and the inputs echoed.
+pub fn to_json(spec: &Spec, est: &Estimate, gpu: Option<&gpus::Gpu>) -> Value {
+    let mut value = serde_json::to_value(est).expect("estimate serialises");
+    let map = value.as_object_mut().expect("estimate is an object");
+    map.insert(
+        "model".into(),
+        json!({
+            "id": spec.model.id,
+            "name": spec.model.name,
+            "family": spec.model.arch.family(),
+        }),
+    );
+    map.insert(
+        "inputs".into(),
+        json!({ "workload": spec.workload, "runtime": spec.runtime }),
+    );
+    if let Some(g) = gpu {
+        map.insert(
+            "gpu".into(),
+            json!({ "id": g.id, "name": g.name, "usable_bytes": g.usable_bytes }),
+        );
+    } else {
+        map.remove("fits");
+    }
+    value
+}
+
+fn describe_workload(spec: &Spec) -> String {
+    let w = &spec.workload;
+    let mut s = String::new();
+    let vision = spec.model.arch.is_vision();
+    match w.mode {
+        Mode::Inference => {
+            let _ = write!(s, "inference, {:?}", w.inference.kind);
+        }
+        Mode::Training => {
+            let _ = write!(
+                s,
+                "training, {:?}, {:?}, {} step(s)",
+                w.training.optimizer, w.training.precision, w.training.steps
+            );
+        }
+    }
+    let _ = write!(s, ", batch {}", w.batch);
+    if vision {
+        let _ = write!(s, ", image {}", w.length(true));
+    } else {
+        let _ = write!(s, ", seq_len {}", w.seq_len);
+    }
+    if w.mode == Mode::Inference {
+        let _ = write!(s, ", {}", w.dtype.name());
+    }
+    s.to_lowercase()
+}
+
+/// The readable table.
+pub fn table(spec: &Spec, est: &Estimate, gpu: Option<&gpus::Gpu>) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "model     {} ({}, {} family, {} params)",
+        spec.model.name,
+        spec.model.id,
+        spec.model.arch.family(),
+        group_digits(est.params)
+    );
+    let _ = writeln!(out, "workload  {}", describe_workload(spec));
+    let _ = writeln!(out);
+    let _ = writeln!(out, "{:<28} {:>18} {:>10}", "component", "bytes", "GB");
+    for share in &est.breakdown {
+        let _ = writeln!(
+            out,
+            "{:<28} {:>18} {:>10.3}",
+            share.component.label(),
+            group_digits(share.bytes.0),
+            share.bytes.as_gb()
+        );
+    }
+    let _ = writeln!(out, "{}", "-".repeat(58));
+    let rows: [(&str, Bytes); 4] = [
+        ("driver peak (nvidia-smi)", est.driver_peak),
+        ("reserved peak (torch)", est.reserved_peak),
+        ("allocated peak (torch)", est.allocated_peak),
+        ("outside torch's allocator", est.outside_allocator),
+    ];
+    for (label, bytes) in rows {
+        let _ = writeln!(
+            out,
+            "{:<28} {:>18} {:>10.3}",
+            label,
+            group_digits(bytes.0),
+            bytes.as_gb()
+        );
+    }
+    let _ = writeln!(out, "peak op   {}", est.peak_op);
+    if let Some(g) = gpu {
+        let _ = writeln!(
+            out,
+            "{}  {} ({:.2} GB usable)",
+            if est.fits {
+                "fits     "
+            } else {
+                "DOES NOT FIT"
+            },
+            g.name,
+            Bytes(g.usable_bytes).as_gb()
+        );
+    }
+    out
+}
+
+/// `1234567` -> `1,234,567`.
+pub fn group_digits(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn groups_digits() {
+        assert_eq!(super::group_digits(0), "0");
+        assert_eq!(super::group_digits(999), "999");
+        assert_eq!(super::group_digits(1_234_567), "1,234,567");
+    }
+}

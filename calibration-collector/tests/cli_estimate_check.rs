@@ -1,0 +1,310 @@
+//! CLI tests of `estimate` and `check`: output shape, exit codes, messages.
+//! They hold whether or not the core models a family yet (unmodelled
+//! families must show up as skipped, never as failures).
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+
+const BIN: &str = env!("CARGO_BIN_EXE_calibration-collector");
+
+fn public_file() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/h200-sample.jsonl")
+}
+
+fn run(args: &[&str], stdin: Option<&str>) -> Output {
+    let mut child = Command::new(BIN)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("binary runs");
+    {
+        let mut input = child.stdin.take().unwrap();
+        if let Some(s) = stdin {
+            input.write_all(s.as_bytes()).unwrap();
+        }
+    }
+    child.wait_with_output().unwrap()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn is_summary_line(line: &str) -> bool {
+    let parts: Vec<&str> = line.split(' ').collect();
+    if parts.len() != 5 {
+        return false;
+    }
+    let pct = |s: &str, key: &str| {
+        s.strip_prefix(key)
+            .and_then(|v| v.strip_suffix('%'))
+            .is_some_and(|v| {
+                let (a, b) = v.split_once('.').unwrap_or(("", ""));
+                !a.is_empty()
+                    && a.bytes().all(|c| c.is_ascii_digit())
+                    && b.len() == 1
+                    && b.bytes().all(|c| c.is_ascii_digit())
+            })
+    };
+    let int = |s: &str, key: &str| {
+        s.strip_prefix(key)
+            .is_some_and(|v| !v.is_empty() && v.bytes().all(|c| c.is_ascii_digit()))
+    };
+    int(parts[0], "cases=")
+        && pct(parts[1], "median_abs_err=")
+        && pct(parts[2], "p90_abs_err=")
+        && pct(parts[3], "max_abs_err=")
+        && int(parts[4], "under_5pct=")
+}
+
+#[test]
+fn check_prints_one_line_per_case_and_the_exact_summary_last() {
+    let out = run(&["check", public_file().to_str().unwrap()], None);
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    let lines: Vec<&str> = stdout.lines().collect();
+    let last = lines.last().unwrap();
+    assert!(is_summary_line(last), "last line `{last}`");
+    let cases: Vec<&&str> = lines[..lines.len() - 1]
+        .iter()
+        .filter(|l| !l.starts_with('#'))
+        .collect();
+    // Every case line of the sample (its runtime_overheads line is not a case).
+    assert_eq!(cases.len(), 5, "{stdout}");
+    let mut compared = 0;
+    for line in &cases {
+        if line.contains(" skipped: ") {
+            continue;
+        }
+        compared += 1;
+        let cols: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(cols.len(), 4, "`{line}`");
+        assert!(cols[1].ends_with("GB") && cols[2].ends_with("GB") && cols[3].ends_with('%'));
+    }
+    let n: usize = last
+        .split(' ')
+        .next()
+        .unwrap()
+        .trim_start_matches("cases=")
+        .parse()
+        .unwrap();
+    assert_eq!(n, compared);
+}
+
+#[test]
+fn check_filters_by_substring_and_family() {
+    let file = public_file();
+    let out = run(
+        &[
+            "check",
+            "--filter",
+            "chunkNone_L128",
+            file.to_str().unwrap(),
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(0));
+    let stdout = text(&out.stdout);
+    let cases: Vec<&str> = stdout
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.starts_with("cases="))
+        .collect();
+    assert_eq!(cases.len(), 1, "{stdout}");
+    assert!(cases[0].starts_with("esmfold_esm_fp16_chunkNone_L128"));
+
+    let out = run(
+        &["check", "--family", "decoder", file.to_str().unwrap()],
+        None,
+    );
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("llama8b_gen_b1_L2048"), "{stdout}");
+    assert!(!stdout.contains("esmfold_"), "{stdout}");
+}
+
+#[test]
+fn check_json_has_rows_skipped_and_summary() {
+    let out = run(&["check", "--json", public_file().to_str().unwrap()], None);
+    assert_eq!(out.status.code(), Some(0));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let total = v["rows"].as_array().unwrap().len() + v["skipped"].as_array().unwrap().len();
+    assert_eq!(total, 5);
+    assert_eq!(
+        v["summary"]["cases"].as_u64().unwrap() as usize,
+        v["rows"].as_array().unwrap().len()
+    );
+}
+
+#[test]
+fn check_bad_input_names_file_line_and_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bad.jsonl");
+    std::fs::write(
+        &path,
+        "{\"case\": \"ok\", \"model\": \"gpt2\", \"workload\": {}, \"measured\": {\"driver_peak\": 5}}\n{\"case\": \"x\", \"model\": \"gpt2\", \"workload\": {}, \"measured\": {\"driver_peak\": \"big\"}}\n",
+    )
+    .unwrap();
+    let out = run(&["check", path.to_str().unwrap()], None);
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("bad.jsonl:2 (case x): `measured.driver_peak`"),
+        "{err}"
+    );
+
+    std::fs::write(
+        &path,
+        "{\"case\": \"x\", \"measured\": {\"driver_peak\": 5}\n",
+    )
+    .unwrap();
+    let out = run(&["check", path.to_str().unwrap()], None);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("bad.jsonl:1: malformed JSON"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    std::fs::write(
+        &path,
+        "{\"case\": \"y\", \"model\": \"gpt2\", \"workload\": {\"batch\": 0}, \"measured\": {\"driver_peak\": 5}}\n",
+    )
+    .unwrap();
+    let out = run(&["check", path.to_str().unwrap()], None);
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("bad.jsonl:1 (case y)") && err.contains("workload.batch"),
+        "{err}"
+    );
+
+    let out = run(
+        &["check", dir.path().join("missing.jsonl").to_str().unwrap()],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("missing.jsonl"));
+}
+
+#[test]
+fn check_skips_oom_failed_and_modelless_points() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("run.jsonl");
+    std::fs::write(
+        &path,
+        concat!(
+            "{\"case\": \"a\", \"model\": \"gpt2\", \"workload\": {}, \"measured\": {\"status\": \"oom\", \"capacity_bytes\": 10}}\n",
+            "{\"case\": \"b\", \"model\": \"gpt2\", \"workload\": {}, \"measured\": {\"status\": \"failed\"}}\n",
+            "{\"case\": \"c\", \"measured\": {\"driver_peak\": 1000}}\n",
+        ),
+    )
+    .unwrap();
+    let out = run(&["check", path.to_str().unwrap()], None);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("a") && stdout.contains("skipped: measured out of memory"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("skipped: the measurement failed"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("skipped: no `model`"), "{stdout}");
+    assert!(stdout
+        .trim_end()
+        .ends_with("cases=0 median_abs_err=0.0% p90_abs_err=0.0% max_abs_err=0.0% under_5pct=0"));
+}
+
+#[test]
+fn estimate_reads_stdin_and_files_and_names_bad_fields() {
+    let out = run(
+        &["estimate"],
+        Some(r#"{"model": "llama-3.1-8b", "workload": {"batch": 0}}"#),
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("(stdin)") && err.contains("workload.batch") && err.contains("1 to 65536"),
+        "{err}"
+    );
+
+    let out = run(
+        &["estimate", "-"],
+        Some(r#"{"model": "nope", "workload": {}}"#),
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("unknown preset `nope`"));
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("spec.json");
+    std::fs::write(
+        &path,
+        "{\"model\": \"gpt2\",\n \"workload\": {\"seq_len\": }}",
+    )
+    .unwrap();
+    let out = run(&["estimate", path.to_str().unwrap()], None);
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("spec.json") && err.contains("malformed JSON") && err.contains("line 2"),
+        "{err}"
+    );
+
+    let out = run(
+        &["estimate", "--gpu", "nosuchgpu"],
+        Some(r#"{"model": "gpt2", "workload": {}}"#),
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("--gpu: unknown GPU `nosuchgpu`"));
+}
+
+#[test]
+fn estimate_of_a_measured_case_is_json_or_says_unsupported() {
+    let case = std::fs::read_to_string(public_file()).unwrap();
+    let line = case
+        .lines()
+        .find(|l| l.contains("llama8b_gen_b1_L2048"))
+        .unwrap();
+    let out = run(&["estimate"], Some(line));
+    match out.status.code() {
+        Some(0) => {
+            let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+            assert_eq!(v["model"]["id"], "llama-3.1-8b");
+            assert_eq!(v["inputs"]["workload"]["seq_len"], 2048);
+            assert!(v["driver_peak"].as_u64().unwrap() > 16_000_000_000);
+            let sum: u64 = v["breakdown"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|s| s["bytes"].as_u64().unwrap())
+                .sum();
+            assert_eq!(sum, v["driver_peak"].as_u64().unwrap());
+            let table = run(&["estimate", "--table", "--gpu", "h200"], Some(line));
+            assert_eq!(table.status.code(), Some(0));
+            let t = text(&table.stdout);
+            assert!(
+                t.contains("driver peak") && t.contains("peak op") && t.contains("fits"),
+                "{t}"
+            );
+        }
+        Some(1) => assert!(
+            text(&out.stderr).contains("not supported"),
+            "{}",
+            text(&out.stderr)
+        ),
+        other => panic!("exit {other:?}: {}", text(&out.stderr)),
+    }
+}
+
+#[test]
+fn help_lists_every_command() {
+    let out = run(&["--help"], None);
+    assert_eq!(out.status.code(), Some(0));
+    let help = text(&out.stdout);
+    for cmd in ["estimate", "check"] {
+        assert!(help.contains(cmd), "{help}");
+    }
+}
