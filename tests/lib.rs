@@ -1,1 +1,81 @@
-//! Cross-crate tests live in `tests/tests/`.
+//! Helpers for the cross-crate tests in `tests/tests/`: reading measurement
+//! files and comparing the core's estimates with them.
+
+use headroom_core::spec::Spec;
+use serde_json::Value;
+
+/// One measured case and its prediction.
+#[derive(Debug, Clone)]
+pub struct Compared {
+    /// Case name.
+    pub case: String,
+    /// Model id.
+    pub model: String,
+    /// Predicted driver-level peak, bytes.
+    pub predicted: u64,
+    /// Measured driver-level peak, bytes.
+    pub measured: u64,
+    /// Predicted and measured reserved peaks.
+    pub reserved: (u64, u64),
+    /// Predicted and measured allocated peaks.
+    pub allocated: (u64, u64),
+}
+
+impl Compared {
+    /// Signed relative error of the driver peak.
+    pub fn error(&self) -> f64 {
+        (self.predicted as f64 - self.measured as f64) / self.measured as f64
+    }
+}
+
+/// Estimates every case of a measurement file (JSON lines); cases whose
+/// family is not modelled are returned in the second list with the reason.
+pub fn compare_file(text: &str) -> (Vec<Compared>, Vec<(String, String)>) {
+    let mut done = Vec::new();
+    let mut skipped = Vec::new();
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let value: Value = serde_json::from_str(line).expect("valid JSON line");
+        let case = value["case"].as_str().unwrap_or("?").to_string();
+        if case == "runtime_overheads" || value.get("measured").and_then(|m| m.get("driver_peak")).is_none() {
+            continue;
+        }
+        let spec = match Spec::from_value(&value) {
+            Ok(s) => s,
+            Err(e) => {
+                skipped.push((case, e.to_string()));
+                continue;
+            }
+        };
+        match headroom_core::estimate(&spec.model.arch, &spec.workload, &spec.runtime) {
+            Ok(e) => {
+                let m = &value["measured"];
+                done.push(Compared {
+                    case,
+                    model: spec.model.id.clone(),
+                    predicted: e.driver_peak.0,
+                    measured: m["driver_peak"].as_u64().unwrap_or(0),
+                    reserved: (e.reserved_peak.0, m["reserved_peak"].as_u64().unwrap_or(0)),
+                    allocated: (e.allocated_peak.0, m["alloc_peak"].as_u64().unwrap_or(0)),
+                });
+            }
+            Err(e) => skipped.push((case, e.to_string())),
+        }
+    }
+    (done, skipped)
+}
+
+/// The public H200 measurements shipped in `shared/calibration`, found
+/// beside the checkout (`../shared`) or inside it (`shared/`).
+pub fn public_measurements() -> Option<String> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    for candidate in [
+        root.join("../shared/calibration/h200-public.jsonl"),
+        root.join("shared/calibration/h200-public.jsonl"),
+        root.join("measurements/h200/public/h200-public.jsonl"),
+    ] {
+        if let Ok(text) = std::fs::read_to_string(&candidate) {
+            return Some(text);
+        }
+    }
+    None
+}

@@ -31,6 +31,7 @@ pub mod error;
 pub mod estimate;
 pub mod families;
 pub mod gpus;
+pub mod graph;
 #[cfg(feature = "serde")]
 pub mod hf_config;
 pub mod presets;

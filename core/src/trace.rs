@@ -110,6 +110,14 @@ impl Replay {
         self.allocator.free(tensor.block);
     }
 
+    /// Counts a live tensor under another component from now on.
+    pub fn relabel(&mut self, tensor: &mut Tensor, component: Component) {
+        let size = self.allocator.block_size(tensor.block);
+        self.live[tensor.component as usize] -= size;
+        self.live[component as usize] += size;
+        tensor.component = component;
+    }
+
     /// Frees every tensor of a list.
     pub fn free_all(&mut self, tensors: impl IntoIterator<Item = Tensor>) {
         for t in tensors {

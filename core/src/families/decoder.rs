@@ -1,22 +1,691 @@
-//! Decoder-only LLMs (HF Llama-style modelling code).
-use crate::arch::DecoderArch;
+//! Decoder-only LLMs as transformers 5.17 runs them (Llama, Mistral, Qwen2,
+//! Mixtral, Gemma 2, Phi-3 shapes through the Llama code path; GPT-2 with
+//! LayerNorm, learned positions, `gelu_new` and dropout).
+//!
+//! What is allocated, per decoder layer (prefill or training forward):
+//! RMSNorm's fp32 upcast and `pow` temporaries, q/k/v projections, rotary
+//! `q*cos + rotate_half(q)*sin` temporaries, the KV-cache copy
+//! (`DynamicLayer.update` is a `torch.cat` onto an empty tensor), SDPA's
+//! output and its `transpose(1, 2).contiguous()` copy, `o_proj`, the
+//! residual sum, then the MLP (`down(act(gate(x)) * up(x))`: gate output,
+//! activation, up output and product alive together). `inputs_embeds`
+//! stays referenced through the whole layer loop. Under autocast every
+//! linear casts its input to bf16 (no cache) and its weight to bf16 (cached
+//! until the autocast region ends, and saved for backward).
+
+use super::nn::{self, AttnShape, Ctx, Linear, BF16, FP32, INT64, T};
+use super::optim::{self, OptimizerState, Trainable};
+use crate::arch::{DecoderArch, Dtype, MlpKind, NormKind};
 use crate::error::Error;
-use crate::estimate::ReplaySummary;
+use crate::estimate::{Component, ReplaySummary};
+use crate::graph::{Graph, Value};
 use crate::runtime::RuntimeProfile;
 use crate::trace::Replay;
-use crate::workload::Workload;
+use crate::workload::{Attention, InferenceKind, Logits, Mode, Precision, Workload};
+use alloc::vec::Vec;
 
 /// Rejects workloads the decoder family cannot run.
-pub fn validate(_workload: &Workload) -> Result<(), Error> {
+pub fn validate(workload: &Workload) -> Result<(), Error> {
+    if workload.mode == Mode::Inference
+        && workload.inference.kind == InferenceKind::Generate
+        && workload.inference.logits == Logits::None
+    {
+        return Err(Error::invalid(
+            "workload.inference.logits",
+            "generation needs logits",
+            "\"last\" or \"all\" for kind \"generate\"",
+        ));
+    }
     Ok(())
 }
 
+#[derive(Clone, Copy, Debug)]
+enum Mlp {
+    Gated { gate: Linear, up: Linear, down: Linear },
+    Plain { fc: Linear, proj: Linear },
+    Moe { router: Value, experts: u64, top_k: u64, gate_up: Linear, down: Linear, shared: Option<(Linear, Linear, Linear)> },
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Layer {
+    norm1: Value,
+    q: Linear,
+    k: Linear,
+    v: Linear,
+    o: Linear,
+    norm2: Value,
+    mlp: Mlp,
+}
+
+struct Weights {
+    embed: Value,
+    positions: Option<Value>,
+    layers: Vec<Layer>,
+    norm: Value,
+    lm_head: Linear,
+    trainable: Vec<Trainable>,
+    params: u64,
+    bytes: u64,
+}
+
+/// How the weights are stored and which ones train.
+#[derive(Clone, Copy)]
+struct Storage {
+    /// Element size of float parameters.
+    dsize: u64,
+    /// Linear weights quantised (int8/int4).
+    quant: Option<Dtype>,
+    /// Base weights frozen (LoRA).
+    frozen: bool,
+    /// LoRA rank and target mask, when adapters are attached.
+    lora_rank: u64,
+}
+
+struct Builder<'a, 'r> {
+    g: &'a mut Graph<'r>,
+    s: Storage,
+    trainable: Vec<Trainable>,
+    params: u64,
+    bytes: u64,
+}
+
+impl Builder<'_, '_> {
+    fn tensor(&mut self, rows: u64, cols: u64, quantizable: bool) -> Value {
+        let elems = rows * cols;
+        let bytes = match (quantizable, self.s.quant) {
+            (true, Some(q)) => q.storage_bytes(elems),
+            _ => elems * self.s.dsize,
+        };
+        let train = !self.s.frozen;
+        let v = self.g.param(bytes, train);
+        self.params += elems;
+        self.bytes += bytes;
+        if train {
+            self.trainable.push(Trainable { value: v, dsize: self.s.dsize, rows, cols });
+        }
+        v
+    }
+
+    fn linear(&mut self, inp: u64, out: u64, bias: bool, lora_target: bool) -> Linear {
+        let weight = self.tensor(out, inp, true);
+        let bias = if bias { Some(self.tensor(out, 1, false)) } else { None };
+        let lora = if lora_target && self.s.lora_rank > 0 {
+            let r = self.s.lora_rank;
+            let a = self.g.param(r * inp * FP32, true);
+            let b = self.g.param(out * r * FP32, true);
+            self.params += r * (inp + out);
+            self.bytes += r * (inp + out) * FP32;
+            self.trainable.push(Trainable { value: a, dsize: FP32, rows: r, cols: inp });
+            self.trainable.push(Trainable { value: b, dsize: FP32, rows: out, cols: r });
+            Some((a, b, r))
+        } else {
+            None
+        };
+        Linear {
+            weight,
+            weight_dsize: self.s.dsize,
+            bias,
+            in_features: inp,
+            out_features: out,
+            lora,
+            quantized: self.s.quant.is_some(),
+        }
+    }
+}
+
+fn lora_targets(workload: &Workload) -> Option<(u64, Vec<&str>)> {
+    let lora = workload.training.lora.as_ref()?;
+    if workload.mode != Mode::Training {
+        return None;
+    }
+    let targets: Vec<&str> = if lora.target_modules.is_empty() {
+        alloc::vec!["q_proj", "v_proj"]
+    } else {
+        lora.target_modules.iter().map(|s| s.as_str()).collect()
+    };
+    Some((lora.rank as u64, targets))
+}
+
+fn build(g: &mut Graph, a: &DecoderArch, workload: &Workload) -> Weights {
+    let training = workload.mode == Mode::Training;
+    let lora = lora_targets(workload);
+    let dsize = if training && lora.is_none() {
+        match workload.training.precision {
+            Precision::AmpBf16 | Precision::Fp32 => FP32,
+            Precision::Bf16 => BF16,
+        }
+    } else if workload.dtype.is_float() {
+        workload.dtype.bytes()
+    } else {
+        BF16
+    };
+    let quant = if workload.dtype.is_float() { None } else { Some(workload.dtype) };
+    let (h, v) = (a.hidden_size as u64, a.vocab_size as u64);
+    let qd = a.num_heads as u64 * a.head_dim as u64;
+    let kvd = a.num_kv_heads as u64 * a.head_dim as u64;
+    let (rank, targets) = lora.unwrap_or((0, Vec::new()));
+    let is = |name: &str| targets.iter().any(|t| *t == name || (name == "c_attn" && (*t == "q_proj" || *t == "qkv_proj")));
+    let mut b = Builder {
+        g,
+        s: Storage { dsize, quant, frozen: rank > 0, lora_rank: rank },
+        trainable: Vec::new(),
+        params: 0,
+        bytes: 0,
+    };
+    b.g.at("load weights", None);
+    let embed = b.tensor(v, h, false);
+    let positions = if a.learned_positions > 0 {
+        Some(b.tensor(a.learned_positions as u64, h, false))
+    } else {
+        None
+    };
+    let norm_len = match a.norm {
+        NormKind::RmsNorm => 1,
+        NormKind::LayerNorm => 2,
+    };
+    let mut layers = Vec::with_capacity(a.num_layers as usize);
+    for layer in 0..a.num_layers {
+        let q = b.linear(h, qd, a.qkv_bias, is("q_proj"));
+        let k = b.linear(h, kvd, a.qkv_bias, is("k_proj"));
+        let vv = b.linear(h, kvd, a.qkv_bias, is("v_proj"));
+        let o = b.linear(qd, h, a.dense_bias, is("o_proj"));
+        let mlp = match (a.moe, a.mlp) {
+            (Some(m), _) if layer >= m.first_dense_layers => {
+                let router = b.tensor(m.num_experts as u64, h, false);
+                let e = m.num_experts as u64;
+                let i = m.expert_intermediate_size as u64;
+                let gate_up = b.linear(h, e * 2 * i, false, false);
+                let down = b.linear(i, e * h, false, false);
+                let shared = if m.shared_expert_intermediate_size > 0 {
+                    let si = m.shared_expert_intermediate_size as u64;
+                    let sg = b.linear(h, si, false, false);
+                    let su = b.linear(h, si, false, false);
+                    let sd = b.linear(si, h, false, false);
+                    let _shared_gate = b.tensor(1, h, false);
+                    Some((sg, su, sd))
+                } else {
+                    None
+                };
+                Mlp::Moe { router, experts: e, top_k: m.experts_per_token as u64, gate_up, down, shared }
+            }
+            (_, MlpKind::Gated) => {
+                let i = a.intermediate_size as u64;
+                Mlp::Gated {
+                    gate: b.linear(h, i, a.dense_bias, is("gate_proj")),
+                    up: b.linear(h, i, a.dense_bias, is("up_proj")),
+                    down: b.linear(i, h, a.dense_bias, is("down_proj")),
+                }
+            }
+            (_, MlpKind::Plain) => {
+                let i = a.intermediate_size as u64;
+                Mlp::Plain {
+                    fc: b.linear(h, i, a.dense_bias, is("c_fc") || is("fc1")),
+                    proj: b.linear(i, h, a.dense_bias, is("c_proj") || is("fc2")),
+                }
+            }
+        };
+        let norm1 = b.tensor(h * norm_len, 1, false);
+        let norm2 = b.tensor(h * norm_len, 1, false);
+        for _ in 0..a.extra_norms_per_layer {
+            let _ = b.tensor(h * norm_len, 1, false);
+        }
+        layers.push(Layer { norm1, q, k, v: vv, o, norm2, mlp });
+    }
+    let norm = b.tensor(h * norm_len, 1, false);
+    if a.learned_positions == 0 {
+        // Rotary inv_freq buffer (fp32, not a parameter).
+        let inv = a.head_dim as u64 / 2 * FP32;
+        b.g.param(inv, false);
+        b.bytes += inv;
+    }
+    let lm_head = if a.tie_word_embeddings {
+        Linear { weight: embed, weight_dsize: dsize, bias: None, in_features: h, out_features: v, lora: None, quantized: false }
+    } else {
+        let mut l = b.linear(h, v, false, false);
+        l.quantized = false;
+        l
+    };
+    let (trainable, params, bytes) = (b.trainable, b.params, b.bytes);
+    Weights { embed, positions, layers, norm, lm_head, trainable, params, bytes }
+}
+
+/// Per-layer KV cache: (keys, values) tensors and their element size.
+struct KvCache {
+    layers: Vec<(Value, Value)>,
+    tokens: u64,
+    dtype: Dtype,
+}
+
+/// One forward call: `tokens` new positions after `past` cached ones.
+struct Call {
+    batch: u64,
+    tokens: u64,
+    logits: Logits,
+    checkpointing: bool,
+    gpt2_dropout: bool,
+}
+
+struct Model<'a> {
+    a: &'a DecoderArch,
+    w: Weights,
+    attention: Attention,
+}
+
+impl Model<'_> {
+    fn norm(&self, g: &mut Graph, cx: &Ctx, x: T, weight: Value, name: &'static str) -> T {
+        let h = self.a.hidden_size as u64;
+        match self.a.norm {
+            NormKind::RmsNorm => nn::rms_norm(g, x, weight, self.w_dsize(cx), h, name),
+            NormKind::LayerNorm => nn::layer_norm(g, cx, x, weight, h, name),
+        }
+    }
+
+    fn w_dsize(&self, _cx: &Ctx) -> u64 {
+        self.w.lm_head.weight_dsize
+    }
+
+    /// One decoder layer; `x` is held by the caller.
+    #[allow(clippy::too_many_arguments)]
+    fn layer(&self, g: &mut Graph, cx: &mut Ctx, l: usize, x: T, call: &Call, rope: Option<(T, T)>, cache: &mut Option<KvCache>) -> T {
+        let a = self.a;
+        let lw = self.w.layers[l];
+        let layer = Some(l as u32);
+        let b = call.batch;
+        let s = call.tokens;
+        let (nh, kvh, hd) = (a.num_heads as u64, a.num_kv_heads as u64, a.head_dim as u64);
+        g.at("attention: input norm", layer);
+        let h1 = self.norm(g, cx, x, lw.norm1, "attention: input norm");
+        g.at("attention: q/k/v projections", layer);
+        let q = nn::linear(g, cx, h1, &lw.q, "attention: q_proj");
+        let k = nn::linear(g, cx, h1, &lw.k, "attention: k_proj");
+        let v = nn::linear(g, cx, h1, &lw.v, "attention: v_proj");
+        let (q, k) = match rope {
+            Some((cos, sin)) => {
+                g.at("attention: rotary embedding", layer);
+                let qr = nn::rotary(g, q, cos, sin);
+                let kr = nn::rotary(g, k, cos, sin);
+                g.drop_all(&[q.v, k.v]);
+                (qr, kr)
+            }
+            None => (q, k),
+        };
+        // KV cache: DynamicLayer.update = torch.cat([cache, new], dim=-2).
+        let (k, v, kv_len) = match cache {
+            Some(c) => {
+                g.at("attention: KV cache update (torch.cat)", layer);
+                let total = c.tokens + s;
+                let elems = b * kvh * total * hd;
+                let bytes = c.dtype.storage_bytes(elems);
+                let nk = g.op("KV cache: keys cat", &[k.v], &[], bytes, Component::KvCache);
+                let nv = g.op("KV cache: values cat", &[v.v], &[], bytes, Component::KvCache);
+                if let Some((ok, ov)) = c.layers.get(l).copied() {
+                    g.drop_all(&[ok, ov]);
+                    c.layers[l] = (nk, nv);
+                } else {
+                    c.layers.push((nk, nv));
+                }
+                g.drop_all(&[k.v, v.v]);
+                g.hold(nk);
+                g.hold(nv);
+                let dsize = k.dsize;
+                if !c.dtype.is_float() {
+                    // Quantised caches dequantise the layer's keys and values per call.
+                    g.workspace("KV cache: dequantize", 2 * elems * dsize);
+                }
+                (T { v: nk, elems, dsize }, T { v: nv, elems, dsize }, total)
+            }
+            None => (k, v, s),
+        };
+        g.at("attention: scaled dot product", layer);
+        let shape = AttnShape { batch: b, heads: nh, kv_heads: kvh, q_len: s, kv_len, head_dim: hd };
+        let attn = match self.attention {
+            Attention::Sdpa => nn::sdpa(g, q, k, v, shape),
+            Attention::Eager => nn::eager_attention(g, q, k, v, shape, None),
+        };
+        g.drop_all(&[q.v, k.v, v.v]);
+        g.at("attention: o_proj", layer);
+        let mut o = nn::linear(g, cx, attn, &lw.o, "attention: o_proj");
+        g.drop(attn.v);
+        if call.gpt2_dropout {
+            let d = nn::dropout(g, o, "attention: residual dropout");
+            g.drop(o.v);
+            o = d;
+        }
+        g.drop(h1.v);
+        let x2 = nn::binary(g, x, o, "attention: residual add", false);
+        g.drop(o.v);
+        g.at("mlp: post-attention norm", layer);
+        let h2 = self.norm(g, cx, x2, lw.norm2, "mlp: post-attention norm");
+        let mut d = self.mlp(g, cx, h2, &lw.mlp, layer);
+        g.drop(h2.v);
+        if call.gpt2_dropout {
+            let dd = nn::dropout(g, d, "mlp: residual dropout");
+            g.drop(d.v);
+            d = dd;
+        }
+        g.at("mlp: residual add", layer);
+        let out = nn::binary(g, x2, d, "mlp: residual add", false);
+        g.drop_all(&[x2.v, d.v]);
+        out
+    }
+
+    fn mlp(&self, g: &mut Graph, cx: &mut Ctx, x: T, mlp: &Mlp, layer: Option<u32>) -> T {
+        match *mlp {
+            Mlp::Gated { gate, up, down } => {
+                g.at("mlp: gate_proj", layer);
+                let gt = nn::linear(g, cx, x, &gate, "mlp: gate_proj");
+                g.at("mlp: activation", layer);
+                let act = nn::unary(g, gt, "mlp: act_fn(gate)", true, gt.dsize);
+                g.drop(gt.v);
+                g.at("mlp: up_proj", layer);
+                let u = nn::linear(g, cx, x, &up, "mlp: up_proj");
+                g.at("mlp: act(gate) * up", layer);
+                let m = nn::binary(g, act, u, "mlp: act(gate) * up", true);
+                g.drop_all(&[act.v, u.v]);
+                g.at("mlp: down_proj", layer);
+                let d = nn::linear(g, cx, m, &down, "mlp: down_proj");
+                g.drop(m.v);
+                d
+            }
+            Mlp::Plain { fc, proj } => {
+                g.at("mlp: c_fc", layer);
+                let f = nn::linear(g, cx, x, &fc, "mlp: c_fc");
+                g.at("mlp: gelu_new", layer);
+                let act = gelu_new(g, cx, f);
+                g.drop(f.v);
+                g.at("mlp: c_proj", layer);
+                let d = nn::linear(g, cx, act, &proj, "mlp: c_proj");
+                g.drop(act.v);
+                d
+            }
+            Mlp::Moe { router, experts, top_k, gate_up, down, shared } => {
+                let h = self.a.hidden_size as u64;
+                let rows = x.elems / h;
+                g.at("moe: router", layer);
+                let rl = nn::linear(g, cx, x, &Linear { weight: router, weight_dsize: gate_up.weight_dsize, bias: None, in_features: h, out_features: experts, lora: None, quantized: false }, "moe: router");
+                let probs = nn::unary(g, rl, "moe: router softmax", false, FP32);
+                g.drop_all(&[rl.v]);
+                let onehot = g.input(rows * top_k * experts * INT64, Component::Transient);
+                g.drop(probs.v);
+                g.at("moe: experts", layer);
+                let out = g.op("moe: final_hidden_states = zeros_like", &[x.v], &[], x.bytes(), Component::Transient);
+                let out = T { v: out, ..x };
+                let i = gate_up.out_features / experts / 2;
+                // Tokens per expert: uniform routing (random weights route evenly).
+                let n = (rows * top_k).div_ceil(experts);
+                let per_gu = Linear { in_features: h, out_features: 2 * i, lora: None, ..gate_up };
+                let per_down = Linear { in_features: i, out_features: h, lora: None, ..down };
+                for _ in 0..experts {
+                    let cur = g.op("moe: gather tokens", &[x.v], &[], n * h * x.dsize, Component::Transient);
+                    let cur = T { v: cur, elems: n * h, dsize: x.dsize };
+                    let gu = nn::linear(g, cx, cur, &per_gu, "moe: expert gate_up");
+                    let gate = T { elems: n * i, ..gu };
+                    let act = nn::unary(g, gate, "moe: expert act", true, gu.dsize);
+                    let m = nn::binary(g, act, gate, "moe: expert act * up", true);
+                    g.drop_all(&[act.v, gu.v]);
+                    let d = nn::linear(g, cx, m, &per_down, "moe: expert down_proj");
+                    g.drop(m.v);
+                    let wtd = nn::unary(g, d, "moe: expert * routing weight", false, d.dsize);
+                    g.drop_all(&[d.v, wtd.v, cur.v]);
+                }
+                g.drop(onehot);
+                match shared {
+                    Some((sg, su, sd)) => {
+                        let gt = nn::linear(g, cx, x, &sg, "moe: shared expert gate");
+                        let act = nn::unary(g, gt, "moe: shared expert act", true, gt.dsize);
+                        g.drop(gt.v);
+                        let u = nn::linear(g, cx, x, &su, "moe: shared expert up");
+                        let m = nn::binary(g, act, u, "moe: shared expert act * up", true);
+                        g.drop_all(&[act.v, u.v]);
+                        let d = nn::linear(g, cx, m, &sd, "moe: shared expert down");
+                        g.drop(m.v);
+                        let sum = nn::binary(g, out, d, "moe: add shared expert", false);
+                        g.drop_all(&[out.v, d.v]);
+                        sum
+                    }
+                    None => out,
+                }
+            }
+        }
+    }
+
+    /// A full model call. Returns logits (or the final hidden states).
+    fn forward(&self, g: &mut Graph, cx: &mut Ctx, call: &Call, cache: &mut Option<KvCache>, kept: &mut Option<(T, T)>) -> T {
+        let a = self.a;
+        let (b, s, h) = (call.batch, call.tokens, a.hidden_size as u64);
+        let rows = b * s;
+        g.at("embedding", None);
+        let ids = g.input(rows * INT64, Component::Activations);
+        let emb_dsize = self.w.lm_head.weight_dsize;
+        let mut x = {
+            let v = g.op("embedding", &[ids, self.w.embed], &[ids], rows * h * emb_dsize, Component::Activations);
+            T { v, elems: rows * h, dsize: emb_dsize }
+        };
+        if let Some(p) = self.w.positions {
+            let pe = g.op("position embedding", &[p], &[], s * h * emb_dsize, Component::Transient);
+            let sum = nn::binary(g, x, T { v: pe, elems: s * h, dsize: emb_dsize }, "embedding + positions", false);
+            g.drop_all(&[x.v, pe]);
+            x = sum;
+            if call.gpt2_dropout {
+                let d = nn::dropout(g, x, "embedding dropout");
+                g.drop(x.v);
+                x = d;
+            }
+        }
+        g.drop(ids);
+        if call.checkpointing {
+            // gradient_checkpointing_enable() calls enable_input_require_grads().
+            g.set_requires_grad(x.v);
+        }
+        let inputs_embeds = x;
+        g.hold(inputs_embeds.v);
+        // Rotary cos/sin for the positions of this call, computed in fp32 and
+        // cast to the hidden states' dtype.
+        let rope = if a.learned_positions == 0 {
+            g.at("rotary embedding cos/sin", None);
+            let hd = a.head_dim as u64;
+            let freqs = g.input(s * hd / 2 * FP32, Component::Transient);
+            let emb = g.input(s * hd * FP32, Component::Transient);
+            g.drop(freqs);
+            let c32 = g.input(s * hd * FP32, Component::Transient);
+            let s32 = g.input(s * hd * FP32, Component::Transient);
+            g.drop(emb);
+            let cos = nn::cast(g, T { v: c32, elems: s * hd, dsize: FP32 }, x.dsize, "rotary cos");
+            let sin = nn::cast(g, T { v: s32, elems: s * hd, dsize: FP32 }, x.dsize, "rotary sin");
+            g.drop_all(&[c32, s32]);
+            Some((cos, sin))
+        } else {
+            None
+        };
+        for l in 0..a.num_layers as usize {
+            let out = if call.checkpointing {
+                // Non-reentrant checkpoint: run without saving; the boundary keeps the input.
+                let grad = g.grad_mode;
+                g.grad_mode = false;
+                let o = self.layer(g, cx, l, x, call, rope, cache);
+                g.grad_mode = grad;
+                g.checkpoint(l as u32, x.v, o.v);
+                o
+            } else {
+                self.layer(g, cx, l, x, call, rope, cache)
+            };
+            g.drop(x.v);
+            x = out;
+        }
+        g.at("final norm", None);
+        let hn = self.norm(g, cx, x, self.w.norm, "final norm");
+        g.drop(x.v);
+        g.drop(inputs_embeds.v);
+        if let Some((cos, sin)) = rope {
+            if call.checkpointing {
+                // The checkpoints hold the position embeddings until their recompute.
+                *kept = Some((cos, sin));
+            } else {
+                g.drop_all(&[cos.v, sin.v]);
+            }
+        }
+        let out = match call.logits {
+            Logits::None => return hn,
+            Logits::Last => {
+                let last = g.op("lm_head input: last position", &[hn.v], &[], b * h * hn.dsize, Component::Transient);
+                let last = T { v: last, elems: b * h, dsize: hn.dsize };
+                g.at("lm_head (last position)", None);
+                let lg = nn::linear(g, cx, last, &self.w.lm_head, "lm_head");
+                g.drop(last.v);
+                lg
+            }
+            Logits::All => {
+                g.at("lm_head (all positions)", None);
+                nn::linear(g, cx, hn, &self.w.lm_head, "lm_head")
+            }
+        };
+        g.drop(hn.v);
+        out
+    }
+}
+
+/// `NewGELUActivation`: `0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3)))`
+/// evaluated op by op in Python (pow runs in fp32 under autocast).
+fn gelu_new(g: &mut Graph, cx: &Ctx, x: T) -> T {
+    let half = nn::unary(g, x, "gelu_new: 0.5 * x", false, x.dsize);
+    let pd = if cx.autocast { FP32 } else { x.dsize };
+    let cube = nn::unary(g, x, "gelu_new: pow(x, 3)", true, pd);
+    let scaled = nn::unary(g, cube, "gelu_new: 0.044715 * x^3", false, pd);
+    g.drop(cube.v);
+    let inner = nn::binary(g, x, scaled, "gelu_new: x + ...", false);
+    g.drop(scaled.v);
+    let arg = nn::unary(g, inner, "gelu_new: sqrt(2/pi) * ...", false, inner.dsize);
+    g.drop(inner.v);
+    let th = g.op_saving_output("gelu_new: tanh", &[arg.v], arg.bytes(), Component::Transient);
+    g.drop(arg.v);
+    let th = T { v: th, ..arg };
+    let one = nn::unary(g, th, "gelu_new: 1 + tanh", false, th.dsize);
+    g.drop(th.v);
+    let out = nn::binary(g, half, one, "gelu_new: product", true);
+    g.drop_all(&[half.v, one.v]);
+    out
+}
+
 /// Replays a decoder run.
-pub fn replay(
-    _arch: &DecoderArch,
-    _workload: &Workload,
-    _runtime: &RuntimeProfile,
-    _replay: &mut Replay,
-) -> Result<ReplaySummary, Error> {
-    Err(Error::unsupported("decoder not modelled yet"))
+pub fn replay(a: &DecoderArch, workload: &Workload, runtime: &RuntimeProfile, replay: &mut Replay) -> Result<ReplaySummary, Error> {
+    let mut g = Graph::new(replay);
+    let w = build(&mut g, a, workload);
+    let summary = ReplaySummary { params: w.params, weight_bytes: w.bytes, ..ReplaySummary::default() };
+    // cuBLAS workspace of the forward thread, allocated by the first matmul
+    // and kept by the handle for the life of the process.
+    g.at("cuBLAS workspace", None);
+    let _ws = g.replay.alloc(runtime.cublas_workspace_bytes, Component::LibraryWorkspace);
+    let gpt2 = a.norm == NormKind::LayerNorm;
+    let model = Model { a, w, attention: workload.attention };
+    let b = workload.batch as u64;
+    let s = workload.seq_len as u64;
+    match workload.mode {
+        Mode::Inference => {
+            let dsize = if workload.dtype.is_float() { workload.dtype.bytes() } else { BF16 };
+            let mut cx = Ctx::plain(dsize);
+            match workload.inference.kind {
+                InferenceKind::Forward => {
+                    let call = Call { batch: b, tokens: s, logits: workload.inference.logits, checkpointing: false, gpt2_dropout: false };
+                    let mut cache = None;
+                    let out = model.forward(&mut g, &mut cx, &call, &mut cache, &mut None);
+                    g.drop(out.v);
+                }
+                InferenceKind::Generate => generate(&mut g, &model, &mut cx, workload, b, s),
+            }
+        }
+        Mode::Training => train(&mut g, &model, workload, b, s, gpt2),
+    }
+    Ok(summary)
+}
+
+fn generate(g: &mut Graph, model: &Model, cx: &mut Ctx, workload: &Workload, b: u64, s: u64) {
+    let kv_dtype = workload.inference.kv_dtype.unwrap_or(if workload.dtype.is_float() { workload.dtype } else { Dtype::Bf16 });
+    let mut cache = Some(KvCache { layers: Vec::new(), tokens: 0, dtype: kv_dtype });
+    let v = model.a.vocab_size as u64;
+    let new_tokens = workload.inference.new_tokens.max(1) as u64;
+    let mut ids = g.input(b * s * INT64, Component::Activations);
+    let mut tokens = s;
+    for step in 0..new_tokens {
+        g.replay.step(None);
+        let call = Call { batch: b, tokens: if step == 0 { s } else { 1 }, logits: workload.inference.logits, checkpointing: false, gpt2_dropout: false };
+        let logits = model.forward(g, cx, &call, &mut cache, &mut None);
+        if let Some(c) = cache.as_mut() {
+            c.tokens += call.tokens;
+        }
+        g.at("generate: next-token logits to fp32", None);
+        let next = g.op("generate: logits[:, -1].float()", &[logits.v], &[], b * v * FP32, Component::Transient);
+        g.drop(logits.v);
+        g.drop(next);
+        if step + 1 == new_tokens {
+            break;
+        }
+        tokens += 1;
+        let new_ids = g.input(b * tokens * INT64, Component::Activations);
+        g.drop(ids);
+        ids = new_ids;
+    }
+    g.drop(ids);
+}
+
+fn train(g: &mut Graph, model: &Model, workload: &Workload, b: u64, s: u64, gpt2: bool) {
+    let t = &workload.training;
+    let mut state = OptimizerState::default();
+    g.at("cuBLAS workspace (backward thread)", None);
+    let _ws = g.replay.alloc(32 << 20, Component::LibraryWorkspace);
+    for step in 0..t.steps {
+        g.replay.step(Some(step));
+        g.grad_mode = true;
+        let mut cx = match (t.precision, t.lora.is_some()) {
+            (Precision::AmpBf16, false) => Ctx::amp(),
+            (Precision::Fp32, false) => Ctx::plain(FP32),
+            _ => Ctx::plain(BF16),
+        };
+        let call = Call { batch: b, tokens: s, logits: Logits::All, checkpointing: t.grad_checkpointing, gpt2_dropout: gpt2 };
+        let mut rope = None;
+        let mut no_cache = None;
+        let logits = model.forward(g, &mut cx, &call, &mut no_cache, &mut rope);
+        g.at("loss: cross entropy over all tokens", None);
+        let loss = nn::causal_lm_loss(g, logits, b * s);
+        g.drop(logits.v);
+        cx.exit_autocast(g);
+        g.at("backward", None);
+        g.seed(loss.v);
+        while let Some(hit) = g.backward_run(0) {
+            // Recompute the layer with saving, then backward through it.
+            let mark = g.mark();
+            let x = T { v: hit.input, elems: b * s * model.a.hidden_size as u64, dsize: layer_input_dsize(&cx, model) };
+            g.at("backward: recompute checkpointed layer", Some(hit.segment));
+            let out = model.layer(g, &mut cx, hit.segment as usize, x, &call, rope, &mut no_cache);
+            match hit.grad {
+                Some(grad) => g.set_grad(out.v, grad),
+                None => {}
+            }
+            g.drop(out.v);
+            while let Some(inner) = g.backward_run(mark) {
+                if let Some(gr) = inner.grad {
+                    g.replay.free(gr);
+                }
+                g.release_detached(inner.held);
+            }
+            g.release_detached(hit.held);
+        }
+        if let Some((cos, sin)) = rope {
+            g.drop_all(&[cos.v, sin.v]);
+        }
+        g.drop(loss.v);
+        g.grad_mode = false;
+        g.at("optimizer step", None);
+        optim::step(g, t.optimizer, &model.w.trainable, &mut state);
+        g.at("zero_grad(set_to_none=True)", None);
+        g.zero_grad();
+    }
+}
+
+/// Element size of the residual stream between layers.
+fn layer_input_dsize(cx: &Ctx, model: &Model) -> u64 {
+    if cx.autocast {
+        model.w.lm_head.weight_dsize.max(FP32)
+    } else {
+        cx.compute_dsize
+    }
 }

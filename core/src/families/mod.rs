@@ -5,6 +5,8 @@ pub mod cnn;
 pub mod decoder;
 pub mod encoder;
 pub mod esmfold;
+pub mod nn;
+pub mod optim;
 pub mod vit;
 
 use crate::arch::Architecture;

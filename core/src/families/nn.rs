@@ -1,0 +1,421 @@
+//! Building blocks shared by the families: PyTorch ops with their
+//! allocations, the tensors autograd saves, and autocast's dtype rules.
+
+use crate::estimate::Component;
+use crate::graph::{Graph, Value};
+use alloc::vec::Vec;
+
+/// A tensor handle with its element count and element size.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct T {
+    /// The value in the graph.
+    pub v: Value,
+    /// Elements.
+    pub elems: u64,
+    /// Bytes per element.
+    pub dsize: u64,
+}
+
+impl T {
+    /// Bytes of the tensor.
+    pub fn bytes(&self) -> u64 {
+        self.elems * self.dsize
+    }
+}
+
+/// Bytes of bf16 / fp16 / fp32 and int64 elements.
+pub const BF16: u64 = 2;
+/// fp32 element size.
+pub const FP32: u64 = 4;
+/// int64 element size (token ids, labels, pooling indices).
+pub const INT64: u64 = 8;
+
+/// A linear layer's parameters.
+#[derive(Clone, Copy, Debug)]
+pub struct Linear {
+    /// Weight (out x in).
+    pub weight: Value,
+    /// Weight element size as stored (0.5-ish for int4 is handled by `quantized`).
+    pub weight_dsize: u64,
+    /// Bias.
+    pub bias: Option<Value>,
+    /// Input features.
+    pub in_features: u64,
+    /// Output features.
+    pub out_features: u64,
+    /// LoRA adapters (A: r x in, B: out x r, fp32) and rank.
+    pub lora: Option<(Value, Value, u64)>,
+    /// Weights stored quantised (int8/int4): dequantised per call.
+    pub quantized: bool,
+}
+
+/// Execution settings of a forward pass.
+#[derive(Debug, Default)]
+pub struct Ctx {
+    /// `torch.autocast(bfloat16)` is active: matmuls run in bf16 on cast copies.
+    pub autocast: bool,
+    /// Element size of matmul outputs without autocast (weights' dtype).
+    pub compute_dsize: u64,
+    /// Autocast's cache of bf16 weight copies: (weight, copy).
+    pub cast_cache: Vec<(Value, T)>,
+}
+
+impl Ctx {
+    /// A context computing in `compute_dsize` without autocast.
+    pub fn plain(compute_dsize: u64) -> Ctx {
+        Ctx {
+            autocast: false,
+            compute_dsize,
+            cast_cache: Vec::new(),
+        }
+    }
+
+    /// An autocast(bf16) context over fp32 weights.
+    pub fn amp() -> Ctx {
+        Ctx {
+            autocast: true,
+            compute_dsize: BF16,
+            cast_cache: Vec::new(),
+        }
+    }
+
+    /// Leaves the autocast region: the weight-cast cache is cleared (copies
+    /// still saved by autograd stay alive until backward releases them).
+    pub fn exit_autocast(&mut self, g: &mut Graph) {
+        for (_, copy) in self.cast_cache.drain(..) {
+            g.drop(copy.v);
+        }
+    }
+}
+
+/// Casts `x` to `dsize` (`.to(dtype)`): a copy unless already that size.
+/// The returned handle is a new holder the caller must drop.
+pub fn cast(g: &mut Graph, x: T, dsize: u64, name: &'static str) -> T {
+    if x.dsize == dsize {
+        g.hold(x.v);
+        return x;
+    }
+    let v = g.op(name, &[x.v], &[], x.elems * dsize, Component::Transient);
+    T {
+        v,
+        elems: x.elems,
+        dsize,
+    }
+}
+
+/// Autocast's cached bf16 copy of a weight (cast once per autocast region).
+fn autocast_weight(g: &mut Graph, cx: &mut Ctx, w: Value, elems: u64, dsize: u64) -> T {
+    if let Some(&(_, copy)) = cx.cast_cache.iter().find(|(p, _)| *p == w) {
+        return copy;
+    }
+    let source = T { v: w, elems, dsize };
+    let copy = if dsize == BF16 {
+        g.hold(w);
+        source
+    } else {
+        let v = g.op("autocast: weight cast to bf16", &[w], &[], elems * BF16, Component::Weights);
+        T {
+            v,
+            elems,
+            dsize: BF16,
+        }
+    };
+    cx.cast_cache.push((w, copy));
+    copy
+}
+
+/// `F.linear(x, W, b)` over the last dimension, with autocast, quantised
+/// weights and LoRA (peft: `result + B(A(x.to(fp32))) * scaling`, then
+/// `.to(result dtype)`).
+pub fn linear(g: &mut Graph, cx: &mut Ctx, x: T, l: &Linear, name: &'static str) -> T {
+    let rows = x.elems / l.in_features;
+    let w_elems = l.in_features * l.out_features;
+    let (xin, w) = if cx.autocast {
+        let xin = cast(g, x, BF16, "autocast: input cast to bf16");
+        let w = autocast_weight(g, cx, l.weight, w_elems, l.weight_dsize);
+        (xin, w)
+    } else {
+        g.hold(x.v);
+        let w = T {
+            v: l.weight,
+            elems: w_elems,
+            dsize: l.weight_dsize,
+        };
+        (x, w)
+    };
+    let out_dsize = if cx.autocast { BF16 } else { cx.compute_dsize };
+    if l.quantized {
+        // bitsandbytes dequantises the weight to the compute dtype per call.
+        g.workspace("dequantize weight", w_elems * out_dsize);
+    }
+    let mut saved: [Option<Value>; 2] = [None, None];
+    if g.requires_grad(w.v) {
+        saved[0] = Some(xin.v);
+    }
+    if g.requires_grad(xin.v) {
+        saved[1] = Some(w.v);
+    }
+    let saved: Vec<Value> = saved.iter().flatten().copied().collect();
+    let mut inputs: Vec<Value> = alloc::vec![xin.v, w.v];
+    if let Some(b) = l.bias {
+        inputs.push(b);
+    }
+    let v = g.op(name, &inputs, &saved, rows * l.out_features * out_dsize, Component::Transient);
+    g.drop(xin.v);
+    let out = T {
+        v,
+        elems: rows * l.out_features,
+        dsize: out_dsize,
+    };
+    match l.lora {
+        None => out,
+        Some((a, b, rank)) => {
+            let x32 = cast(g, x, FP32, "lora: input cast to fp32");
+            let ha = g.op("lora_A", &[x32.v, a], &[x32.v], rows * rank * FP32, Component::Transient);
+            g.drop(x32.v);
+            let hb = g.op("lora_B", &[ha, b], &[ha], rows * l.out_features * FP32, Component::Transient);
+            g.drop(ha);
+            let scaled = g.op("lora scaling", &[hb], &[], rows * l.out_features * FP32, Component::Transient);
+            g.drop(hb);
+            let sum = g.op("lora: result + delta", &[out.v, scaled], &[], rows * l.out_features * FP32, Component::Transient);
+            g.drop_all(&[out.v, scaled]);
+            let back = cast(
+                g,
+                T {
+                    v: sum,
+                    elems: out.elems,
+                    dsize: FP32,
+                },
+                out.dsize,
+                "lora: result cast back",
+            );
+            g.drop(sum);
+            back
+        }
+    }
+}
+
+/// Elementwise binary op (promotes to the wider dtype). `save_a`/`save_b`:
+/// whether autograd keeps the operands (mul keeps each for the other's grad).
+pub fn binary(g: &mut Graph, a: T, b: T, name: &'static str, save_operands: bool) -> T {
+    let dsize = a.dsize.max(b.dsize);
+    let elems = a.elems.max(b.elems);
+    let mut saved = Vec::new();
+    if save_operands {
+        if g.requires_grad(b.v) {
+            saved.push(a.v);
+        }
+        if g.requires_grad(a.v) {
+            saved.push(b.v);
+        }
+    }
+    let v = g.op(name, &[a.v, b.v], &saved, elems * dsize, Component::Transient);
+    T { v, elems, dsize }
+}
+
+/// Elementwise unary op. `saves`: 0 nothing, 1 input, 2 output.
+pub fn unary(g: &mut Graph, x: T, name: &'static str, saves_input: bool, out_dsize: u64) -> T {
+    let saved: &[Value] = if saves_input { &[x.v] } else { &[] };
+    let v = g.op(name, &[x.v], saved, x.elems * out_dsize, Component::Transient);
+    T {
+        v,
+        elems: x.elems,
+        dsize: out_dsize,
+    }
+}
+
+/// HF's RMSNorm: `w * (x.float() * rsqrt(x.float().pow(2).mean(-1) + eps)).to(x.dtype)`.
+pub fn rms_norm(g: &mut Graph, x: T, weight: Value, weight_dsize: u64, hidden: u64, name: &'static str) -> T {
+    let rows = x.elems / hidden;
+    let x32 = cast(g, x, FP32, name);
+    let p = unary(g, x32, name, true, FP32);
+    let var = g.op(name, &[p.v], &[], rows * FP32, Component::Transient);
+    g.drop(p.v);
+    let rs = g.op(name, &[var], &[], rows * FP32, Component::Transient);
+    g.drop(var);
+    let rs = T {
+        v: rs,
+        elems: rows,
+        dsize: FP32,
+    };
+    let n = binary(g, x32, rs, name, true);
+    g.drop_all(&[rs.v, x32.v]);
+    let c = cast(g, n, x.dsize, name);
+    g.drop(n.v);
+    let w = T {
+        v: weight,
+        elems: hidden,
+        dsize: weight_dsize,
+    };
+    let out = binary(g, w, c, name, true);
+    g.drop(c.v);
+    out
+}
+
+/// `F.layer_norm`: output in the input dtype (fp32 under autocast); saves
+/// input, weight and the per-row mean and rstd (fp32).
+pub fn layer_norm(g: &mut Graph, cx: &Ctx, x: T, weight: Value, hidden: u64, name: &'static str) -> T {
+    let rows = x.elems / hidden;
+    let xin = if cx.autocast { cast(g, x, FP32, "autocast: cast to fp32") } else {
+        g.hold(x.v);
+        x
+    };
+    let v = g.op_with(
+        name,
+        &[xin.v, weight],
+        &[xin.v, weight],
+        xin.elems * xin.dsize,
+        Component::Transient,
+        2 * rows * FP32,
+        0,
+    );
+    g.drop(xin.v);
+    T {
+        v,
+        elems: x.elems,
+        dsize: xin.dsize,
+    }
+}
+
+/// `F.dropout` in training with p > 0: output plus a saved bool mask.
+pub fn dropout(g: &mut Graph, x: T, name: &'static str) -> T {
+    let v = g.op_with(name, &[x.v], &[], x.bytes(), Component::Transient, x.elems, 0);
+    T {
+        v,
+        elems: x.elems,
+        dsize: x.dsize,
+    }
+}
+
+/// Attention shapes.
+#[derive(Clone, Copy, Debug)]
+pub struct AttnShape {
+    /// Batch.
+    pub batch: u64,
+    /// Query heads.
+    pub heads: u64,
+    /// Key/value heads.
+    pub kv_heads: u64,
+    /// Query length.
+    pub q_len: u64,
+    /// Key length.
+    pub kv_len: u64,
+    /// Head width.
+    pub head_dim: u64,
+}
+
+/// `scaled_dot_product_attention` (flash / memory-efficient kernels): the
+/// output, and in grad mode a saved fp32 logsumexp; backward needs an fp32
+/// dq accumulator. Returns the output in (b, s, heads*hd) layout after
+/// `transpose(1, 2).contiguous()`.
+pub fn sdpa(g: &mut Graph, q: T, k: T, v: T, s: AttnShape) -> T {
+    let out_elems = s.batch * s.heads * s.q_len * s.head_dim;
+    let lse = s.batch * s.heads * s.q_len * FP32;
+    let out = g.op_with(
+        "attention (sdpa)",
+        &[q.v, k.v, v.v],
+        &[q.v, k.v, v.v],
+        out_elems * q.dsize,
+        Component::Transient,
+        lse,
+        out_elems * FP32,
+    );
+    let out = T {
+        v: out,
+        elems: out_elems,
+        dsize: q.dsize,
+    };
+    // The kernel's output is saved too (flash backward needs it).
+    let t = g.op("attention output transpose", &[out.v], &[], out.bytes(), Component::Transient);
+    g.drop(out.v);
+    T {
+        v: t,
+        elems: out_elems,
+        dsize: q.dsize,
+    }
+}
+
+/// Eager attention: `softmax(QK^T * scale + mask, dtype=fp32).to(q.dtype) @ V`
+/// with `repeat_kv` copies for grouped-query attention.
+pub fn eager_attention(g: &mut Graph, q: T, k: T, v: T, s: AttnShape, mask: Option<T>) -> T {
+    let groups = s.heads / s.kv_heads.max(1);
+    let (kr, vr) = if groups > 1 {
+        let kr = unary(g, T { elems: s.batch * s.heads * s.kv_len * s.head_dim, ..k }, "repeat_kv", false, k.dsize);
+        let vr = unary(g, T { elems: s.batch * s.heads * s.kv_len * s.head_dim, ..v }, "repeat_kv", false, v.dsize);
+        (kr, vr)
+    } else {
+        g.hold(k.v);
+        g.hold(v.v);
+        (k, v)
+    };
+    let score_elems = s.batch * s.heads * s.q_len * s.kv_len;
+    let scores = g.op("attention scores QK^T", &[q.v, kr.v], &[q.v, kr.v], score_elems * q.dsize, Component::Transient);
+    g.drop(kr.v);
+    let scores = T {
+        v: scores,
+        elems: score_elems,
+        dsize: q.dsize,
+    };
+    let scaled = unary(g, scores, "attention scores * scale", false, q.dsize);
+    g.drop(scores.v);
+    let masked = match mask {
+        Some(m) => {
+            let r = binary(g, scaled, m, "attention scores + mask", false);
+            g.drop(scaled.v);
+            r
+        }
+        None => scaled,
+    };
+    let sm = g.op_saving_output("softmax (fp32)", &[masked.v], score_elems * FP32, Component::Transient);
+    g.drop(masked.v);
+    let sm = T {
+        v: sm,
+        elems: score_elems,
+        dsize: FP32,
+    };
+    let smc = cast(g, sm, q.dsize, "attention probs to q dtype");
+    g.drop(sm.v);
+    let out_elems = s.batch * s.heads * s.q_len * s.head_dim;
+    let out = g.op("attention probs @ V", &[smc.v, vr.v], &[smc.v, vr.v], out_elems * q.dsize, Component::Transient);
+    g.drop_all(&[smc.v, vr.v]);
+    let t = g.op("attention output transpose", &[out], &[], out_elems * q.dsize, Component::Transient);
+    g.drop(out);
+    T {
+        v: t,
+        elems: out_elems,
+        dsize: q.dsize,
+    }
+}
+
+/// Rotary embedding: `q * cos + rotate_half(q) * sin`, where `rotate_half`
+/// is `cat(-x2, x1)`. `cos`/`sin` are shared (b, s, hd) tensors.
+pub fn rotary(g: &mut Graph, x: T, cos: T, sin: T) -> T {
+    let a = binary(g, x, cos, "rotary: x * cos", true);
+    let neg = g.op("rotary: rotate_half", &[x.v], &[], x.bytes() / 2, Component::Transient);
+    let rot = g.op("rotary: rotate_half", &[neg, x.v], &[], x.bytes(), Component::Transient);
+    g.drop(neg);
+    let rot = T { v: rot, ..x };
+    let b = binary(g, rot, sin, "rotary: rotate_half(x) * sin", true);
+    g.drop(rot.v);
+    let out = binary(g, a, b, "rotary: sum", false);
+    g.drop_all(&[a.v, b.v]);
+    out
+}
+
+/// HF causal-LM loss over all tokens: `logits.float()`, then
+/// `cross_entropy` (log_softmax saves its fp32 output). Returns the scalar
+/// loss; `logits` is not dropped.
+pub fn causal_lm_loss(g: &mut Graph, logits: T, rows: u64) -> T {
+    let l32 = cast(g, logits, FP32, "loss: logits.float()");
+    let labels = g.input(rows * INT64, Component::Transient);
+    let lsm = g.op_saving_output("loss: log_softmax", &[l32.v], l32.elems * FP32, Component::Transient);
+    let lsm = T { v: lsm, elems: l32.elems, dsize: FP32 };
+    g.drop(l32.v);
+    let loss = g.op("loss: nll", &[lsm.v], &[labels], 4, Component::Transient);
+    g.drop_all(&[lsm.v, labels]);
+    T {
+        v: loss,
+        elems: 1,
+        dsize: FP32,
+    }
+}

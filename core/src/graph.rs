@@ -1,0 +1,508 @@
+//! A tensor program with PyTorch's lifetime rules, for the families to write
+//! their forward passes in.
+//!
+//! - A value's storage lives while anything holds it: the program (until it
+//!   [`Graph::drop`]s it, as Python drops a rebound name), an autograd node
+//!   that saved it for backward, or autocast's weight-cast cache.
+//! - In grad mode each op records a node with the inputs it saves (the same
+//!   choices `derivatives.yaml` makes: `mul` saves the other operand,
+//!   `linear` saves its input only when the weight needs a gradient, ...).
+//! - [`Graph::backward`] then runs the autograd engine: nodes in reverse
+//!   order; each allocates gradients for its inputs that need one,
+//!   accumulates into an existing gradient in place, frees its gradient
+//!   output and releases what it saved. Leaf parameters keep their gradient
+//!   as `.grad` until [`Graph::zero_grad`].
+
+use crate::estimate::Component;
+use crate::trace::{Replay, Tensor};
+use alloc::vec::Vec;
+
+/// Index of a value in a [`Graph`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Value(u32);
+
+#[derive(Clone, Debug)]
+struct ValueState {
+    bytes: u64,
+    component: Component,
+    storage: Option<Tensor>,
+    /// Holders: the program (1 until dropped), saving nodes, caches.
+    refs: u32,
+    requires_grad: bool,
+    leaf_param: bool,
+    grad: Option<Tensor>,
+}
+
+#[derive(Clone, Debug)]
+struct Node {
+    name: &'static str,
+    layer: Option<u32>,
+    inputs: [Option<Value>; 3],
+    saved: [Option<Value>; 4],
+    /// Extra buffers saved by the op (dropout masks, logsumexp), freed with the node.
+    extra: Option<Tensor>,
+    output: Value,
+    /// Transient bytes the backward kernel needs beyond its gradients.
+    backward_workspace: u64,
+    /// A checkpointed segment: backward stops here and hands control back.
+    checkpoint: Option<u32>,
+}
+
+/// A checkpoint boundary reached by [`Graph::backward_run`]: the caller
+/// recomputes the segment from `input` in grad mode, gives the recomputed
+/// output `grad` with [`Graph::set_grad`], runs backward again, then
+/// releases `held` with [`Graph::release_detached`].
+#[derive(Debug)]
+pub struct CheckpointHit {
+    /// Segment index given to [`Graph::checkpoint`].
+    pub segment: u32,
+    /// The segment's input, kept alive by the checkpoint.
+    pub input: Value,
+    /// Gradient of the segment's output (None if nothing flowed).
+    pub grad: Option<Tensor>,
+    /// What the boundary held.
+    pub held: Detached,
+}
+
+/// A tensor program bound to a replay.
+pub struct Graph<'r> {
+    /// The replay every allocation goes to.
+    pub replay: &'r mut Replay,
+    values: Vec<ValueState>,
+    nodes: Vec<Node>,
+    /// Record nodes for backward (`torch.is_grad_enabled()`).
+    pub grad_mode: bool,
+    layer: Option<u32>,
+}
+
+impl<'r> Graph<'r> {
+    /// A program in no-grad mode.
+    pub fn new(replay: &'r mut Replay) -> Graph<'r> {
+        Graph {
+            replay,
+            values: Vec::with_capacity(4096),
+            nodes: Vec::with_capacity(4096),
+            grad_mode: false,
+            layer: None,
+        }
+    }
+
+    /// Sets the op name and layer that the next allocations belong to.
+    pub fn at(&mut self, name: &'static str, layer: Option<u32>) {
+        self.layer = layer;
+        self.replay.op(name, layer);
+    }
+
+    /// Bytes of a value.
+    pub fn bytes(&self, v: Value) -> u64 {
+        self.values[v.0 as usize].bytes
+    }
+
+    /// Whether a value needs a gradient.
+    pub fn requires_grad(&self, v: Value) -> bool {
+        self.values[v.0 as usize].requires_grad
+    }
+
+    fn push(&mut self, state: ValueState) -> Value {
+        self.values.push(state);
+        Value((self.values.len() - 1) as u32)
+    }
+
+    /// Allocates a parameter (or buffer) held for the whole run.
+    pub fn param(&mut self, bytes: u64, requires_grad: bool) -> Value {
+        let storage = self.replay.alloc(bytes, Component::Weights);
+        self.push(ValueState {
+            bytes,
+            component: Component::Weights,
+            storage: Some(storage),
+            refs: 1,
+            requires_grad,
+            leaf_param: true,
+            grad: None,
+        })
+    }
+
+    /// Allocates an input or a free-standing tensor (no node).
+    pub fn input(&mut self, bytes: u64, component: Component) -> Value {
+        let storage = self.replay.alloc(bytes, component);
+        self.push(ValueState {
+            bytes,
+            component,
+            storage: Some(storage),
+            refs: 1,
+            requires_grad: false,
+            leaf_param: false,
+            grad: None,
+        })
+    }
+
+    /// Marks a value as needing a gradient (`enable_input_require_grads`).
+    pub fn set_requires_grad(&mut self, v: Value) {
+        self.values[v.0 as usize].requires_grad = true;
+    }
+
+    /// Changes the component a live value is counted under (no allocation).
+    pub fn relabel(&mut self, v: Value, component: Component) {
+        let s = &mut self.values[v.0 as usize];
+        s.component = component;
+        if let Some(t) = s.storage.as_mut() {
+            self.replay.relabel(t, component);
+        }
+    }
+
+    fn mark_saved(&mut self, v: Value) {
+        let c = self.values[v.0 as usize].component;
+        let saved = saved_component(c);
+        if saved != c {
+            self.relabel(v, saved);
+        }
+    }
+
+    fn retain(&mut self, v: Value) {
+        self.values[v.0 as usize].refs += 1;
+    }
+
+    fn release(&mut self, v: Value) {
+        let s = &mut self.values[v.0 as usize];
+        debug_assert!(s.refs > 0, "release of a dead value");
+        s.refs -= 1;
+        if s.refs == 0 {
+            if let Some(t) = s.storage.take() {
+                self.replay.free(t);
+            }
+        }
+    }
+
+    /// The program stops referencing `v` (a Python name rebound or going
+    /// out of scope); storage is freed unless saved or cached.
+    pub fn drop(&mut self, v: Value) {
+        self.release(v);
+    }
+
+    /// Drops several values.
+    pub fn drop_all(&mut self, vs: &[Value]) {
+        for &v in vs {
+            self.release(v);
+        }
+    }
+
+    /// Holds `v` once more (a cache or a second Python name).
+    pub fn hold(&mut self, v: Value) {
+        self.retain(v);
+    }
+
+    /// An op: allocates its output, records a node in grad mode that saves
+    /// `saved` (each must be an input or an earlier value).
+    pub fn op(
+        &mut self,
+        name: &'static str,
+        inputs: &[Value],
+        saved: &[Value],
+        out_bytes: u64,
+        component: Component,
+    ) -> Value {
+        self.op_with(name, inputs, saved, out_bytes, component, 0, 0)
+    }
+
+    /// [`Graph::op`] with an extra saved buffer (`extra_saved` bytes, e.g. a
+    /// dropout mask or attention logsumexp) and a backward workspace.
+    #[allow(clippy::too_many_arguments)]
+    pub fn op_with(
+        &mut self,
+        name: &'static str,
+        inputs: &[Value],
+        saved: &[Value],
+        out_bytes: u64,
+        component: Component,
+        extra_saved: u64,
+        backward_workspace: u64,
+    ) -> Value {
+        self.op_full(name, inputs, saved, false, out_bytes, component, extra_saved, backward_workspace)
+    }
+
+    /// An op whose backward needs its own output (softmax, log_softmax, tanh).
+    pub fn op_saving_output(
+        &mut self,
+        name: &'static str,
+        inputs: &[Value],
+        out_bytes: u64,
+        component: Component,
+    ) -> Value {
+        self.op_full(name, inputs, &[], true, out_bytes, component, 0, 0)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn op_full(
+        &mut self,
+        name: &'static str,
+        inputs: &[Value],
+        saved: &[Value],
+        save_output: bool,
+        out_bytes: u64,
+        component: Component,
+        extra_saved: u64,
+        backward_workspace: u64,
+    ) -> Value {
+        self.replay.op(name, self.layer);
+        let storage = self.replay.alloc(out_bytes, component);
+        let requires_grad = self.grad_mode && inputs.iter().any(|&i| self.requires_grad(i));
+        let out = self.push(ValueState {
+            bytes: out_bytes,
+            component,
+            storage: Some(storage),
+            refs: 1,
+            requires_grad,
+            leaf_param: false,
+            grad: None,
+        });
+        let extra = if extra_saved > 0 {
+            Some(self.replay.alloc(extra_saved, Component::Activations))
+        } else {
+            None
+        };
+        if requires_grad {
+            let mut node = Node {
+                name,
+                layer: self.layer,
+                inputs: [None; 3],
+                saved: [None; 4],
+                extra,
+                output: out,
+                backward_workspace,
+                checkpoint: None,
+            };
+            for (slot, &i) in node.inputs.iter_mut().zip(inputs) {
+                *slot = Some(i);
+            }
+            for (slot, &s) in node.saved.iter_mut().zip(saved) {
+                *slot = Some(s);
+                self.retain(s);
+                self.mark_saved(s);
+            }
+            if save_output {
+                let slot = saved.len().min(3);
+                node.saved[slot] = Some(out);
+                self.retain(out);
+                self.mark_saved(out);
+            }
+            self.nodes.push(node);
+        } else if let Some(t) = extra {
+            self.replay.free(t);
+        }
+        out
+    }
+
+    /// An in-place op on `target` (e.g. `relu_`): no allocation; in grad
+    /// mode records a node whose gradient flows to `target`'s producer.
+    /// `saves_output` keeps `target` alive for backward.
+    pub fn inplace(&mut self, name: &'static str, target: Value, saves_output: bool) {
+        if self.grad_mode && self.requires_grad(target) && saves_output {
+            self.retain(target);
+            self.mark_saved(target);
+            // Freed with the producer's node: attach as an extra hold.
+            self.nodes.push(Node {
+                name,
+                layer: self.layer,
+                inputs: [None; 3],
+                saved: [Some(target), None, None, None],
+                extra: None,
+                output: target,
+                backward_workspace: 0,
+                checkpoint: None,
+            });
+        }
+    }
+
+    /// A transient workspace: allocated and freed inside one kernel.
+    pub fn workspace(&mut self, name: &'static str, bytes: u64) {
+        self.replay.op(name, self.layer);
+        self.replay.touch(bytes, Component::Transient);
+    }
+
+    /// Nodes recorded so far (a mark for [`Graph::backward_from`]).
+    pub fn mark(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Records a checkpoint boundary: `output` was computed from `input`
+    /// without saving anything; backward will stop here (see [`CheckpointHit`]).
+    pub fn checkpoint(&mut self, segment: u32, input: Value, output: Value) {
+        if !self.grad_mode || !self.requires_grad(input) {
+            return;
+        }
+        self.values[output.0 as usize].requires_grad = true;
+        self.retain(input);
+        self.nodes.push(Node {
+            name: "checkpoint",
+            layer: self.layer,
+            inputs: [Some(input), None, None],
+            saved: [Some(input), None, None, None],
+            extra: None,
+            output,
+            backward_workspace: 0,
+            checkpoint: Some(segment),
+        });
+    }
+
+    /// Runs backward from `loss` through every recorded node (no checkpoints).
+    pub fn backward(&mut self, loss: Value) {
+        self.seed(loss);
+        while let Some(hit) = self.backward_run(0) {
+            // Without a recompute callback a checkpoint passes gradients straight through.
+            if let Some(g) = hit.grad {
+                self.replay.free(g);
+            }
+            self.release_detached(hit.held);
+        }
+    }
+
+    /// Seeds the gradient of `loss` with ones.
+    pub fn seed(&mut self, loss: Value) {
+        let seed_bytes = self.bytes(loss);
+        let seed = self.replay.alloc(seed_bytes, Component::Transient);
+        self.values[loss.0 as usize].grad = Some(seed);
+    }
+
+    /// Runs recorded nodes in reverse down to `mark`; stops at a checkpoint
+    /// boundary and returns it.
+    pub fn backward_run(&mut self, mark: usize) -> Option<CheckpointHit> {
+        while self.nodes.len() > mark {
+            let node = self.nodes.pop().expect("non-empty");
+            if let Some(segment) = node.checkpoint {
+                let grad = self.values[node.output.0 as usize].grad.take();
+                let input = node.inputs[0].expect("checkpoint input");
+                return Some(CheckpointHit {
+                    segment,
+                    input,
+                    grad,
+                    held: Detached {
+                        output: node.output,
+                        saved: node.saved,
+                        extra: node.extra,
+                    },
+                });
+            }
+            self.backward_node(node);
+        }
+        None
+    }
+
+    fn backward_node(&mut self, node: Node) {
+        self.replay.op(node.name, node.layer);
+        let grad_out = if node.inputs.iter().all(Option::is_none) {
+            // A pure hold (in-place op's saved output): release only.
+            None
+        } else {
+            self.values[node.output.0 as usize].grad.take()
+        };
+        if grad_out.is_some() {
+            if node.backward_workspace > 0 {
+                self.replay.touch(node.backward_workspace, Component::Transient);
+            }
+            for input in node.inputs.iter().flatten() {
+                let s = &self.values[input.0 as usize];
+                if !s.requires_grad {
+                    continue;
+                }
+                let component = if s.leaf_param {
+                    Component::Gradients
+                } else {
+                    Component::Transient
+                };
+                let g = self.replay.alloc(s.bytes, component);
+                let s = &mut self.values[input.0 as usize];
+                if s.grad.is_some() {
+                    // Accumulated in place into the existing gradient.
+                    self.replay.free(g);
+                } else {
+                    s.grad = Some(g);
+                }
+            }
+        }
+        if let Some(g) = grad_out {
+            self.replay.free(g);
+        }
+        if let Some(t) = node.extra {
+            self.replay.free(t);
+        }
+        for s in node.saved.iter().flatten() {
+            self.release(*s);
+        }
+    }
+
+    /// Removes the most recent node without running its backward, handing
+    /// back what it held (a checkpoint boundary, resumed by the caller).
+    pub fn pop_node(&mut self) -> Option<Detached> {
+        let node = self.nodes.pop()?;
+        Some(Detached {
+            output: node.output,
+            saved: node.saved,
+            extra: node.extra,
+        })
+    }
+
+    /// Releases what a popped node held.
+    pub fn release_detached(&mut self, d: Detached) {
+        if let Some(t) = d.extra {
+            self.replay.free(t);
+        }
+        for s in d.saved.iter().flatten() {
+            self.release(*s);
+        }
+    }
+
+    /// Moves a value's gradient out (for chaining checkpointed segments).
+    pub fn take_grad(&mut self, v: Value) -> Option<Tensor> {
+        self.values[v.0 as usize].grad.take()
+    }
+
+    /// Sets a value's gradient.
+    pub fn set_grad(&mut self, v: Value, g: Tensor) {
+        self.values[v.0 as usize].grad = Some(g);
+    }
+
+    /// Gradient bytes held as `.grad` by leaf parameters.
+    pub fn has_grad(&self, v: Value) -> bool {
+        self.values[v.0 as usize].grad.is_some()
+    }
+
+    /// `optimizer.zero_grad(set_to_none=True)`: frees every `.grad`, and any
+    /// gradient left on non-leaf values.
+    pub fn zero_grad(&mut self) {
+        for i in 0..self.values.len() {
+            if let Some(g) = self.values[i].grad.take() {
+                self.replay.free(g);
+            }
+        }
+    }
+
+    /// Drops every recorded node without running backward (no-grad exit, or
+    /// an exception), releasing what they saved.
+    pub fn discard_nodes(&mut self, mark: usize) {
+        while self.nodes.len() > mark {
+            let node = self.nodes.pop().expect("non-empty");
+            if let Some(t) = node.extra {
+                self.replay.free(t);
+            }
+            for s in node.saved.iter().flatten() {
+                self.release(*s);
+            }
+        }
+    }
+}
+
+/// A node taken off the tape by [`Graph::pop_node`].
+#[derive(Debug)]
+pub struct Detached {
+    /// The node's output.
+    pub output: Value,
+    saved: [Option<Value>; 4],
+    extra: Option<Tensor>,
+}
+
+fn saved_component(c: Component) -> Component {
+    match c {
+        Component::Transient => Component::Activations,
+        other => other,
+    }
+}
