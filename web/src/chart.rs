@@ -1,0 +1,391 @@
+//! The main chart: peak VRAM against length as stacked components, GPU
+//! lines, the chosen length and measured points. Generic over plotters'
+//! `DrawingBackend`: a canvas in the page, SVG in the native tests.
+
+use crate::curve::{Band, CurveData};
+use crate::format::{gb, length as fmt_length};
+use headroom_core::estimate::Component;
+use plotters::coord::ranged1d::{AsRangedCoord, Ranged, ValueFormatter};
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
+
+/// Colors of the page and the chart.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Theme {
+    /// Dark text on white.
+    Light,
+    /// Light text on near-black.
+    Dark,
+}
+
+impl Theme {
+    fn background(self) -> RGBColor {
+        match self {
+            Theme::Light => RGBColor(255, 255, 255),
+            Theme::Dark => RGBColor(22, 27, 34),
+        }
+    }
+    fn foreground(self) -> RGBColor {
+        match self {
+            Theme::Light => RGBColor(31, 35, 40),
+            Theme::Dark => RGBColor(230, 237, 243),
+        }
+    }
+    fn grid(self) -> RGBColor {
+        match self {
+            Theme::Light => RGBColor(225, 228, 232),
+            Theme::Dark => RGBColor(48, 54, 61),
+        }
+    }
+    fn limit(self) -> RGBColor {
+        match self {
+            Theme::Light => RGBColor(207, 34, 46),
+            Theme::Dark => RGBColor(255, 123, 114),
+        }
+    }
+}
+
+/// The color of a component, as RGB.
+pub fn color(c: Component) -> (u8, u8, u8) {
+    match c {
+        Component::CudaContext => (110, 118, 129),
+        Component::Libraries => (160, 167, 176),
+        Component::Weights => (31, 111, 235),
+        Component::Gradients => (130, 80, 223),
+        Component::OptimizerState => (191, 57, 137),
+        Component::KvCache => (26, 127, 55),
+        Component::Activations => (219, 109, 40),
+        Component::PairRepresentation => (154, 103, 0),
+        Component::PairTransient => (212, 167, 44),
+        Component::Transient => (240, 136, 62),
+        Component::LibraryWorkspace => (84, 174, 255),
+        Component::AllocatorSlack => (175, 184, 193),
+    }
+}
+
+/// The color of a component for CSS (`#rrggbb`).
+pub fn css_color(c: Component) -> String {
+    let (r, g, b) = color(c);
+    format!("#{r:02x}{g:02x}{b:02x}")
+}
+
+/// Everything the chart shows.
+#[derive(Clone, Debug)]
+pub struct ChartSpec<'a> {
+    /// The estimates.
+    pub curve: &'a CurveData,
+    /// Stacked components of the curve.
+    pub bands: &'a [Band],
+    /// Length range on the axis.
+    pub from: u32,
+    /// Length range on the axis.
+    pub to: u32,
+    /// Logarithmic length axis.
+    pub log_x: bool,
+    /// Axis title of the length.
+    pub x_label: &'a str,
+    /// The chosen length and, when it estimated, its peak in GB.
+    pub marker: Option<(u32, Option<f64>)>,
+    /// GPU lines: label and usable memory in GB.
+    pub gpu_lines: &'a [(String, f64)],
+    /// Measured points: length and driver peak in GB.
+    pub measured: &'a [(u32, f64)],
+    /// Colors.
+    pub theme: Theme,
+    /// Device pixels per CSS pixel (fonts and lines scale with it).
+    pub scale: f64,
+}
+
+/// Where the plot landed, to map pointer positions back to lengths.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Layout {
+    /// Left and right edges of the plotting area, backend pixels.
+    pub x_px: (i32, i32),
+    /// Top and bottom edges of the plotting area, backend pixels.
+    pub y_px: (i32, i32),
+    /// Length range.
+    pub from: f64,
+    /// Length range.
+    pub to: f64,
+    /// Logarithmic length axis.
+    pub log_x: bool,
+    /// Top of the GB axis.
+    pub y_max: f64,
+    /// GPU lines above the top of the axis (label and GB).
+    pub off_scale: Vec<(String, f64)>,
+}
+
+impl Layout {
+    /// The length under backend pixel `x`, or `None` outside the plot.
+    pub fn length_at(&self, x: f64) -> Option<f64> {
+        let (l, r) = (self.x_px.0 as f64, self.x_px.1 as f64);
+        if r <= l || x < l - 0.5 || x > r + 0.5 {
+            return None;
+        }
+        let t = ((x - l) / (r - l)).clamp(0.0, 1.0);
+        Some(if self.log_x {
+            (self.from.ln() + t * (self.to.ln() - self.from.ln())).exp()
+        } else {
+            self.from + t * (self.to - self.from)
+        })
+    }
+
+    /// Backend pixel of `length` on the x axis.
+    pub fn x_of(&self, length: f64) -> f64 {
+        let (l, r) = (self.x_px.0 as f64, self.x_px.1 as f64);
+        let t = if self.log_x {
+            (length.ln() - self.from.ln()) / (self.to.ln() - self.from.ln())
+        } else {
+            (length - self.from) / (self.to - self.from)
+        };
+        l + t * (r - l)
+    }
+}
+
+/// The top of the GB axis: the curve and measured points, plus the lowest
+/// GPU line above them when it is within 3x (so the limit shows).
+fn y_max(spec: &ChartSpec) -> (f64, Vec<(String, f64)>) {
+    let data_top = spec
+        .measured
+        .iter()
+        .map(|m| m.1)
+        .fold(spec.curve.max_gb(), f64::max);
+    let mut top = data_top;
+    if data_top > 0.0 {
+        if let Some(line) = spec
+            .gpu_lines
+            .iter()
+            .map(|g| g.1)
+            .filter(|&v| v >= data_top && v <= 3.0 * data_top)
+            .min_by(f64::total_cmp)
+        {
+            top = line;
+        }
+    } else {
+        top = spec.gpu_lines.iter().map(|g| g.1).fold(0.0, f64::max);
+    }
+    let top = if top > 0.0 { top * 1.08 } else { 1.0 };
+    let off = spec
+        .gpu_lines
+        .iter()
+        .filter(|g| g.1 > top)
+        .cloned()
+        .collect();
+    (top, off)
+}
+
+/// Draws the chart on `root`.
+pub fn draw<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    spec: &ChartSpec,
+) -> Result<Layout, String> {
+    root.fill(&spec.theme.background()).map_err(|e| e.to_string())?;
+    let (from, to) = (spec.from as f64, spec.to.max(spec.from + 1) as f64);
+    let (y_top, off_scale) = y_max(spec);
+    let (x_px, y_px) = if spec.log_x {
+        draw_in(root, (from..to).log_scale(), spec, y_top)?
+    } else {
+        draw_in(root, from..to, spec, y_top)?
+    };
+    root.present().map_err(|e| e.to_string())?;
+    Ok(Layout {
+        x_px,
+        y_px,
+        from,
+        to,
+        log_x: spec.log_x,
+        y_max: y_top,
+        off_scale,
+    })
+}
+
+type PixelRange = (i32, i32);
+
+fn draw_in<DB, X>(
+    root: &DrawingArea<DB, Shift>,
+    x: X,
+    spec: &ChartSpec,
+    y_top: f64,
+) -> Result<(PixelRange, PixelRange), String>
+where
+    DB: DrawingBackend,
+    X: AsRangedCoord<Value = f64>,
+    X::CoordDescType: Ranged<ValueType = f64> + ValueFormatter<f64>,
+{
+    let err = |e: &dyn std::fmt::Display| e.to_string();
+    let s = spec.scale;
+    let fg = spec.theme.foreground();
+    let font = ("sans-serif", 13.0 * s).into_font().color(&fg);
+    let small = ("sans-serif", 11.5 * s).into_font().color(&fg);
+    let mut chart = ChartBuilder::on(root)
+        .margin((12.0 * s) as u32)
+        .margin_right((20.0 * s) as u32)
+        .x_label_area_size((40.0 * s) as u32)
+        .y_label_area_size((56.0 * s) as u32)
+        .build_cartesian_2d(x, 0f64..y_top)
+        .map_err(|e| err(&e))?;
+    chart
+        .configure_mesh()
+        .x_desc(spec.x_label)
+        .y_desc("peak VRAM (GB)")
+        .label_style(font.clone())
+        .axis_desc_style(font.clone())
+        .bold_line_style(spec.theme.grid().stroke_width(s.max(1.0) as u32))
+        .light_line_style(spec.theme.grid().mix(0.4))
+        .axis_style(fg.stroke_width(s.max(1.0) as u32))
+        .x_labels(8)
+        .y_labels(8)
+        .x_label_formatter(&|v| fmt_length(v.round() as u64))
+        .y_label_formatter(&|v| format!("{v:.0}"))
+        .draw()
+        .map_err(|e| err(&e))?;
+
+    let xs: Vec<f64> = spec.curve.lengths.iter().map(|&l| l as f64).collect();
+    for band in spec.bands {
+        let (r, g, b) = color(band.component);
+        let fill = RGBColor(r, g, b);
+        let mut outline: Vec<(f64, f64)> = xs.iter().copied().zip(band.upper.iter().copied()).collect();
+        outline.extend(xs.iter().copied().zip(band.lower.iter().copied()).rev());
+        chart
+            .draw_series(std::iter::once(Polygon::new(outline, fill.mix(0.85).filled())))
+            .map_err(|e| err(&e))?
+            .label(band.component.label())
+            .legend(move |(x, y)| {
+                Rectangle::new([(x, y - 5), (x + 10, y + 5)], fill.filled())
+            });
+    }
+    if let Some(top) = spec.bands.last() {
+        chart
+            .draw_series(LineSeries::new(
+                xs.iter().copied().zip(top.upper.iter().copied()),
+                fg.stroke_width((1.5 * s).max(1.0) as u32),
+            ))
+            .map_err(|e| err(&e))?;
+    }
+    let (x0, x1) = (spec.from as f64, spec.to.max(spec.from + 1) as f64);
+    let limit = spec.theme.limit();
+    for (label, gb_value) in spec.gpu_lines.iter().filter(|g| g.1 <= y_top) {
+        chart
+            .draw_series(std::iter::once(PathElement::new(
+                vec![(x0, *gb_value), (x1, *gb_value)],
+                limit.stroke_width((1.5 * s).max(1.0) as u32),
+            )))
+            .map_err(|e| err(&e))?;
+        let style = small.clone().color(&limit).pos(Pos::new(HPos::Right, VPos::Bottom));
+        chart
+            .draw_series(std::iter::once(Text::new(
+                format!("{label}: {} usable", gb(*gb_value)),
+                (x1, *gb_value),
+                style,
+            )))
+            .map_err(|e| err(&e))?;
+    }
+    if let Some((length, total)) = spec.marker {
+        let x = (length as f64).clamp(x0, x1);
+        chart
+            .draw_series(std::iter::once(PathElement::new(
+                vec![(x, 0.0), (x, y_top)],
+                fg.mix(0.7).stroke_width(s.max(1.0) as u32),
+            )))
+            .map_err(|e| err(&e))?;
+        if let Some(total) = total {
+            chart
+                .draw_series(std::iter::once(Circle::new(
+                    (x, total),
+                    (4.0 * s) as i32,
+                    fg.filled(),
+                )))
+                .map_err(|e| err(&e))?;
+        }
+    }
+    if !spec.measured.is_empty() {
+        let bg = spec.theme.background();
+        let r = (4.5 * s) as i32;
+        chart
+            .draw_series(spec.measured.iter().filter(|m| m.0 as f64 >= x0 && m.0 as f64 <= x1).map(|&(l, v)| {
+                EmptyElement::at((l as f64, v))
+                    + Circle::new((0, 0), r, bg.filled())
+                    + Circle::new((0, 0), r, fg.stroke_width((2.0 * s) as u32))
+            }))
+            .map_err(|e| err(&e))?
+            .label("measured")
+            .legend(move |(x, y)| Circle::new((x + 5, y), 4, fg.stroke_width(2)));
+    }
+    if !spec.bands.is_empty() || !spec.measured.is_empty() {
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperLeft)
+            .background_style(spec.theme.background().mix(0.85))
+            .border_style(spec.theme.grid())
+            .label_font(small)
+            .draw()
+            .map_err(|e| err(&e))?;
+    }
+    let (xr, yr) = chart.plotting_area().get_pixel_range();
+    Ok(((xr.start, xr.end), (yr.start, yr.end)))
+}
+
+#[cfg(all(test, not(target_arch = "wasm32")))]
+mod tests {
+    use super::*;
+    use crate::curve::bands;
+    use crate::curve::tests::fake_curve;
+    use headroom_core::search::lengths;
+
+    fn svg(spec: &ChartSpec) -> (String, Layout) {
+        let mut out = String::new();
+        let layout = {
+            let root = SVGBackend::with_string(&mut out, (800, 420)).into_drawing_area();
+            draw(&root, spec).unwrap()
+        };
+        (out, layout)
+    }
+
+    fn spec<'a>(curve: &'a CurveData, b: &'a [Band], lines: &'a [(String, f64)], measured: &'a [(u32, f64)], log_x: bool) -> ChartSpec<'a> {
+        ChartSpec {
+            curve,
+            bands: b,
+            from: 128,
+            to: 131_072,
+            log_x,
+            x_label: "sequence length (tokens)",
+            marker: Some((4096, Some(17.5))),
+            gpu_lines: lines,
+            measured,
+            theme: Theme::Light,
+            scale: 1.0,
+        }
+    }
+
+    #[test]
+    fn draws_bands_lines_marker_and_points_to_svg() {
+        let curve = fake_curve(&lengths(128, 131_072, 256, true));
+        let b = bands(&curve);
+        let lines = vec![("H200".to_string(), 149.5), ("tiny".to_string(), 8.0)];
+        let measured = vec![(2048, 17.4), (65536, 37.0)];
+        for log_x in [true, false] {
+            let (svg, layout) = svg(&spec(&curve, &b, &lines, &measured, log_x));
+            assert!(svg.starts_with("<svg"));
+            for label in ["weights", "KV cache", "CUDA context", "measured", "peak VRAM (GB)", "tiny: 8.00 GB usable"] {
+                assert!(svg.contains(label), "svg lacks {label}");
+            }
+            assert!(svg.matches("<polygon").count() >= b.len(), "one polygon per band");
+            assert!(svg.contains(&css_color(Component::Weights).to_uppercase()) || svg.contains(&css_color(Component::Weights)));
+            // H200 (149.5 GB) is more than 3x the curve's top: listed off scale.
+            assert_eq!(layout.off_scale, vec![("H200".to_string(), 149.5)]);
+            assert!(layout.x_px.0 < layout.x_px.1);
+            let mid = layout.x_of(4096.0);
+            assert!((layout.length_at(mid).unwrap() - 4096.0).abs() < 1e-6);
+            assert_eq!(layout.length_at(layout.x_px.0 as f64 - 10.0), None);
+        }
+    }
+
+    #[test]
+    fn an_empty_curve_still_draws_axes() {
+        let curve = CurveData::default();
+        let (svg, layout) = svg(&spec(&curve, &[], &[], &[], false));
+        assert!(svg.contains("peak VRAM (GB)"));
+        assert_eq!(layout.y_max, 1.0);
+    }
+}

@@ -1,0 +1,193 @@
+//! The main curve: core estimates at each length, and the stacked series the
+//! chart draws from them. Only unit conversion happens here.
+
+use crate::state::View;
+use headroom_core::arch::Architecture;
+use headroom_core::estimate::{estimate, Component, Estimate};
+use headroom_core::search::lengths;
+use headroom_core::workload::Workload;
+use headroom_core::RuntimeProfile;
+
+/// Estimates along the length axis.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CurveData {
+    /// Lengths that estimated, ascending.
+    pub lengths: Vec<u32>,
+    /// The estimate at each of [`CurveData::lengths`].
+    pub estimates: Vec<Estimate>,
+    /// Lengths the core rejected.
+    pub failed: usize,
+    /// The first rejection, with its length.
+    pub error: Option<(u32, String)>,
+}
+
+impl CurveData {
+    /// Estimates `count` lengths over the view's range (geometric on a log
+    /// axis).
+    pub fn compute(
+        arch: &Architecture,
+        workload: &Workload,
+        runtime: &RuntimeProfile,
+        view: &View,
+        count: usize,
+    ) -> CurveData {
+        let vision = arch.is_vision();
+        let mut out = CurveData::default();
+        for length in lengths(view.from, view.to, count, view.log_x) {
+            match estimate(arch, &workload.with_length(vision, length), runtime) {
+                Ok(e) => {
+                    out.lengths.push(length);
+                    out.estimates.push(e);
+                }
+                Err(e) => {
+                    out.failed += 1;
+                    if out.error.is_none() {
+                        out.error = Some((length, e.to_string()));
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Index of the estimate nearest to `length` on the axis.
+    pub fn nearest(&self, length: f64, log_x: bool) -> Option<usize> {
+        let key = |l: f64| if log_x { l.max(1.0).ln() } else { l };
+        let target = key(length);
+        (0..self.lengths.len()).min_by(|&a, &b| {
+            let da = (key(self.lengths[a] as f64) - target).abs();
+            let db = (key(self.lengths[b] as f64) - target).abs();
+            da.total_cmp(&db)
+        })
+    }
+
+    /// Largest driver-level peak on the curve, GB.
+    pub fn max_gb(&self) -> f64 {
+        self.estimates
+            .iter()
+            .map(|e| e.driver_peak.as_gb())
+            .fold(0.0, f64::max)
+    }
+}
+
+/// One band of the stacked chart: a component and the cumulative top of its
+/// band at each length, in GB.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Band {
+    /// The component.
+    pub component: Component,
+    /// Bottom of the band at each length, GB.
+    pub lower: Vec<f64>,
+    /// Top of the band at each length, GB.
+    pub upper: Vec<f64>,
+}
+
+/// Stacks the breakdown in [`Component::ALL`] order, leaving out components
+/// that are zero at every length. The last band's top is the driver peak.
+pub fn bands(curve: &CurveData) -> Vec<Band> {
+    let n = curve.estimates.len();
+    let mut running = vec![0.0f64; n];
+    let mut out = Vec::new();
+    for component in Component::ALL {
+        let values: Vec<f64> = curve
+            .estimates
+            .iter()
+            .map(|e| e.component(component).as_gb())
+            .collect();
+        if values.iter().all(|&v| v == 0.0) {
+            continue;
+        }
+        let lower = running.clone();
+        for (r, v) in running.iter_mut().zip(&values) {
+            *r += v;
+        }
+        out.push(Band {
+            component,
+            lower,
+            upper: running.clone(),
+        });
+    }
+    out
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use headroom_core::estimate::Share;
+    use headroom_core::Bytes;
+
+    /// A synthetic estimate: weights fixed, activations growing with length.
+    pub fn fake(length: u32) -> Estimate {
+        let gb = 1_000_000_000u64;
+        let parts = [
+            (Component::CudaContext, gb / 2),
+            (Component::Weights, 16 * gb),
+            (Component::KvCache, length as u64 * 131_072),
+            (Component::Activations, length as u64 * 50_000),
+            (Component::AllocatorSlack, gb / 10),
+        ];
+        let breakdown: Vec<Share> = parts
+            .iter()
+            .map(|&(component, b)| Share {
+                component,
+                bytes: Bytes(b),
+            })
+            .collect();
+        let total: u64 = parts.iter().map(|p| p.1).sum();
+        Estimate {
+            driver_peak: Bytes(total),
+            reserved_peak: Bytes(total - gb / 2),
+            allocated_peak: Bytes(total - gb / 2 - gb / 10),
+            outside_allocator: Bytes(gb / 2),
+            breakdown,
+            peak_op: "layer 31: mlp, down_proj".into(),
+            params: 8_030_261_248,
+            weight_bytes: Bytes(16 * gb),
+            fits: true,
+        }
+    }
+
+    pub fn fake_curve(lengths: &[u32]) -> CurveData {
+        CurveData {
+            lengths: lengths.to_vec(),
+            estimates: lengths.iter().map(|&l| fake(l)).collect(),
+            failed: 0,
+            error: None,
+        }
+    }
+
+    #[test]
+    fn bands_stack_to_the_driver_peak_and_skip_empty_components() {
+        let curve = fake_curve(&[128, 1024, 65536]);
+        let b = bands(&curve);
+        assert_eq!(b.len(), 5);
+        assert_eq!(b[0].component, Component::CudaContext);
+        for (i, e) in curve.estimates.iter().enumerate() {
+            let top = b.last().unwrap().upper[i];
+            assert!((top - e.driver_peak.as_gb()).abs() < 1e-9);
+            for w in b.windows(2) {
+                assert_eq!(w[0].upper[i], w[1].lower[i]);
+            }
+        }
+    }
+
+    #[test]
+    fn nearest_uses_the_axis_scale() {
+        let curve = fake_curve(&[100, 1000, 10000]);
+        assert_eq!(curve.nearest(400.0, true), Some(1));
+        assert_eq!(curve.nearest(400.0, false), Some(0));
+        assert_eq!(CurveData::default().nearest(5.0, false), None);
+    }
+
+    #[test]
+    fn core_errors_are_kept_not_panicked() {
+        // Whatever the families support today, computing never panics and
+        // every length is either estimated or counted as failed.
+        for p in headroom_core::presets::all() {
+            let s = crate::state::AppState::for_model(p.model());
+            let c = CurveData::compute(&p.arch, &s.workload, &RuntimeProfile::h200(), &s.view, 16);
+            assert_eq!(c.lengths.len() + c.failed, lengths(s.view.from, s.view.to, 16, s.view.log_x).len());
+            assert_eq!(c.error.is_some(), c.failed > 0, "{}", p.id);
+        }
+    }
+}

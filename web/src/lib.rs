@@ -1,0 +1,23 @@
+//! # headroom-web
+//!
+//! The calculator page: pick a model and a workload, see peak VRAM against
+//! sequence length, which GPUs fit, and share the whole setup as a link.
+//!
+//! Every figure comes from `headroom_core`; this crate converts units and
+//! lays things out. The logic (URL state, curve assembly, CSV/JSON, the GPU
+//! fit table, chart drawing) builds and is tested natively; the Leptos page
+//! in [`app`] builds for wasm32 only.
+#![forbid(unsafe_code)]
+
+pub mod calib;
+pub mod chart;
+pub mod curve;
+pub mod defaults;
+pub mod export;
+pub mod fit;
+pub mod format;
+pub mod query;
+pub mod state;
+
+#[cfg(target_arch = "wasm32")]
+pub mod app;

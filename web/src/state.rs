@@ -1,0 +1,475 @@
+//! The page's whole state, and its form in the URL.
+//!
+//! A link reads like
+//! `?model=llama-3.1-8b&batch=8&seq_len=8192&inference.new_tokens=64&x=log`:
+//! the preset id (or `a.*` keys holding a custom architecture), then only the
+//! workload fields that differ from that model's defaults (dotted serde
+//! paths of the core's `Workload`), then the view (`x`, `from`, `to`,
+//! `gpus`, `margin`, `profile`). Anything that cannot be read falls back to
+//! its default and is listed in a note the page shows.
+
+use crate::calib;
+use crate::defaults::{self, DEFAULT_MARGIN_PCT, DEFAULT_PRESET, MAX_MARGIN_PCT};
+use crate::query;
+use headroom_core::arch::Model;
+use headroom_core::error::Error;
+use headroom_core::gpus;
+use headroom_core::presets;
+use headroom_core::spec::{parse_model, parse_workload};
+use headroom_core::workload::{Workload, MAX_IMAGE_SIZE, MAX_SEQ_LEN};
+use serde_json::Value;
+
+/// How the chart is laid out.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct View {
+    /// Logarithmic length axis.
+    pub log_x: bool,
+    /// Shortest length on the chart.
+    pub from: u32,
+    /// Longest length on the chart.
+    pub to: u32,
+}
+
+/// Everything the page shows is a function of this.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AppState {
+    /// The model (a preset, or `id == "custom"`).
+    pub model: Model,
+    /// What runs.
+    pub workload: Workload,
+    /// Chart layout.
+    pub view: View,
+    /// GPU ids drawn as lines on the chart.
+    pub gpus: Vec<String>,
+    /// Fragmentation margin of the fit table, percent.
+    pub margin_pct: u32,
+    /// Calibration profile id.
+    pub profile: String,
+}
+
+/// Query keys that are not workload fields.
+const VIEW_KEYS: [&str; 7] = ["model", "name", "x", "from", "to", "gpus", "margin"];
+const PROFILE_KEY: &str = "profile";
+const ARCH_PREFIX: &str = "a.";
+
+impl Default for AppState {
+    fn default() -> Self {
+        let model = presets::find(DEFAULT_PRESET)
+            .expect("the default preset exists")
+            .model();
+        AppState::for_model(model)
+    }
+}
+
+impl AppState {
+    /// Defaults for a model: its workload, chart range, every catalog GPU.
+    pub fn for_model(model: Model) -> AppState {
+        let workload = defaults::workload_for(&model.arch);
+        let (from, to, log_x) = defaults::range_for(&model.arch);
+        AppState {
+            model,
+            workload,
+            view: View { log_x, from, to },
+            gpus: gpus::CATALOG.iter().map(|g| g.id.to_string()).collect(),
+            margin_pct: DEFAULT_MARGIN_PCT,
+            profile: calib::BUILTIN_ID.into(),
+        }
+    }
+
+    /// Switches the model; the workload and range restart from the new
+    /// model's defaults when its kind changes, and are kept otherwise.
+    pub fn set_model(&mut self, model: Model) {
+        if defaults::kind_key(&model.arch) != defaults::kind_key(&self.model.arch) {
+            let fresh = AppState::for_model(model);
+            self.workload = fresh.workload;
+            self.view = fresh.view;
+            self.model = fresh.model;
+        } else {
+            self.model = model;
+        }
+    }
+
+    /// True when the x axis is an image size.
+    pub fn vision(&self) -> bool {
+        self.model.arch.is_vision()
+    }
+
+    /// The chosen length (the marker on the chart).
+    pub fn length(&self) -> u32 {
+        self.workload.length(self.vision())
+    }
+
+    /// The URL query (no leading `?`).
+    pub fn to_query(&self) -> String {
+        let mut pairs: Vec<(String, String)> = Vec::new();
+        if self.model.id == "custom" {
+            pairs.push(("model".into(), "custom".into()));
+            pairs.push(("name".into(), self.model.name.clone()));
+            let arch = serde_json::to_value(&self.model.arch).unwrap_or(Value::Null);
+            let mut leaves = Vec::new();
+            query::flatten("", &arch, &mut leaves);
+            pairs.extend(leaves.into_iter().map(|(k, v)| (format!("{ARCH_PREFIX}{k}"), v)));
+        } else {
+            pairs.push(("model".into(), self.model.id.clone()));
+        }
+        pairs.extend(workload_diff(&defaults::workload_for(&self.model.arch), &self.workload));
+        let (from, to, log_x) = defaults::range_for(&self.model.arch);
+        if self.view.log_x != log_x {
+            pairs.push(("x".into(), if self.view.log_x { "log" } else { "lin" }.into()));
+        }
+        if self.view.from != from {
+            pairs.push(("from".into(), self.view.from.to_string()));
+        }
+        if self.view.to != to {
+            pairs.push(("to".into(), self.view.to.to_string()));
+        }
+        let all: Vec<String> = gpus::CATALOG.iter().map(|g| g.id.to_string()).collect();
+        if self.gpus != all {
+            let mut list = self.gpus.join(",");
+            if self.gpus.len() <= 1 {
+                list.push(',');
+            }
+            pairs.push(("gpus".into(), list));
+        }
+        if self.margin_pct != DEFAULT_MARGIN_PCT {
+            pairs.push(("margin".into(), self.margin_pct.to_string()));
+        }
+        if self.profile != calib::BUILTIN_ID {
+            pairs.push((PROFILE_KEY.into(), self.profile.clone()));
+        }
+        query::join(&pairs)
+    }
+
+    /// Reads a URL query. What cannot be read takes its default and gets a
+    /// line in the returned notes. Never panics.
+    pub fn from_query(query_text: &str, profile_ids: &[&str]) -> (AppState, Vec<String>) {
+        let pairs = query::parse(query_text);
+        let mut notes = Vec::new();
+        let get = |key: &str| pairs.iter().rev().find(|(k, _)| k == key).map(|(_, v)| v.as_str());
+
+        let model = read_model(&pairs, get("model"), get("name"), &mut notes);
+        let mut state = AppState::for_model(model);
+
+        let workload_pairs: Vec<(&str, &str)> = pairs
+            .iter()
+            .filter(|(k, _)| {
+                !VIEW_KEYS.contains(&k.as_str()) && k != PROFILE_KEY && !k.starts_with(ARCH_PREFIX)
+            })
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        state.workload = read_workload(&state.workload, &workload_pairs, &mut notes);
+
+        let vision = state.vision();
+        let limit = if vision { MAX_IMAGE_SIZE } else { MAX_SEQ_LEN } as u32;
+        if let Some(x) = get("x") {
+            match x {
+                "log" => state.view.log_x = true,
+                "lin" | "linear" => state.view.log_x = false,
+                other => notes.push(format!("ignored x={other}: allowed: log or lin")),
+            }
+        }
+        let mut read_len = |key: &str, slot: &mut u32| {
+            if let Some(v) = get(key) {
+                match v.parse::<u32>() {
+                    Ok(n) if (1..=limit).contains(&n) => *slot = n,
+                    _ => notes.push(format!(
+                        "ignored {key}={v}: allowed: an integer from 1 to {limit}"
+                    )),
+                }
+            }
+        };
+        let (mut from, mut to) = (state.view.from, state.view.to);
+        read_len("from", &mut from);
+        read_len("to", &mut to);
+        if from < to {
+            state.view.from = from;
+            state.view.to = to;
+        } else {
+            notes.push(format!(
+                "ignored from={from}, to={to}: `from` must be below `to`"
+            ));
+        }
+        if let Some(list) = get("gpus") {
+            let mut chosen = Vec::new();
+            for id in list.split(',').filter(|s| !s.is_empty()) {
+                if gpus::find(id).is_some() {
+                    if !chosen.iter().any(|c| c == id) {
+                        chosen.push(id.to_string());
+                    }
+                } else {
+                    let known: Vec<&str> = gpus::CATALOG.iter().map(|g| g.id).collect();
+                    notes.push(format!(
+                        "ignored GPU `{id}`: not in the catalog ({})",
+                        known.join(", ")
+                    ));
+                }
+            }
+            state.gpus = chosen;
+        }
+        if let Some(m) = get("margin") {
+            match m.parse::<u32>() {
+                Ok(n) if n <= MAX_MARGIN_PCT => state.margin_pct = n,
+                _ => notes.push(format!(
+                    "ignored margin={m}: allowed: an integer from 0 to {MAX_MARGIN_PCT} (percent)"
+                )),
+            }
+        }
+        if let Some(p) = get(PROFILE_KEY) {
+            if profile_ids.contains(&p) {
+                state.profile = p.to_string();
+            } else if p == calib::LOADED_ID {
+                notes.push(
+                    "the link was made with a profile loaded from a file, which links cannot carry; using the built-in H200 profile"
+                        .into(),
+                );
+            } else {
+                notes.push(format!(
+                    "ignored profile={p}: not bundled here ({})",
+                    profile_ids.join(", ")
+                ));
+            }
+        }
+        (state, notes)
+    }
+}
+
+fn read_model(
+    pairs: &[(String, String)],
+    id: Option<&str>,
+    name: Option<&str>,
+    notes: &mut Vec<String>,
+) -> Model {
+    let default = || {
+        presets::find(DEFAULT_PRESET)
+            .expect("the default preset exists")
+            .model()
+    };
+    let arch_pairs: Vec<(&str, &str)> = pairs
+        .iter()
+        .filter_map(|(k, v)| k.strip_prefix(ARCH_PREFIX).map(|k| (k, v.as_str())))
+        .collect();
+    match id {
+        None if arch_pairs.is_empty() => default(),
+        Some("custom") | None => {
+            let mut value = query::unflatten(arch_pairs.iter().copied());
+            if let Some(name) = name {
+                query::set_path(&mut value, "name", Value::String(name.into()));
+            }
+            match parse_model(Some(&value)) {
+                Ok(m) => m,
+                Err(e) => {
+                    notes.push(format!(
+                        "ignored the custom model: {}; showing {DEFAULT_PRESET}",
+                        readable(&e)
+                    ));
+                    default()
+                }
+            }
+        }
+        Some(id) => match presets::find(id) {
+            Ok(p) => p.model(),
+            Err(e) => {
+                notes.push(format!("ignored model={id}: {e}; showing {DEFAULT_PRESET}"));
+                default()
+            }
+        },
+    }
+}
+
+fn readable(e: &Error) -> String {
+    e.to_string()
+}
+
+/// The error's field as a workload key (`workload.inference.new_tokens` →
+/// `inference.new_tokens`).
+fn error_key(e: &Error) -> Option<String> {
+    let field = match e {
+        Error::InvalidField { field, .. } | Error::MissingField { field, .. } => field,
+        _ => return None,
+    };
+    field.strip_prefix("workload.").map(str::to_string)
+}
+
+/// Applies URL pairs to `base`, dropping (with a note) each pair the core
+/// rejects, until what is left reads.
+fn read_workload(base: &Workload, pairs: &[(&str, &str)], notes: &mut Vec<String>) -> Workload {
+    let base_value = serde_json::to_value(base).expect("a workload serialises");
+    let mut pairs: Vec<(&str, &str)> = pairs.to_vec();
+    loop {
+        let mut value = base_value.clone();
+        for (k, v) in &pairs {
+            query::set_path(&mut value, k, query::leaf(v));
+        }
+        let parsed = parse_workload(Some(&value)).and_then(|w| w.validate().map(|()| w));
+        match parsed {
+            Ok(w) => {
+                // Keys the parser silently ignored are unknown fields.
+                let mut known = Vec::new();
+                query::flatten("", &serde_json::to_value(&w).unwrap_or(Value::Null), &mut known);
+                for (k, v) in &pairs {
+                    let ok = known
+                        .iter()
+                        .any(|(kk, _)| kk == k || kk.starts_with(&format!("{k}.")) || k.starts_with(&format!("{kk}.")));
+                    if !ok {
+                        notes.push(format!("ignored {k}={v}: not a setting of this page"));
+                    }
+                }
+                return w;
+            }
+            Err(e) => {
+                let key = error_key(&e);
+                let hit = key.as_deref().and_then(|key| {
+                    pairs
+                        .iter()
+                        .position(|(k, _)| *k == key || key.starts_with(&format!("{k}.")) || k.starts_with(&format!("{key}.")))
+                });
+                match hit {
+                    Some(i) => {
+                        let (k, v) = pairs.remove(i);
+                        notes.push(format!("ignored {k}={v}: {e}"));
+                    }
+                    None => {
+                        notes.push(format!(
+                            "ignored the workload settings of the link: {e}"
+                        ));
+                        return base.clone();
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Workload fields of `w` that differ from `base`, as query pairs.
+pub fn workload_diff(base: &Workload, w: &Workload) -> Vec<(String, String)> {
+    let mut a = Vec::new();
+    let mut b = Vec::new();
+    query::flatten("", &serde_json::to_value(base).unwrap_or(Value::Null), &mut a);
+    query::flatten("", &serde_json::to_value(w).unwrap_or(Value::Null), &mut b);
+    b.into_iter().filter(|leaf| !a.contains(leaf)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use headroom_core::arch::Dtype;
+    use headroom_core::workload::{Lora, Mode, Optimizer};
+
+    const IDS: &[&str] = &["h200", "rtx4090"];
+
+    #[track_caller]
+    fn round_trip(state: &AppState) -> String {
+        let q = state.to_query();
+        let (back, notes) = AppState::from_query(&q, IDS);
+        assert!(notes.is_empty(), "{q}: {notes:?}");
+        assert_eq!(&back, state, "{q}");
+        q
+    }
+
+    #[test]
+    fn default_state_is_a_short_link() {
+        assert_eq!(round_trip(&AppState::default()), "model=llama-3.1-8b");
+        assert_eq!(AppState::from_query("", IDS), (AppState::default(), vec![]));
+    }
+
+    #[test]
+    fn a_changed_workload_round_trips_readably() {
+        let mut s = AppState::default();
+        s.workload.batch = 8;
+        s.workload.seq_len = 8192;
+        s.workload.inference.new_tokens = 64;
+        s.workload.inference.kv_dtype = Some(Dtype::Fp16);
+        s.view.log_x = false;
+        s.view.to = 65536;
+        s.margin_pct = 15;
+        s.profile = "rtx4090".into();
+        s.gpus = vec![];
+        let q = round_trip(&s);
+        assert_eq!(
+            q,
+            "model=llama-3.1-8b&batch=8&inference.kv_dtype=fp16&inference.new_tokens=64&seq_len=8192&x=lin&to=65536&gpus=,&margin=15&profile=rtx4090"
+        );
+    }
+
+    #[test]
+    fn training_with_lora_round_trips() {
+        let mut s = AppState::default();
+        s.workload.mode = Mode::Training;
+        s.workload.training.optimizer = Optimizer::SgdMomentum;
+        s.workload.training.lora = Some(Lora {
+            rank: 16,
+            alpha: Some(32.0),
+            target_modules: vec!["q_proj".into()],
+            dropout: None,
+        });
+        s.workload.dtype = Dtype::Int4;
+        round_trip(&s);
+        s.workload.training.lora.as_mut().unwrap().target_modules =
+            vec!["q_proj".into(), "v_proj".into()];
+        round_trip(&s);
+    }
+
+    #[test]
+    fn every_preset_and_a_custom_model_round_trip() {
+        for p in presets::all() {
+            let mut s = AppState::default();
+            s.set_model(p.model());
+            s.workload.batch += 1;
+            round_trip(&s);
+            let mut custom = s.clone();
+            custom.model.id = "custom".into();
+            custom.model.name = format!("my {}", p.name);
+            round_trip(&custom);
+        }
+    }
+
+    #[test]
+    fn switching_kind_resets_the_workload_but_not_within_a_kind() {
+        let mut s = AppState::default();
+        s.workload.batch = 4;
+        s.set_model(presets::find("qwen2.5-7b").unwrap().model());
+        assert_eq!(s.workload.batch, 4);
+        s.set_model(presets::find("resnet-50").unwrap().model());
+        assert_eq!(s.workload.batch, 64);
+        assert_eq!(s.workload.image_size, Some(224));
+    }
+
+    #[track_caller]
+    fn check_notes(q: &str, expect: &[&str]) -> AppState {
+        let (state, notes) = AppState::from_query(q, IDS);
+        let all = notes.join("\n");
+        for needle in expect {
+            assert!(all.contains(needle), "notes for `{q}` lack `{needle}`:\n{all}");
+        }
+        assert_eq!(notes.len(), expect.len(), "{q}: {notes:?}");
+        state
+    }
+
+    #[test]
+    fn bad_parts_fall_back_with_a_note_and_good_parts_stay() {
+        let s = check_notes(
+            "model=gpt2&batch=0&seq_len=777&x=sideways&margin=500&gpus=h200,tpu9&bogus=1&profile=nope",
+            &[
+                "ignored batch=0: `workload.batch`",
+                "ignored x=sideways",
+                "ignored margin=500",
+                "ignored GPU `tpu9`",
+                "ignored bogus=1",
+                "ignored profile=nope",
+            ],
+        );
+        assert_eq!(s.model.id, "gpt2");
+        assert_eq!(s.workload.seq_len, 777);
+        assert_eq!(s.workload.batch, 1);
+        assert_eq!(s.gpus, vec!["h200".to_string()]);
+
+        let s = check_notes("model=gpt-9", &["ignored model=gpt-9: `model`: unknown preset"]);
+        assert_eq!(s.model.id, DEFAULT_PRESET);
+        check_notes("model=custom&a.family=decoder&a.hidden_size=8", &["ignored the custom model"]);
+        check_notes("mode=flying", &["ignored mode=flying: `workload.mode`"]);
+        check_notes("training.lora.rank=0&mode=training", &["ignored training.lora.rank=0"]);
+        check_notes("from=5000&to=10", &["from` must be below `to`"]);
+        check_notes("profile=loaded", &["loaded from a file"]);
+        check_notes("%ZZ=%&&==&seq_len=1e999", &["ignored %ZZ=%", "ignored =", "ignored seq_len=1e999"]);
+    }
+}
