@@ -70,6 +70,13 @@ pub fn segment_size(rounded: u64) -> u64 {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BlockId(u32);
 
+impl BlockId {
+    /// Index of the block (stable while it is live).
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
 const NONE: u32 = u32::MAX;
 
 #[derive(Clone, Copy, Debug)]
@@ -165,6 +172,16 @@ impl CachingAllocator {
     pub fn reset_peaks(&mut self) {
         self.stats.peak_allocated = self.stats.allocated;
         self.stats.peak_reserved = self.stats.reserved;
+    }
+
+    /// Every allocated block: (handle, size).
+    pub fn live_blocks(&self) -> impl Iterator<Item = (BlockId, u64)> + '_ {
+        let free: alloc::collections::BTreeSet<u32> = self.free_slots.iter().copied().collect();
+        self.blocks
+            .iter()
+            .enumerate()
+            .filter(move |(i, b)| b.allocated && !free.contains(&(*i as u32)))
+            .map(|(i, b)| (BlockId(i as u32), b.size))
     }
 
     /// Size of the block behind a live allocation (rounded, remainder included).

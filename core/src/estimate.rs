@@ -281,3 +281,54 @@ fn describe(op: Op) -> String {
     s.push_str(if op.name.is_empty() { "load" } else { op.name });
     s
 }
+
+/// Tensors live at the peak, grouped by the op that allocated them.
+#[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct LiveGroup {
+    /// The allocating op (with layer and step).
+    pub op: String,
+    /// Component the tensors count under.
+    pub component: Component,
+    /// Blocks.
+    pub count: u64,
+    /// Bytes (block sizes).
+    pub bytes: Bytes,
+}
+
+/// What is live at the peak moment, largest groups first: replays twice,
+/// the second time stopping at the peak to list the live blocks.
+pub fn live_at_peak(
+    arch: &Architecture,
+    workload: &Workload,
+    runtime: &RuntimeProfile,
+) -> Result<Vec<LiveGroup>, Error> {
+    workload.validate()?;
+    families::validate(arch, workload)?;
+    let mut first = Replay::new(runtime.allocator, None);
+    families::replay(arch, workload, runtime, &mut first)?;
+    let mut second = Replay::new(runtime.allocator, None);
+    second.inspect_at(first.peak_allocation());
+    families::replay(arch, workload, runtime, &mut second)?;
+    let mut groups: Vec<LiveGroup> = Vec::new();
+    for &(op, component, bytes) in second.inspected() {
+        let name = describe(op);
+        match groups
+            .iter_mut()
+            .find(|g| g.op == name && g.component == component)
+        {
+            Some(g) => {
+                g.count += 1;
+                g.bytes += Bytes(bytes);
+            }
+            None => groups.push(LiveGroup {
+                op: name,
+                component,
+                count: 1,
+                bytes: Bytes(bytes),
+            }),
+        }
+    }
+    groups.sort_by(|a, b| b.bytes.cmp(&a.bytes));
+    Ok(groups)
+}

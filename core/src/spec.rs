@@ -263,6 +263,9 @@ pub fn parse_workload(value: Option<&Value>) -> Result<Workload, Error> {
         if let Some(gc) = field(m, p, "grad_checkpointing", "true or false")? {
             w.training.grad_checkpointing = gc;
         }
+        if let Some(resident) = field(m, p, "optimizer_state_resident", "true or false")? {
+            w.training.optimizer_state_resident = resident;
+        }
         if let Some(lora) = field(
             m,
             p,

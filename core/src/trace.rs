@@ -49,6 +49,13 @@ pub struct Replay {
     op: Op,
     peak: PeakMoment,
     oom: Option<(OutOfMemory, Op)>,
+    allocations: u64,
+    /// Diagnostics: record who allocated each block and list the live
+    /// blocks right after allocation number `inspect_at`.
+    inspect_at: Option<u64>,
+    owners: alloc::vec::Vec<(Op, Component)>,
+    inspected: alloc::vec::Vec<(Op, Component, u64)>,
+    peak_allocation: u64,
 }
 
 impl Replay {
@@ -60,7 +67,28 @@ impl Replay {
             op: Op::default(),
             peak: PeakMoment::default(),
             oom: None,
+            allocations: 0,
+            inspect_at: None,
+            owners: alloc::vec::Vec::new(),
+            inspected: alloc::vec::Vec::new(),
+            peak_allocation: 0,
         }
+    }
+
+    /// Diagnostics: list the live blocks right after allocation number `n`
+    /// (see [`Replay::peak_allocation`]); read them with [`Replay::inspected`].
+    pub fn inspect_at(&mut self, n: u64) {
+        self.inspect_at = Some(n);
+    }
+
+    /// The allocation number at which the peak moment was reached.
+    pub fn peak_allocation(&self) -> u64 {
+        self.peak_allocation
+    }
+
+    /// Live blocks captured by [`Replay::inspect_at`]: (op, component, bytes).
+    pub fn inspected(&self) -> &[(Op, Component, u64)] {
+        &self.inspected
     }
 
     /// Names the op that the next allocations belong to.
@@ -90,6 +118,24 @@ impl Replay {
             }
         };
         self.live[component as usize] += self.allocator.block_size(block);
+        self.allocations += 1;
+        if self.inspect_at.is_some() {
+            let i = block.index();
+            if self.owners.len() <= i {
+                self.owners.resize(i + 1, (Op::default(), Component::Transient));
+            }
+            self.owners[i] = (self.op, component);
+            if self.inspect_at == Some(self.allocations) {
+                let blocks: alloc::vec::Vec<_> = self.allocator.live_blocks().collect();
+                self.inspected = blocks
+                    .into_iter()
+                    .map(|(b, size)| {
+                        let (op, c) = self.owners[b.index()];
+                        (op, c, size)
+                    })
+                    .collect();
+            }
+        }
         let stats = self.allocator.stats();
         if stats.reserved > self.peak.reserved
             || (stats.reserved == self.peak.reserved && stats.allocated > self.peak.allocated)
@@ -100,6 +146,7 @@ impl Replay {
                 allocated: stats.allocated,
                 op: self.op,
             };
+            self.peak_allocation = self.allocations;
         }
         Tensor { block, component }
     }
@@ -116,6 +163,9 @@ impl Replay {
         self.live[tensor.component as usize] -= size;
         self.live[component as usize] += size;
         tensor.component = component;
+        if let Some(owner) = self.owners.get_mut(tensor.block.index()) {
+            owner.1 = component;
+        }
     }
 
     /// Frees every tensor of a list.

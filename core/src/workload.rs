@@ -151,6 +151,11 @@ pub struct TrainingOptions {
     pub grad_checkpointing: bool,
     /// LoRA adapters; `None` trains every parameter.
     pub lora: Option<Lora>,
+    /// The optimizer state is already on the GPU when the job starts (a run
+    /// resumed from a checkpoint, or a later case in one process as in
+    /// `shared/calibration`); otherwise the first step creates it while the
+    /// freed activations are still cached, which lays memory out differently.
+    pub optimizer_state_resident: bool,
 }
 
 impl Default for TrainingOptions {
@@ -161,6 +166,7 @@ impl Default for TrainingOptions {
             precision: Precision::AmpBf16,
             grad_checkpointing: false,
             lora: None,
+            optimizer_state_resident: false,
         }
     }
 }

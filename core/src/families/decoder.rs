@@ -339,7 +339,7 @@ impl Model<'_> {
         g.at("attention: scaled dot product", layer);
         let shape = AttnShape { batch: b, heads: nh, kv_heads: kvh, q_len: s, kv_len, head_dim: hd };
         let attn = match self.attention {
-            Attention::Sdpa => nn::sdpa(g, q, k, v, shape),
+            Attention::Sdpa => nn::sdpa(g, cx, q, k, v, shape, rope.is_some()),
             Attention::Eager => nn::eager_attention(g, q, k, v, shape, None),
         };
         g.drop_all(&[q.v, k.v, v.v]);
@@ -630,6 +630,9 @@ fn generate(g: &mut Graph, model: &Model, cx: &mut Ctx, workload: &Workload, b: 
 fn train(g: &mut Graph, model: &Model, workload: &Workload, b: u64, s: u64, gpt2: bool) {
     let t = &workload.training;
     let mut state = OptimizerState::default();
+    if t.optimizer_state_resident {
+        optim::preallocate(g, t.optimizer, &model.w.trainable, &mut state);
+    }
     g.at("cuBLAS workspace (backward thread)", None);
     let _ws = g.replay.alloc(32 << 20, Component::LibraryWorkspace);
     for step in 0..t.steps {

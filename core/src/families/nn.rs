@@ -304,11 +304,33 @@ pub struct AttnShape {
     pub head_dim: u64,
 }
 
-/// `scaled_dot_product_attention` (flash / memory-efficient kernels): the
-/// output, and in grad mode a saved fp32 logsumexp; backward needs an fp32
-/// dq accumulator. Returns the output in (b, s, heads*hd) layout after
-/// `transpose(1, 2).contiguous()`.
-pub fn sdpa(g: &mut Graph, q: T, k: T, v: T, s: AttnShape) -> T {
+/// `scaled_dot_product_attention` (flash / memory-efficient kernels).
+///
+/// Measured on the H200 (llama-3.2-1b training snapshot: six blocks per
+/// layer at `sdpa_attention_forward`): the kernel works in (b, s, heads, hd)
+/// layout, so it copies inputs that arrive in (b, heads, s, hd) layout (the
+/// rotary outputs: `copy_qk`) and saves those copies; its output is already
+/// in (b, s, heads, hd) layout, so HF's `transpose(1, 2).contiguous()` is
+/// free. In grad mode it saves an fp32 logsumexp; backward needs an fp32 dq
+/// accumulator.
+pub fn sdpa(g: &mut Graph, cx: &Ctx, q: T, k: T, v: T, s: AttnShape, copy_qk: bool) -> T {
+    let (q, k, v) = if cx.autocast {
+        // sdpa is on autocast's bf16 list: fp32 inputs are cast (and saved).
+        let q = cast(g, q, BF16, "attention (sdpa): autocast cast of query");
+        let k = cast(g, k, BF16, "attention (sdpa): autocast cast of key");
+        let v = cast(g, v, BF16, "attention (sdpa): autocast cast of value");
+        (q, k, v)
+    } else if copy_qk {
+        let qc = g.op("attention (sdpa): query layout copy", &[q.v], &[], q.bytes(), Component::Transient);
+        let kc = g.op("attention (sdpa): key layout copy", &[k.v], &[], k.bytes(), Component::Transient);
+        g.hold(v.v);
+        (T { v: qc, ..q }, T { v: kc, ..k }, v)
+    } else {
+        g.hold(q.v);
+        g.hold(k.v);
+        g.hold(v.v);
+        (q, k, v)
+    };
     let out_elems = s.batch * s.heads * s.q_len * s.head_dim;
     let lse = s.batch * s.heads * s.q_len * FP32;
     let out = g.op_with(
@@ -320,16 +342,9 @@ pub fn sdpa(g: &mut Graph, q: T, k: T, v: T, s: AttnShape) -> T {
         lse,
         out_elems * FP32,
     );
-    let out = T {
-        v: out,
-        elems: out_elems,
-        dsize: q.dsize,
-    };
-    // The kernel's output is saved too (flash backward needs it).
-    let t = g.op("attention output transpose", &[out.v], &[], out.bytes(), Component::Transient);
-    g.drop(out.v);
+    g.drop_all(&[q.v, k.v, v.v]);
     T {
-        v: t,
+        v: out,
         elems: out_elems,
         dsize: q.dsize,
     }

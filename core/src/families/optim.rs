@@ -33,6 +33,30 @@ pub struct OptimizerState {
     tensors: Vec<Tensor>,
 }
 
+/// Allocates the optimizer state up front (a run resumed with its
+/// optimizer state already on the GPU).
+pub fn preallocate(g: &mut Graph, optimizer: Optimizer, params: &[Trainable], state: &mut OptimizerState) {
+    g.at("optimizer state (resident)", None);
+    for p in params {
+        match optimizer {
+            Optimizer::Adamw => {
+                state.tensors.push(g.replay.alloc(p.bytes(), Component::OptimizerState));
+                state.tensors.push(g.replay.alloc(p.bytes(), Component::OptimizerState));
+            }
+            Optimizer::SgdMomentum => state.tensors.push(g.replay.alloc(p.bytes(), Component::OptimizerState)),
+            Optimizer::Sgd => {}
+            Optimizer::Adafactor => {
+                if p.cols > 1 {
+                    state.tensors.push(g.replay.alloc(p.rows * 4, Component::OptimizerState));
+                    state.tensors.push(g.replay.alloc(p.cols * 4, Component::OptimizerState));
+                } else {
+                    state.tensors.push(g.replay.alloc(p.bytes(), Component::OptimizerState));
+                }
+            }
+        }
+    }
+}
+
 /// One `optimizer.step()`; creates the state on the first call
 /// (`_init_group`: per parameter, in order).
 pub fn step(g: &mut Graph, optimizer: Optimizer, params: &[Trainable], state: &mut OptimizerState) {
