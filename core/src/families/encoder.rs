@@ -1,22 +1,371 @@
-//! BERT and ESM-2 encoders.
-use crate::arch::EncoderArch;
+//! Bidirectional encoders as transformers 5.17 runs them: BERT (post-LN,
+//! absolute positions, fused `F.gelu`, masked-LM head) and ESM-2 (pre-LN,
+//! rotary, token-dropout rescaling of the embeddings, ESM's Python
+//! `x * 0.5 * (1 + erf(x / sqrt(2)))` GELU whose temporaries are alive
+//! together, final `emb_layer_norm_after`).
+
+use super::nn::{self, AttnShape, Ctx, Linear, BF16, FP32, INT64, T};
+use super::optim::{self, OptimizerState, Trainable};
+use crate::arch::{EncoderArch, EncoderKind};
 use crate::error::Error;
-use crate::estimate::ReplaySummary;
+use crate::estimate::{Component, ReplaySummary};
+use crate::graph::{Graph, Value};
 use crate::runtime::RuntimeProfile;
 use crate::trace::Replay;
-use crate::workload::Workload;
+use crate::workload::{Attention, InferenceKind, Logits, Mode, Precision, Workload};
+use alloc::vec::Vec;
 
 /// Rejects workloads the encoder family cannot run.
-pub fn validate(_workload: &Workload) -> Result<(), Error> {
+pub fn validate(workload: &Workload) -> Result<(), Error> {
+    if workload.mode == Mode::Inference && workload.inference.kind == InferenceKind::Generate {
+        return Err(Error::invalid(
+            "workload.inference.kind",
+            "encoders do not generate",
+            "\"forward\" for encoder models",
+        ));
+    }
+    if workload.training.grad_checkpointing && workload.mode == Mode::Training {
+        // Supported: HF encoders implement gradient checkpointing per layer.
+    }
     Ok(())
 }
 
+#[derive(Clone, Copy)]
+struct Layer {
+    ln_attn: Value,
+    q: Linear,
+    k: Linear,
+    v: Linear,
+    o: Linear,
+    ln_out: Value,
+    fc: Linear,
+    proj: Linear,
+}
+
+/// Weights of an encoder, built in module order.
+pub(crate) struct Weights {
+    embed: Value,
+    emb_ln: Value,
+    layers: Vec<Layer>,
+    final_ln: Value,
+    head: Option<(Linear, Value, Linear)>,
+    pub(crate) trainable: Vec<Trainable>,
+    pub(crate) params: u64,
+    pub(crate) bytes: u64,
+    dsize: u64,
+}
+
+pub(crate) fn build(g: &mut Graph, a: &EncoderArch, dsize: u64, trainable: bool, with_head: bool) -> Weights {
+    let h = a.hidden_size as u64;
+    let i = a.intermediate_size as u64;
+    let mut params = 0u64;
+    let mut out = Vec::new();
+    let mut tensor = |g: &mut Graph, rows: u64, cols: u64| -> Value {
+        let v = g.param(rows * cols * dsize, trainable);
+        params += rows * cols;
+        if trainable {
+            out.push(Trainable { value: v, dsize, rows, cols });
+        }
+        v
+    };
+    let mut lin = |g: &mut Graph, tensor: &mut dyn FnMut(&mut Graph, u64, u64) -> Value, inp: u64, outf: u64| -> Linear {
+        let weight = tensor(g, outf, inp);
+        let bias = Some(tensor(g, outf, 1));
+        Linear { weight, weight_dsize: dsize, bias, in_features: inp, out_features: outf, lora: None, quantized: false }
+    };
+    g.at("load weights", None);
+    let embed = tensor(g, a.vocab_size as u64, h);
+    if a.max_position_embeddings > 0 {
+        tensor(g, a.max_position_embeddings as u64, h);
+    }
+    if a.type_vocab_size > 0 {
+        tensor(g, a.type_vocab_size as u64, h);
+    }
+    let emb_ln = if a.kind == EncoderKind::Bert { tensor(g, 2 * h, 1) } else { embed };
+    let mut layers = Vec::new();
+    for _ in 0..a.num_layers {
+        let q = lin(g, &mut tensor, h, h);
+        let k = lin(g, &mut tensor, h, h);
+        let v = lin(g, &mut tensor, h, h);
+        let o = lin(g, &mut tensor, h, h);
+        let ln_attn = tensor(g, 2 * h, 1);
+        let fc = lin(g, &mut tensor, h, i);
+        let proj = lin(g, &mut tensor, i, h);
+        let ln_out = tensor(g, 2 * h, 1);
+        layers.push(Layer { ln_attn, q, k, v, o, ln_out, fc, proj });
+    }
+    let final_ln = if a.kind == EncoderKind::Esm {
+        let ln = tensor(g, 2 * h, 1);
+        tensor(g, a.num_layers as u64 * a.num_heads as u64 + 1, 1); // contact head
+        ln
+    } else {
+        embed
+    };
+    let head = if with_head && a.kind == EncoderKind::Bert {
+        let transform = lin(g, &mut tensor, h, h);
+        let ln = tensor(g, 2 * h, 1);
+        let bias = tensor(g, a.vocab_size as u64, 1);
+        let decoder = Linear { weight: embed, weight_dsize: dsize, bias: Some(bias), in_features: h, out_features: a.vocab_size as u64, lora: None, quantized: false };
+        Some((transform, ln, decoder))
+    } else {
+        None
+    };
+    // Buffers: BERT position_ids and token_type_ids (int64), ESM rotary inv_freq.
+    let buffers = match a.kind {
+        EncoderKind::Bert => 2 * a.max_position_embeddings as u64 * INT64,
+        EncoderKind::Esm => (h / a.num_heads as u64) / 2 * FP32,
+    };
+    g.param(buffers, false);
+    let bytes = params * dsize + buffers;
+    Weights { embed, emb_ln, layers, final_ln, head, trainable: out, params, bytes, dsize }
+}
+
+/// The forward of an encoder body (and head). Returns the output (logits or hidden states).
+pub(crate) fn forward(g: &mut Graph, cx: &mut Ctx, a: &EncoderArch, w: &Weights, b: u64, s: u64, attention: Attention, training: bool, head: bool) -> T {
+    let h = a.hidden_size as u64;
+    let heads = a.num_heads as u64;
+    let rows = b * s;
+    g.at("embeddings", None);
+    let ids = g.input(rows * INT64, Component::Activations);
+    let e0 = g.op("embeddings: word", &[ids, w.embed], &[ids], rows * h * w.dsize, Component::Activations);
+    let e0 = T { v: e0, elems: rows * h, dsize: w.dsize };
+    let mut x = match a.kind {
+        EncoderKind::Bert => {
+            let tt = g.op("embeddings: token type", &[w.embed], &[], rows * h * w.dsize, Component::Transient);
+            let sum = nn::binary(g, e0, T { v: tt, ..e0 }, "embeddings: sum", false);
+            g.drop(tt);
+            let pos = g.op("embeddings: position", &[w.embed], &[], s * h * w.dsize, Component::Transient);
+            let sum2 = nn::binary(g, sum, T { v: pos, elems: s * h, dsize: w.dsize }, "embeddings: + positions", false);
+            g.drop_all(&[sum.v, pos]);
+            let ln = nn::layer_norm(g, cx, sum2, w.emb_ln, h, "embeddings: LayerNorm");
+            g.drop(sum2.v);
+            dropout_if(g, ln, training, "embeddings: dropout")
+        }
+        EncoderKind::Esm => {
+            // token_dropout: masked_fill, then rescale by the observed mask ratio (fp32 division).
+            let e1 = nn::unary(g, e0, "embeddings: token-dropout masked_fill", false, e0.dsize);
+            let e2 = nn::unary(g, e1, "embeddings: * (1 - mask_ratio_train)", false, e1.dsize);
+            let e3 = nn::unary(g, e2, "embeddings: / (1 - mask_ratio_observed)", false, FP32.max(e2.dsize));
+            g.drop(e2.v);
+            let e4 = nn::cast(g, e3, e1.dsize, "embeddings: .to(dtype)");
+            g.drop_all(&[e3.v, e1.v]);
+            e4
+        }
+    };
+    g.drop_all(&[e0.v, ids]);
+    let rope = if a.kind == EncoderKind::Esm {
+        let hd = h / heads;
+        let c32 = g.input(s * hd * FP32, Component::Transient);
+        let s32 = g.input(s * hd * FP32, Component::Transient);
+        let cos = nn::cast(g, T { v: c32, elems: s * hd, dsize: FP32 }, x.dsize, "rotary cos");
+        let sin = nn::cast(g, T { v: s32, elems: s * hd, dsize: FP32 }, x.dsize, "rotary sin");
+        g.drop_all(&[c32, s32]);
+        Some((cos, sin))
+    } else {
+        None
+    };
+    for (l, lw) in w.layers.iter().enumerate() {
+        let layer = Some(l as u32);
+        let out = match a.kind {
+            EncoderKind::Esm => {
+                g.at("attention: LayerNorm", layer);
+                let ln = nn::layer_norm(g, cx, x, lw.ln_attn, h, "attention: LayerNorm");
+                let attn = self_attention(g, cx, ln, lw, b, s, heads, attention, rope, layer);
+                g.drop(ln.v);
+                g.at("attention: output dense", layer);
+                let o = nn::linear(g, cx, attn, &lw.o, "attention: output dense");
+                g.drop(attn.v);
+                let o = dropout_if(g, o, training, "attention: dropout");
+                let x2 = nn::binary(g, o, x, "attention: residual add", false);
+                g.drop(o.v);
+                g.at("mlp: LayerNorm", layer);
+                let ln2 = nn::layer_norm(g, cx, x2, lw.ln_out, h, "mlp: LayerNorm");
+                g.at("mlp: intermediate dense", layer);
+                let f = nn::linear(g, cx, ln2, &lw.fc, "mlp: intermediate dense");
+                g.drop(ln2.v);
+                g.at("mlp: gelu (erf form)", layer);
+                let act = esm_gelu(g, f);
+                g.drop(f.v);
+                g.at("mlp: output dense", layer);
+                let d = nn::linear(g, cx, act, &lw.proj, "mlp: output dense");
+                g.drop(act.v);
+                let d = dropout_if(g, d, training, "mlp: dropout");
+                let out = nn::binary(g, d, x2, "mlp: residual add", false);
+                g.drop_all(&[d.v, x2.v]);
+                out
+            }
+            EncoderKind::Bert => {
+                let attn = self_attention(g, cx, x, lw, b, s, heads, attention, None, layer);
+                g.at("attention: output dense", layer);
+                let o = nn::linear(g, cx, attn, &lw.o, "attention: output dense");
+                g.drop(attn.v);
+                let o = dropout_if(g, o, training, "attention: dropout");
+                let s1 = nn::binary(g, o, x, "attention: residual add", false);
+                g.drop(o.v);
+                let x2 = nn::layer_norm(g, cx, s1, lw.ln_attn, h, "attention: LayerNorm");
+                g.drop(s1.v);
+                g.at("mlp: intermediate dense", layer);
+                let f = nn::linear(g, cx, x2, &lw.fc, "mlp: intermediate dense");
+                g.at("mlp: gelu", layer);
+                let act = nn::unary(g, f, "mlp: gelu", true, f.dsize);
+                g.drop(f.v);
+                g.at("mlp: output dense", layer);
+                let d = nn::linear(g, cx, act, &lw.proj, "mlp: output dense");
+                g.drop(act.v);
+                let d = dropout_if(g, d, training, "mlp: dropout");
+                let s2 = nn::binary(g, d, x2, "mlp: residual add", false);
+                g.drop_all(&[d.v, x2.v]);
+                let out = nn::layer_norm(g, cx, s2, lw.ln_out, h, "mlp: LayerNorm");
+                g.drop(s2.v);
+                out
+            }
+        };
+        g.drop(x.v);
+        x = out;
+    }
+    if let Some((cos, sin)) = rope {
+        g.drop_all(&[cos.v, sin.v]);
+    }
+    if a.kind == EncoderKind::Esm {
+        g.at("emb_layer_norm_after", None);
+        let ln = nn::layer_norm(g, cx, x, w.final_ln, h, "emb_layer_norm_after");
+        g.drop(x.v);
+        x = ln;
+    }
+    match (&w.head, head) {
+        (Some((transform, ln, decoder)), true) => {
+            g.at("MLM head: transform", None);
+            let t = nn::linear(g, cx, x, transform, "MLM head: transform dense");
+            g.drop(x.v);
+            let act = nn::unary(g, t, "MLM head: gelu", true, t.dsize);
+            g.drop(t.v);
+            let n = nn::layer_norm(g, cx, act, *ln, h, "MLM head: LayerNorm");
+            g.drop(act.v);
+            g.at("MLM head: decoder (logits)", None);
+            let logits = nn::linear(g, cx, n, decoder, "MLM head: decoder (logits)");
+            g.drop(n.v);
+            logits
+        }
+        _ => x,
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn self_attention(g: &mut Graph, cx: &mut Ctx, x: T, lw: &Layer, b: u64, s: u64, heads: u64, attention: Attention, rope: Option<(T, T)>, layer: Option<u32>) -> T {
+    let h = x.elems / (b * s);
+    g.at("attention: q/k/v projections", layer);
+    let q = nn::linear(g, cx, x, &lw.q, "attention: query");
+    let k = nn::linear(g, cx, x, &lw.k, "attention: key");
+    let v = nn::linear(g, cx, x, &lw.v, "attention: value");
+    let (q, k) = match rope {
+        Some((cos, sin)) => {
+            // ESM scales the query before the rotary embedding.
+            let qs = nn::unary(g, q, "attention: query * head_size^-0.5", false, q.dsize);
+            g.drop(q.v);
+            g.at("attention: rotary embedding", layer);
+            let qr = nn::rotary(g, qs, cos, sin);
+            let kr = nn::rotary(g, k, cos, sin);
+            g.drop_all(&[qs.v, k.v]);
+            (qr, kr)
+        }
+        None => (q, k),
+    };
+    g.at("attention: scaled dot product", layer);
+    let shape = AttnShape { batch: b, heads, kv_heads: heads, q_len: s, kv_len: s, head_dim: h / heads };
+    let out = match attention {
+        Attention::Sdpa => nn::sdpa(g, cx, q, k, v, shape, rope.is_some()),
+        Attention::Eager => nn::eager_attention(g, q, k, v, shape, None),
+    };
+    g.drop_all(&[q.v, k.v, v.v]);
+    out
+}
+
+/// ESM's `gelu(x) = x * 0.5 * (1.0 + torch.erf(x / sqrt(2)))`, op by op.
+fn esm_gelu(g: &mut Graph, x: T) -> T {
+    let half = nn::unary(g, x, "gelu: x * 0.5", false, x.dsize);
+    let scaled = nn::unary(g, x, "gelu: x / sqrt(2)", false, x.dsize);
+    let erf = nn::unary(g, scaled, "gelu: erf", true, x.dsize);
+    g.drop(scaled.v);
+    let one = nn::unary(g, erf, "gelu: 1 + erf", false, x.dsize);
+    g.drop(erf.v);
+    let out = nn::binary(g, half, one, "gelu: product", true);
+    g.drop_all(&[half.v, one.v]);
+    out
+}
+
+fn dropout_if(g: &mut Graph, x: T, training: bool, name: &'static str) -> T {
+    if training {
+        let d = nn::dropout(g, x, name);
+        g.drop(x.v);
+        d
+    } else {
+        x
+    }
+}
+
 /// Replays an encoder run.
-pub fn replay(
-    arch: &EncoderArch,
-    _workload: &Workload,
-    _runtime: &RuntimeProfile,
-    _replay: &mut Replay,
-) -> Result<ReplaySummary, Error> {
-    Err(Error::unsupported(alloc::format!("encoder {:?} not modelled yet", arch.kind)))
+pub fn replay(a: &EncoderArch, workload: &Workload, runtime: &RuntimeProfile, replay: &mut Replay) -> Result<ReplaySummary, Error> {
+    let mut g = Graph::new(replay);
+    let training = workload.mode == Mode::Training;
+    if training && workload.training.lora.is_some() {
+        return Err(Error::unsupported("LoRA on encoder presets (use full fine-tuning)"));
+    }
+    let dsize = if training {
+        match workload.training.precision {
+            Precision::AmpBf16 | Precision::Fp32 => FP32,
+            Precision::Bf16 => BF16,
+        }
+    } else if workload.dtype.is_float() {
+        workload.dtype.bytes()
+    } else {
+        return Err(Error::invalid("workload.dtype", "quantised encoders are not modelled", "fp32, fp16 or bf16"));
+    };
+    let head = if training { true } else { workload.inference.logits == Logits::All };
+    let w = build(&mut g, a, dsize, training, true);
+    let summary = ReplaySummary { params: w.params, weight_bytes: w.bytes, ..ReplaySummary::default() };
+    g.at("cuBLAS workspace", None);
+    let _ws = g.replay.alloc(runtime.cublas_workspace_bytes, Component::LibraryWorkspace);
+    let (b, s) = (workload.batch as u64, workload.seq_len as u64);
+    if !training {
+        let mut cx = Ctx::plain(dsize);
+        let out = forward(&mut g, &mut cx, a, &w, b, s, workload.attention, false, head);
+        g.drop(out.v);
+        return Ok(summary);
+    }
+    let t = &workload.training;
+    let _ws2 = g.replay.alloc(runtime.cublas_workspace_bytes, Component::LibraryWorkspace);
+    let mut state = OptimizerState::default();
+    if t.optimizer_state_resident {
+        optim::preallocate(&mut g, t.optimizer, &w.trainable, &mut state);
+    }
+    for step in 0..t.steps {
+        g.replay.step(Some(step));
+        g.grad_mode = true;
+        let mut cx = match t.precision {
+            Precision::AmpBf16 => Ctx::amp(),
+            Precision::Fp32 => Ctx::plain(FP32),
+            Precision::Bf16 => Ctx::plain(BF16),
+        };
+        let logits = forward(&mut g, &mut cx, a, &w, b, s, workload.attention, true, true);
+        g.at("loss: cross entropy over all tokens", None);
+        let loss = if a.kind == EncoderKind::Bert {
+            let l = nn::causal_lm_loss(&mut g, logits, b * s);
+            g.drop(logits.v);
+            l
+        } else {
+            // No head on ESM-2 presets: a mean of the hidden states as the loss.
+            let l = g.op("loss: mean of hidden states", &[logits.v], &[], 4, Component::Transient);
+            g.drop(logits.v);
+            T { v: l, elems: 1, dsize: FP32 }
+        };
+        cx.exit_autocast(&mut g);
+        g.at("backward", None);
+        g.backward(loss.v);
+        g.drop(loss.v);
+        g.grad_mode = false;
+        optim::step(&mut g, t.optimizer, &w.trainable, &mut state);
+        g.at("zero_grad(set_to_none=True)", None);
+        g.zero_grad();
+    }
+    Ok(summary)
 }
