@@ -184,6 +184,21 @@ pub struct DecoderArch {
     /// Mixture of experts, when the MLP is routed.
     #[cfg_attr(feature = "serde", serde(default))]
     pub moe: Option<MoeConfig>,
+    /// Sliding-window attention: the window, in tokens, of the layers that
+    /// use one; 0 (the default) when every layer attends to the whole
+    /// sequence. With a window, HF's `DynamicCache` keeps only the last
+    /// `sliding_window - 1` positions of those layers (transformers 5.17
+    /// `DynamicSlidingWindowLayer`), so their KV cache stops growing.
+    /// Mistral 7B v0.1 (4096), Phi-3 mini/medium 4k (2047), Gemma 2 (4096).
+    /// Parameters do not depend on it.
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub sliding_window: u32,
+    /// Which layers use `sliding_window`: 0 (the default) = every layer;
+    /// `n > 0` = all but every `n`-th, i.e. layer `i` attends to the whole
+    /// sequence when `(i + 1) % n == 0` (Gemma 2: 2, even layers slide).
+    /// Ignored when `sliding_window` is 0.
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub full_attention_every: u32,
 }
 
 impl DecoderArch {
@@ -219,8 +234,8 @@ impl DecoderArch {
         let h = self.hidden_size as u64;
         match self.moe {
             Some(m) if layer >= m.first_dense_layers => {
-                let experts = m.num_experts as u64
-                    * self.dense_mlp_params(m.expert_intermediate_size as u64);
+                let experts =
+                    m.num_experts as u64 * self.dense_mlp_params(m.expert_intermediate_size as u64);
                 let router = h * m.num_experts as u64;
                 let shared = if m.shared_expert_intermediate_size > 0 {
                     self.dense_mlp_params(m.shared_expert_intermediate_size as u64) + h
@@ -262,6 +277,19 @@ impl DecoderArch {
                 let moe_layers = self.num_layers.saturating_sub(m.first_dense_layers) as u64;
                 self.params() - inactive_per_layer * moe_layers
             }
+        }
+    }
+
+    /// The sliding window of layer `layer`, `None` when it attends to the
+    /// whole sequence (see [`DecoderArch::sliding_window`]).
+    pub fn layer_sliding_window(&self, layer: u32) -> Option<u32> {
+        if self.sliding_window == 0 {
+            return None;
+        }
+        match self.full_attention_every {
+            0 => Some(self.sliding_window),
+            n if (layer + 1).is_multiple_of(n) => None,
+            _ => Some(self.sliding_window),
         }
     }
 
@@ -385,7 +413,11 @@ impl VitArch {
         let conv = 3 * h * p * p + h;
         let pos = self.tokens(self.image_size) * h;
         let layer = 2 * h + (3 * h * h + 3 * h) + (h * h + h) + 2 * h + (h * m + m) + (m * h + h);
-        conv + h + pos + self.num_layers as u64 * layer + 2 * h + h * self.num_classes as u64
+        conv + h
+            + pos
+            + self.num_layers as u64 * layer
+            + 2 * h
+            + h * self.num_classes as u64
             + self.num_classes as u64
     }
 }

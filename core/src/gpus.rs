@@ -1,4 +1,26 @@
 //! The GPU catalog: memory a process can actually use on each card.
+//!
+//! Three figures per card:
+//! - `total_bytes`: the memory on the board, the marketing capacity in
+//!   binary units (a "24 GB" card has 24 GiB = 25,769,803,776 B).
+//! - `nvml_total_bytes`: what NVML / `nvidia-smi` reports as total. The
+//!   driver already keeps some memory out of it (ECC, firmware): the H200's
+//!   141 GiB board shows 143,771 MiB.
+//! - `usable_bytes`: what a CUDA process can allocate: NVML's total minus
+//!   what NVML counts as used (`nvidia-smi -q` "Reserved") before any process
+//!   touches the GPU. That is exactly the total that `cudaMemGetInfo`,
+//!   `cuDeviceTotalMem` and `torch.cuda.get_device_properties().total_memory`
+//!   report, and the "total capacity" in PyTorch's out-of-memory messages —
+//!   checked on the calibration H200 (driver 580.159.04): NVML total
+//!   150,754,820,096 B, reserved 644,939,776 B, `cuMemGetInfo` total
+//!   150,109,880,320 B = the difference.
+//!
+//! So for the other cards the usable figure comes, in order of preference,
+//! from a public `cudaMemGetInfo`-style figure (a CUDA `deviceQuery`, a
+//! PyTorch device-properties print or out-of-memory message, which rounds
+//! to 0.01 GiB, i.e. within ±5 MiB), or else from NVML's total less the
+//! H200's measured reservation ratio. Each `source` says which, and where.
+//! These figures move by a few hundred MiB with the driver and with ECC.
 
 /// A GPU model.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -8,12 +30,16 @@ pub struct Gpu {
     pub id: &'static str,
     /// Marketing name.
     pub name: &'static str,
-    /// Memory on the board, bytes (the marketing figure).
+    /// Memory on the board, bytes (the marketing capacity, in GiB).
     pub total_bytes: u64,
-    /// Memory a CUDA process can allocate: what `cudaMemGetInfo` reports as
-    /// total minus what the driver keeps before any process starts.
+    /// Total as NVML / `nvidia-smi` reports it (for the MI300X, `rocm-smi`'s
+    /// VRAM total), bytes.
+    pub nvml_total_bytes: u64,
+    /// Memory a CUDA process can allocate: NVML's total minus what the
+    /// driver keeps before any process starts (= `cudaMemGetInfo`'s total).
     pub usable_bytes: u64,
-    /// Where `usable_bytes` comes from.
+    /// Where `usable_bytes` (and the NVML total) come from: starts with
+    /// `measured:`, `reported:` (a public figure, named) or `derived:`.
     pub source: &'static str,
 }
 
@@ -22,16 +48,200 @@ pub const H200_TOTAL_BYTES: u64 = 150_754_820_096;
 /// H200 memory NVML counts as used before any process (`driver_reserved_before_process`).
 pub const H200_DRIVER_RESERVED_BYTES: u64 = 644_939_776;
 
+const MIB: u64 = 1 << 20;
+const GIB: u64 = 1 << 30;
+
+/// `x.xx GiB` as PyTorch prints it (`hundredths` = x.xx * 100), to the nearest MiB.
+const fn gib_2dp(hundredths: u64) -> u64 {
+    (hundredths * 1024 + 50) / 100 * MIB
+}
+
+/// NVML total less the H200's measured share kept by the driver before any process.
+const fn less_h200_reservation(nvml_total: u64) -> u64 {
+    let kept = (nvml_total as u128 * H200_DRIVER_RESERVED_BYTES as u128
+        + H200_TOTAL_BYTES as u128 / 2)
+        / H200_TOTAL_BYTES as u128;
+    nvml_total - kept as u64
+}
+
 /// The catalog.
-pub const CATALOG: &[Gpu] = &[Gpu {
-    id: "h200",
-    name: "NVIDIA H200 141GB",
-    total_bytes: H200_TOTAL_BYTES,
-    usable_bytes: H200_TOTAL_BYTES - H200_DRIVER_RESERVED_BYTES,
-    source: "measured: NVML total 150,754,820,096 B minus 644,939,776 B used before any process (shared/calibration/h200-public.jsonl)",
-}];
+pub const CATALOG: &[Gpu] = &[
+    Gpu {
+        id: "rtx-3060-12gb",
+        name: "NVIDIA GeForce RTX 3060 12GB",
+        total_bytes: 12 * GIB,
+        nvml_total_bytes: 12_288 * MIB,
+        usable_bytes: gib_2dp(1175),
+        source: "reported: PyTorch OOM message \"11.75 GiB total capacity\" (smy20011/dreambooth-gui#78); nvidia-smi 12288MiB (geerlingguy/raspberry-pi-pcie-devices#790, driver 580.95.05)",
+    },
+    Gpu {
+        id: "rtx-3090",
+        name: "NVIDIA GeForce RTX 3090",
+        total_bytes: 24 * GIB,
+        nvml_total_bytes: 24_576 * MIB,
+        usable_bytes: 24_268 * MIB,
+        source: "reported: torch.cuda.get_device_properties total_memory=24268MB (Hugging Face transformers docs, DeepSpeed/debugging guide); NVML total 24576 MB (develsoftware/GMinerRelease#936)",
+    },
+    Gpu {
+        id: "rtx-4090",
+        name: "NVIDIA GeForce RTX 4090",
+        total_bytes: 24 * GIB,
+        nvml_total_bytes: 24_564 * MIB,
+        usable_bytes: gib_2dp(2364),
+        source: "reported: PyTorch OOM message \"total capacity of 23.64 GiB\" (3DTopia/Phidias-Diffusion#8, ali-vilab/VGen#104); nvidia-smi 24564MiB (RLinf/RLinf#255, driver 550.163.01)",
+    },
+    Gpu {
+        id: "rtx-5090",
+        name: "NVIDIA GeForce RTX 5090",
+        total_bytes: 32 * GIB,
+        nvml_total_bytes: 32_607 * MIB,
+        usable_bytes: gib_2dp(3136),
+        source: "reported: PyTorch OOM message \"total capacity of 31.36 GiB\" (TrajectoryCrafter/TrajectoryCrafter#20; 31.37 in Wan-Video/Wan2.1#465); nvidia-smi 32607MiB (noonghunna/club-3090#617, driver 595.71.05)",
+    },
+    Gpu {
+        id: "rtx-6000-ada",
+        name: "NVIDIA RTX 6000 Ada Generation",
+        total_bytes: 48 * GIB,
+        nvml_total_bytes: 46_068 * MIB,
+        usable_bytes: gib_2dp(4443),
+        source: "reported, ECC on: PyTorch OOM message \"total capacity of 44.43 GiB\" with nvidia-smi 46068MiB (DINGYANB/MTVCrafter#21); with ECC off the card shows about 3 GiB more",
+    },
+    Gpu {
+        id: "l4",
+        name: "NVIDIA L4",
+        total_bytes: 24 * GIB,
+        nvml_total_bytes: 23_034 * MIB,
+        usable_bytes: gib_2dp(2203),
+        source: "reported: PyTorch OOM message \"total capacity of 22.03 GiB\" (ArcInstitute/evo2#190); nvidia-smi 23034MiB (modal-labs/modal-client#2797)",
+    },
+    Gpu {
+        id: "l40s",
+        name: "NVIDIA L40S",
+        total_bytes: 48 * GIB,
+        nvml_total_bytes: 46_068 * MIB,
+        usable_bytes: gib_2dp(4442),
+        source: "reported: PyTorch OOM message \"total capacity of 44.42 GiB\" on 8x L40S (stepfun-ai/Step-Video-T2V#8); nvidia-smi 46068MiB (modal-labs/modal-client#2797)",
+    },
+    Gpu {
+        id: "t4",
+        name: "NVIDIA T4",
+        total_bytes: 16 * GIB,
+        nvml_total_bytes: 15_360 * MIB,
+        usable_bytes: gib_2dp(1456),
+        source: "reported: PyTorch OOM message \"total capacity of 14.56 GiB\" (Zheng-Chong/CatVTON#133, AlphaGPU/leetgpu-challenges#52; Colab's driver shows 14.75 GiB); nvidia-smi 15360MiB (modal-labs/modal-client#2797)",
+    },
+    Gpu {
+        id: "a10",
+        name: "NVIDIA A10",
+        total_bytes: 24 * GIB,
+        nvml_total_bytes: 23_028 * MIB,
+        usable_bytes: less_h200_reservation(23_028 * MIB),
+        source: "derived: nvidia-smi 23028MiB (modal-labs/modal-client#2797) less the measured H200's driver reservation ratio (0.43%); no public cudaMemGetInfo figure found, cards of this size usually lose 300-600 MiB",
+    },
+    Gpu {
+        id: "a100-40gb",
+        name: "NVIDIA A100 40GB",
+        total_bytes: 40 * GIB,
+        nvml_total_bytes: 40_960 * MIB,
+        usable_bytes: 42_298_834_944,
+        source: "reported: CUDA deviceQuery \"40339 MBytes (42298834944 bytes)\" on A100-SXM4-40GB, driver 535 (bottlerocket-os/bottlerocket#3873); nvidia-smi 40960MiB (modal-labs/modal-client#2797)",
+    },
+    Gpu {
+        id: "a100-80gb",
+        name: "NVIDIA A100 80GB",
+        total_bytes: 80 * GIB,
+        nvml_total_bytes: 81_920 * MIB,
+        usable_bytes: gib_2dp(7925),
+        source: "reported: PyTorch OOM message \"total capacity of 79.25 GiB\" (HiDream-ai/VAREdit#6, levihsu/OOTDiffusion#235); nvidia-smi 81920MiB (modal-labs/modal-client#2797)",
+    },
+    Gpu {
+        id: "h100-80gb",
+        name: "NVIDIA H100 80GB (SXM)",
+        total_bytes: 80 * GIB,
+        nvml_total_bytes: 81_559 * MIB,
+        usable_bytes: gib_2dp(7911),
+        source: "reported: PyTorch OOM message \"total capacity of 79.11 GiB\" (vllm-project/vllm#27508); nvidia-smi 81559MiB on H100 80GB HBM3 (modal-labs/modal-client#2797, huggingface/text-embeddings-inference#350)",
+    },
+    Gpu {
+        id: "h200",
+        name: "NVIDIA H200 141GB",
+        total_bytes: 141 * GIB,
+        nvml_total_bytes: H200_TOTAL_BYTES,
+        usable_bytes: H200_TOTAL_BYTES - H200_DRIVER_RESERVED_BYTES,
+        source: "measured: NVML total 150,754,820,096 B minus 644,939,776 B used before any process (shared/calibration/h200-public.jsonl); cuMemGetInfo total 150,109,880,320 B on the same card and driver",
+    },
+    Gpu {
+        id: "b200",
+        name: "NVIDIA B200 180GB",
+        total_bytes: 180 * GIB,
+        nvml_total_bytes: 183_359 * MIB,
+        usable_bytes: gib_2dp(17835),
+        source: "reported: cudaDeviceProp totalGlobalMem 178.35 GiB (printed as GB) (pytorch/ao#4002); nvidia-smi 183359MiB (NVIDIA/TensorRT-LLM#10278, driver 580.95.05); board 180 GB as sold in HGX/DGX B200 (192 GB on the chip)",
+    },
+    Gpu {
+        id: "mi300x",
+        name: "AMD Instinct MI300X",
+        total_bytes: 192 * GIB,
+        nvml_total_bytes: 205_822_885_888,
+        usable_bytes: 205_822_885_888 - 299_687_936,
+        source: "reported: rocm-smi --showmeminfo vram \"VRAM Total Memory (B): 205822885888\" with 299,687,936 B used before any process, as captured in public rocm-smi outputs on GitHub (ROCm has no NVML; HIP's total is the VRAM total)",
+    },
+];
 
 /// Finds a GPU by id.
 pub fn find(id: &str) -> Option<&'static Gpu> {
     CATALOG.iter().find(|g| g.id == id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_entry_is_consistent_and_sourced() {
+        let mut ids = alloc::vec::Vec::new();
+        for g in CATALOG {
+            assert!(!g.source.is_empty(), "{}", g.id);
+            assert!(
+                ["measured:", "reported", "derived:"]
+                    .iter()
+                    .any(|p| g.source.starts_with(p)),
+                "{}: source must say measured/reported/derived",
+                g.id
+            );
+            assert!(g.usable_bytes <= g.nvml_total_bytes, "{}", g.id);
+            assert!(g.nvml_total_bytes <= g.total_bytes, "{}", g.id);
+            assert!(
+                g.usable_bytes > g.total_bytes / 10 * 9,
+                "{}: implausible usable",
+                g.id
+            );
+            assert!(!ids.contains(&g.id), "duplicate {}", g.id);
+            ids.push(g.id);
+            assert_eq!(find(g.id), Some(g));
+        }
+        assert_eq!(CATALOG.len(), 15);
+        assert_eq!(find("nope"), None);
+    }
+
+    #[test]
+    fn h200_is_the_measured_card() {
+        let h = find("h200").unwrap();
+        assert_eq!(h.usable_bytes, 150_109_880_320);
+        assert_eq!(h.nvml_total_bytes, 150_754_820_096);
+        assert_eq!(h.total_bytes, 151_397_597_184);
+    }
+
+    #[test]
+    fn conversions() {
+        assert_eq!(find("rtx-3090").unwrap().total_bytes, 25_769_803_776);
+        assert_eq!(gib_2dp(2364), 24_207 * MIB);
+        assert_eq!(
+            less_h200_reservation(H200_TOTAL_BYTES),
+            H200_TOTAL_BYTES - H200_DRIVER_RESERVED_BYTES
+        );
+        let a10 = find("a10").unwrap();
+        let kept = a10.nvml_total_bytes - a10.usable_bytes;
+        assert!((95 * MIB..105 * MIB).contains(&kept), "{kept}");
+    }
 }

@@ -1,28 +1,627 @@
 //! Import of Hugging Face `config.json` files.
+//!
+//! Reads the keys transformers 5.17 reads for each supported `model_type`
+//! and builds the [`Architecture`] that `from_config` would instantiate.
+//! Optional keys take transformers' class defaults, which differ per type:
+//!
+//! | model_type | tie_word_embeddings | num_key_value_heads | sliding window |
+//! |---|---|---|---|
+//! | llama | false | = heads | none |
+//! | mistral | false | 8 | `sliding_window`, 4096 when absent, null = none |
+//! | mixtral | false | 8 | `sliding_window`, none when absent |
+//! | qwen2, qwen2_moe | false | 32 / 16 | only with `use_sliding_window` |
+//! | gemma2 | true | 4 | 4096 on every other layer |
+//! | phi3 | false | = heads | `sliding_window`, none when absent |
+//!
+//! Required keys (`hidden_size`, `intermediate_size`, `num_hidden_layers`,
+//! `num_attention_heads`, `vocab_size`; GPT-2's `n_embd`, `n_layer`,
+//! `n_head`, `vocab_size`) must be present: a missing one is an
+//! [`Error::MissingField`], a bad one an [`Error::InvalidField`], both naming
+//! the key and the range it accepts (the ranges of
+//! [`crate::spec::validate_arch`], which also runs on the result).
 
-use crate::arch::Architecture;
-use crate::error::Error;
-use serde_json::Value;
+use crate::arch::*;
+use crate::error::{check_range, Error};
+use alloc::format;
+use alloc::string::String;
+use serde_json::{Map, Value};
 
 /// Model types the importer understands.
-pub const SUPPORTED: &str = "llama, mistral, mixtral, qwen2, gemma2, phi3, gpt2, bert, esm";
+pub const SUPPORTED: &str =
+    "llama, mistral, mixtral, qwen2, qwen2_moe, gemma2, phi3, gpt2, bert, esm";
+
+/// Largest width, as in [`crate::spec::validate_arch`].
+const DIM: u64 = 1 << 20;
+const MAX_LAYERS: u64 = 1024;
+const MAX_HEADS: u64 = 4096;
+const MAX_EXPERTS: u64 = 4096;
+const MAX_POSITIONS: u64 = 1 << 22;
 
 /// Imports a `config.json` document.
 pub fn import(text: &str) -> Result<Architecture, Error> {
     let value: Value = serde_json::from_str(text).map_err(|e| Error::Json {
-        message: alloc::string::ToString::to_string(&e),
+        message: format!("config.json: {e}"),
     })?;
     import_value(&value)
 }
 
 /// Imports a parsed `config.json`.
 pub fn import_value(value: &Value) -> Result<Architecture, Error> {
-    let model_type = value
-        .get("model_type")
-        .and_then(Value::as_str)
-        .ok_or_else(|| Error::missing("model_type", SUPPORTED))?;
-    Err(Error::UnsupportedModelType {
-        model_type: model_type.into(),
-        supported: SUPPORTED.into(),
-    })
+    let map = value.as_object().ok_or_else(|| {
+        Error::invalid(
+            "hf_config",
+            "is not a JSON object",
+            "the object of a Hugging Face config.json",
+        )
+    })?;
+    let model_type = match map.get("model_type") {
+        None | Some(Value::Null) => return Err(Error::missing("model_type", SUPPORTED)),
+        Some(Value::String(s)) => s.as_str(),
+        Some(_) => {
+            return Err(Error::invalid(
+                "model_type",
+                "is not a string",
+                &format!("a string, one of: {SUPPORTED}"),
+            ))
+        }
+    };
+    let c = Config { map, model_type };
+    let (arch, renames) = match model_type {
+        "llama" | "mistral" | "mixtral" | "qwen2" | "qwen2_moe" | "gemma2" | "phi3" => (
+            Architecture::Decoder(c.llama_family()?),
+            c.decoder_renames(),
+        ),
+        "gpt2" => (Architecture::Decoder(c.gpt2()?), GPT2_RENAMES),
+        "bert" => (Architecture::Encoder(c.bert()?), ENCODER_RENAMES),
+        "esm" => (Architecture::Encoder(c.esm()?), ENCODER_RENAMES),
+        other => {
+            return Err(Error::UnsupportedModelType {
+                model_type: other.into(),
+                supported: SUPPORTED.into(),
+            })
+        }
+    };
+    crate::spec::validate_arch(&arch).map_err(|e| rename(e, renames))?;
+    Ok(arch)
+}
+
+/// `validate_arch` field -> config.json key.
+type Renames = &'static [(&'static str, &'static str)];
+
+const DECODER_RENAMES: Renames = &[
+    ("model.vocab_size", "vocab_size"),
+    ("model.hidden_size", "hidden_size"),
+    ("model.intermediate_size", "intermediate_size"),
+    ("model.num_layers", "num_hidden_layers"),
+    ("model.num_heads", "num_attention_heads"),
+    ("model.num_kv_heads", "num_key_value_heads"),
+    ("model.head_dim", "head_dim"),
+    ("model.moe.num_experts", "num_local_experts"),
+    ("model.moe.experts_per_token", "num_experts_per_tok"),
+    ("model.moe.expert_intermediate_size", "intermediate_size"),
+];
+
+const QWEN2_MOE_RENAMES: Renames = &[
+    ("model.vocab_size", "vocab_size"),
+    ("model.hidden_size", "hidden_size"),
+    ("model.intermediate_size", "intermediate_size"),
+    ("model.num_layers", "num_hidden_layers"),
+    ("model.num_heads", "num_attention_heads"),
+    ("model.num_kv_heads", "num_key_value_heads"),
+    ("model.head_dim", "head_dim"),
+    ("model.moe.num_experts", "num_experts"),
+    ("model.moe.experts_per_token", "num_experts_per_tok"),
+    (
+        "model.moe.expert_intermediate_size",
+        "moe_intermediate_size",
+    ),
+];
+
+const GPT2_RENAMES: Renames = &[
+    ("model.vocab_size", "vocab_size"),
+    ("model.hidden_size", "n_embd"),
+    ("model.intermediate_size", "n_inner"),
+    ("model.num_layers", "n_layer"),
+    ("model.num_heads", "n_head"),
+    ("model.num_kv_heads", "n_head"),
+    ("model.head_dim", "n_head"),
+];
+
+const ENCODER_RENAMES: Renames = &[
+    ("model.vocab_size", "vocab_size"),
+    ("model.hidden_size", "hidden_size"),
+    ("model.intermediate_size", "intermediate_size"),
+    ("model.num_layers", "num_hidden_layers"),
+    ("model.num_heads", "num_attention_heads"),
+];
+
+fn rename(e: Error, renames: Renames) -> Error {
+    match e {
+        Error::InvalidField {
+            field,
+            problem,
+            allowed,
+        } => {
+            let field = renames
+                .iter()
+                .find(|(from, _)| *from == field)
+                .map(|(_, to)| String::from(*to))
+                .unwrap_or(field);
+            Error::InvalidField {
+                field,
+                problem,
+                allowed,
+            }
+        }
+        other => other,
+    }
+}
+
+fn range_text(min: u64, max: u64) -> String {
+    format!("an integer from {min} to {max}")
+}
+
+fn clamp_u32(v: u64) -> u32 {
+    v.min(u32::MAX as u64) as u32
+}
+
+/// One config.json object and its `model_type`.
+struct Config<'a> {
+    map: &'a Map<String, Value>,
+    model_type: &'a str,
+}
+
+impl Config<'_> {
+    /// The value of `key`; `null` counts as absent.
+    fn get(&self, key: &str) -> Option<&Value> {
+        match self.map.get(key) {
+            None | Some(Value::Null) => None,
+            Some(v) => Some(v),
+        }
+    }
+
+    /// An integer in `[min, max]`, `None` when absent.
+    fn int(&self, key: &str, min: u64, max: u64) -> Result<Option<u64>, Error> {
+        let Some(v) = self.get(key) else {
+            return Ok(None);
+        };
+        let allowed = range_text(min, max);
+        let n = match v {
+            Value::Number(n) => {
+                if let Some(u) = n.as_u64() {
+                    u
+                } else if let Some(i) = n.as_i64() {
+                    return Err(Error::invalid(key, format!("{i} is negative"), &allowed));
+                } else {
+                    return Err(Error::invalid(
+                        key,
+                        format!("{n} is not an integer"),
+                        &allowed,
+                    ));
+                }
+            }
+            Value::Bool(_) => return Err(Error::invalid(key, "is a boolean", &allowed)),
+            Value::String(_) => return Err(Error::invalid(key, "is a string", &allowed)),
+            _ => return Err(Error::invalid(key, "has the wrong type", &allowed)),
+        };
+        check_range(key, n, min, max)?;
+        Ok(Some(n))
+    }
+
+    /// A required integer in `[min, max]`.
+    fn required(&self, key: &str, min: u64, max: u64) -> Result<u32, Error> {
+        match self.int(key, min, max)? {
+            Some(n) => Ok(clamp_u32(n)),
+            None => Err(Error::missing(key, &range_text(min, max))),
+        }
+    }
+
+    /// An optional integer in `[min, max]` with transformers' default.
+    fn optional(&self, key: &str, min: u64, max: u64, default: u32) -> Result<u32, Error> {
+        Ok(self.int(key, min, max)?.map(clamp_u32).unwrap_or(default))
+    }
+
+    /// The first of `keys` present (GPT-2's attribute aliases), required.
+    fn required_alias(&self, keys: &[&str], min: u64, max: u64) -> Result<u32, Error> {
+        for key in keys {
+            if let Some(n) = self.int(key, min, max)? {
+                return Ok(clamp_u32(n));
+            }
+        }
+        Err(Error::missing(keys[0], &range_text(min, max)))
+    }
+
+    fn boolean(&self, key: &str, default: bool) -> Result<bool, Error> {
+        match self.get(key) {
+            None => Ok(default),
+            Some(Value::Bool(b)) => Ok(*b),
+            Some(_) => Err(Error::invalid(key, "is not a boolean", "true or false")),
+        }
+    }
+
+    fn string(&self, key: &str) -> Result<Option<&str>, Error> {
+        match self.get(key) {
+            None => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s.as_str())),
+            Some(_) => Err(Error::invalid(key, "is not a string", "a string")),
+        }
+    }
+
+    fn decoder_renames(&self) -> Renames {
+        if self.model_type == "qwen2_moe" {
+            QWEN2_MOE_RENAMES
+        } else {
+            DECODER_RENAMES
+        }
+    }
+
+    /// Llama, Mistral, Mixtral, Qwen2, Qwen2-MoE, Gemma 2 and Phi-3: RMSNorm,
+    /// gated MLP, rotary positions.
+    fn llama_family(&self) -> Result<DecoderArch, Error> {
+        let t = self.model_type;
+        let hidden_size = self.required("hidden_size", 1, DIM)?;
+        let intermediate_size = self.required("intermediate_size", 1, 4 * DIM)?;
+        let num_layers = self.required("num_hidden_layers", 1, MAX_LAYERS)?;
+        let num_heads = self.required("num_attention_heads", 1, MAX_HEADS)?;
+        let vocab_size = self.required("vocab_size", 1, 4 * DIM)?;
+        let kv_default = match t {
+            "mistral" | "mixtral" => 8,
+            "gemma2" => 4,
+            "qwen2" => 32,
+            "qwen2_moe" => 16,
+            _ => num_heads,
+        };
+        let num_kv_heads = self.optional("num_key_value_heads", 1, MAX_HEADS, kv_default)?;
+        let head_dim = match self.int("head_dim", 1, MAX_HEADS)? {
+            Some(d) => clamp_u32(d),
+            None if t == "gemma2" => 256,
+            None if hidden_size < num_heads => {
+                return Err(Error::invalid(
+                    "num_attention_heads",
+                    format!(
+                        "{num_heads} exceeds hidden_size {hidden_size} and there is no head_dim"
+                    ),
+                    &format!("an integer from 1 to {hidden_size}, or an explicit head_dim"),
+                ))
+            }
+            None => hidden_size / num_heads,
+        };
+        let tie_word_embeddings = self.boolean("tie_word_embeddings", t == "gemma2")?;
+        let (qkv_bias, dense_bias) = match t {
+            "llama" => {
+                let attention = self.boolean("attention_bias", false)?;
+                let mlp = self.boolean("mlp_bias", false)?;
+                if attention != mlp {
+                    return Err(Error::unsupported(format!(
+                        "llama with attention_bias = {attention} but mlp_bias = {mlp} (headroom models both on or both off)"
+                    )));
+                }
+                (attention, attention)
+            }
+            "qwen2" => (true, false),
+            "qwen2_moe" => (self.boolean("qkv_bias", true)?, false),
+            "gemma2" => {
+                if self.boolean("attention_bias", false)? {
+                    return Err(Error::unsupported("gemma2 with attention_bias = true"));
+                }
+                (false, false)
+            }
+            _ => (false, false),
+        };
+        let mut arch = DecoderArch {
+            vocab_size,
+            hidden_size,
+            intermediate_size,
+            num_layers,
+            num_heads,
+            num_kv_heads,
+            head_dim,
+            tie_word_embeddings,
+            mlp: MlpKind::Gated,
+            norm: NormKind::RmsNorm,
+            qkv_bias,
+            dense_bias,
+            learned_positions: 0,
+            extra_norms_per_layer: if t == "gemma2" { 2 } else { 0 },
+            moe: None,
+            sliding_window: 0,
+            full_attention_every: 0,
+        };
+        arch.moe = match t {
+            "mixtral" => Some(MoeConfig {
+                num_experts: self.optional("num_local_experts", 1, MAX_EXPERTS, 8)?,
+                experts_per_token: self.optional("num_experts_per_tok", 1, MAX_EXPERTS, 2)?,
+                expert_intermediate_size: intermediate_size,
+                shared_expert_intermediate_size: 0,
+                first_dense_layers: 0,
+            }),
+            "qwen2_moe" => self.qwen2_moe(num_layers)?,
+            _ => None,
+        };
+        let (window, every) = self.sliding(num_layers)?;
+        arch.sliding_window = window;
+        arch.full_attention_every = every;
+        Ok(arch)
+    }
+
+    /// Qwen2-MoE's experts: sparse layers must be all but a leading run of
+    /// dense ones (`mlp_only_layers` = 0..k, `decoder_sparse_step` 1).
+    fn qwen2_moe(&self, num_layers: u32) -> Result<Option<MoeConfig>, Error> {
+        let num_experts = self.optional("num_experts", 0, MAX_EXPERTS, 60)?;
+        if num_experts == 0 {
+            return Ok(None);
+        }
+        let step = self.optional("decoder_sparse_step", 1, MAX_LAYERS, 1)?;
+        if step != 1 && step <= num_layers {
+            return Err(Error::unsupported(format!(
+                "qwen2_moe with decoder_sparse_step = {step} (only 1, every layer sparse, is modelled)"
+            )));
+        }
+        if step > num_layers {
+            return Ok(None);
+        }
+        let mut first_dense_layers = 0u32;
+        if let Some(v) = self.get("mlp_only_layers") {
+            let list = v.as_array().ok_or_else(|| {
+                Error::invalid(
+                    "mlp_only_layers",
+                    "is not a list",
+                    "a list of layer indices",
+                )
+            })?;
+            let mut sorted: alloc::vec::Vec<u64> = alloc::vec::Vec::new();
+            for item in list {
+                let i = item.as_u64().ok_or_else(|| {
+                    Error::invalid(
+                        "mlp_only_layers",
+                        "holds a non-integer",
+                        "a list of layer indices",
+                    )
+                })?;
+                sorted.push(i);
+            }
+            sorted.sort_unstable();
+            sorted.dedup();
+            if sorted.iter().enumerate().any(|(k, &i)| k as u64 != i) {
+                return Err(Error::unsupported(
+                    "qwen2_moe with mlp_only_layers other than the leading layers 0..k",
+                ));
+            }
+            first_dense_layers = sorted.len() as u32;
+        }
+        Ok(Some(MoeConfig {
+            num_experts,
+            experts_per_token: self.optional("num_experts_per_tok", 1, MAX_EXPERTS, 4)?,
+            expert_intermediate_size: self.optional("moe_intermediate_size", 1, 4 * DIM, 1408)?,
+            shared_expert_intermediate_size: self.optional(
+                "shared_expert_intermediate_size",
+                0,
+                4 * DIM,
+                5632,
+            )?,
+            first_dense_layers,
+        }))
+    }
+
+    /// `(sliding_window, full_attention_every)` as transformers 5.17's
+    /// `DynamicCache` derives the layer types.
+    fn sliding(&self, num_layers: u32) -> Result<(u32, u32), Error> {
+        let t = self.model_type;
+        let window_key = "sliding_window";
+        let read = |default: Option<u32>| -> Result<Option<u32>, Error> {
+            match self.map.get(window_key) {
+                None => Ok(default),
+                Some(Value::Null) => Ok(None),
+                Some(_) => Ok(self.int(window_key, 1, u32::MAX as u64)?.map(clamp_u32)),
+            }
+        };
+        // The window and the default layer pattern, before `layer_types`.
+        let (window, every) = match t {
+            "mistral" => (read(Some(4096))?, 0),
+            "mixtral" | "phi3" => (read(None)?, 0),
+            "gemma2" => (read(Some(4096))?, 2),
+            "qwen2" | "qwen2_moe" => {
+                if !self.boolean("use_sliding_window", false)? {
+                    (None, 0)
+                } else {
+                    let w = read(Some(4096))?;
+                    let first = self.optional("max_window_layers", 0, MAX_LAYERS, 28)?;
+                    if first >= num_layers {
+                        (None, 0)
+                    } else if first == 0 {
+                        (w, 0)
+                    } else if self.get("layer_types").is_none() {
+                        return Err(Error::unsupported(format!(
+                            "{t} with use_sliding_window and max_window_layers = {first} (full attention first, then sliding)"
+                        )));
+                    } else {
+                        (w, 0)
+                    }
+                }
+            }
+            _ => (None, 0),
+        };
+        let Some(window) = window else {
+            return Ok((0, 0));
+        };
+        let every = match self.get("layer_types") {
+            None => every,
+            Some(v) => layer_pattern(v, num_layers)?,
+        };
+        if every == u32::MAX {
+            Ok((0, 0))
+        } else {
+            Ok((window, every))
+        }
+    }
+
+    fn gpt2(&self) -> Result<DecoderArch, Error> {
+        let hidden_size = self.required_alias(&["n_embd", "hidden_size"], 1, DIM)?;
+        let num_layers = self.required_alias(&["n_layer", "num_hidden_layers"], 1, MAX_LAYERS)?;
+        let num_heads = self.required_alias(&["n_head", "num_attention_heads"], 1, MAX_HEADS)?;
+        let vocab_size = self.required("vocab_size", 1, 4 * DIM)?;
+        let intermediate_size =
+            self.optional("n_inner", 1, 4 * DIM, hidden_size.saturating_mul(4))?;
+        let positions = match self.int("n_positions", 1, MAX_POSITIONS)? {
+            Some(n) => clamp_u32(n),
+            None => self.optional("max_position_embeddings", 1, MAX_POSITIONS, 1024)?,
+        };
+        if hidden_size % num_heads != 0 {
+            return Err(Error::invalid(
+                "n_head",
+                format!("{num_heads} does not divide n_embd {hidden_size}"),
+                "a divisor of n_embd",
+            ));
+        }
+        Ok(DecoderArch {
+            vocab_size,
+            hidden_size,
+            intermediate_size,
+            num_layers,
+            num_heads,
+            num_kv_heads: num_heads,
+            head_dim: hidden_size / num_heads,
+            tie_word_embeddings: self.boolean("tie_word_embeddings", true)?,
+            mlp: MlpKind::Plain,
+            norm: NormKind::LayerNorm,
+            qkv_bias: true,
+            dense_bias: true,
+            learned_positions: positions,
+            extra_norms_per_layer: 0,
+            moe: None,
+            sliding_window: 0,
+            full_attention_every: 0,
+        })
+    }
+
+    fn encoder_shapes(&self, kind: EncoderKind) -> Result<EncoderArch, Error> {
+        Ok(EncoderArch {
+            kind,
+            vocab_size: self.required("vocab_size", 1, 4 * DIM)?,
+            hidden_size: self.required("hidden_size", 1, DIM)?,
+            intermediate_size: self.required("intermediate_size", 1, 4 * DIM)?,
+            num_layers: self.required("num_hidden_layers", 1, MAX_LAYERS)?,
+            num_heads: self.required("num_attention_heads", 1, MAX_HEADS)?,
+            max_position_embeddings: 0,
+            type_vocab_size: 0,
+        })
+    }
+
+    /// `BertForMaskedLM`: absolute positions, token types, tied MLM decoder.
+    fn bert(&self) -> Result<EncoderArch, Error> {
+        let mut a = self.encoder_shapes(EncoderKind::Bert)?;
+        a.max_position_embeddings =
+            self.optional("max_position_embeddings", 0, MAX_POSITIONS, 512)?;
+        a.type_vocab_size = self.optional("type_vocab_size", 0, 4 * DIM, 2)?;
+        if let Some(p) = self.string("position_embedding_type")? {
+            if p != "absolute" {
+                return Err(Error::unsupported(format!(
+                    "bert with position_embedding_type = \"{p}\""
+                )));
+            }
+        }
+        if !self.boolean("tie_word_embeddings", true)? {
+            return Err(Error::unsupported(
+                "bert with tie_word_embeddings = false (the MLM decoder is modelled tied)",
+            ));
+        }
+        Ok(a)
+    }
+
+    /// `EsmModel` (no pooler, no LM head).
+    fn esm(&self) -> Result<EncoderArch, Error> {
+        if self.boolean("is_folding_model", false)? {
+            return Err(Error::unsupported(
+                "an ESMFold config (`is_folding_model: true`) cannot be imported; use the preset `esmfold-v1`",
+            ));
+        }
+        let mut a = self.encoder_shapes(EncoderKind::Esm)?;
+        let positions = self.optional("max_position_embeddings", 1, MAX_POSITIONS, 1026)?;
+        a.max_position_embeddings = match self
+            .string("position_embedding_type")?
+            .unwrap_or("absolute")
+        {
+            "rotary" => 0,
+            "absolute" => positions,
+            other => {
+                return Err(Error::invalid(
+                    "position_embedding_type",
+                    format!("\"{other}\" is not modelled"),
+                    "\"rotary\" or \"absolute\"",
+                ))
+            }
+        };
+        if self.boolean("emb_layer_norm_before", false)? {
+            return Err(Error::unsupported("esm with emb_layer_norm_before = true"));
+        }
+        Ok(a)
+    }
+}
+
+/// Reads an explicit `layer_types` list: `0` = every layer slides,
+/// `n` = every `n`-th layer is full, `u32::MAX` = every layer is full.
+fn layer_pattern(v: &Value, num_layers: u32) -> Result<u32, Error> {
+    const ALLOWED: &str =
+        "a list of \"sliding_attention\" / \"full_attention\", one per layer, full every n-th layer";
+    let list = v
+        .as_array()
+        .ok_or_else(|| Error::invalid("layer_types", "is not a list", ALLOWED))?;
+    if list.len() != num_layers as usize {
+        return Err(Error::invalid(
+            "layer_types",
+            format!("has {} entries for {num_layers} layers", list.len()),
+            ALLOWED,
+        ));
+    }
+    let mut full = alloc::vec::Vec::with_capacity(list.len());
+    for item in list {
+        match item.as_str() {
+            Some("full_attention") => full.push(true),
+            Some("sliding_attention") => full.push(false),
+            _ => {
+                return Err(Error::invalid(
+                    "layer_types",
+                    format!("holds {item}, which is not modelled"),
+                    ALLOWED,
+                ))
+            }
+        }
+    }
+    if full.iter().all(|&f| f) {
+        return Ok(u32::MAX);
+    }
+    if full.iter().all(|&f| !f) {
+        return Ok(0);
+    }
+    let first_full = full.iter().position(|&f| f).unwrap_or(0) as u32 + 1;
+    let every = first_full;
+    let matches = full
+        .iter()
+        .enumerate()
+        .all(|(i, &f)| f == (i as u32 + 1).is_multiple_of(every));
+    if matches {
+        Ok(every)
+    } else {
+        Err(Error::unsupported(
+            "layer_types whose full-attention layers are not every n-th layer",
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloc::string::ToString;
+
+    #[test]
+    fn layer_patterns() {
+        let v = |s: &[&str]| Value::Array(s.iter().map(|x| Value::String(x.to_string())).collect());
+        let (s, f) = ("sliding_attention", "full_attention");
+        assert_eq!(layer_pattern(&v(&[s, f, s, f]), 4).unwrap(), 2);
+        assert_eq!(layer_pattern(&v(&[s, s, s, s]), 4).unwrap(), 0);
+        assert_eq!(layer_pattern(&v(&[f, f]), 2).unwrap(), u32::MAX);
+        assert_eq!(layer_pattern(&v(&[s, s, f, s, s, f]), 6).unwrap(), 3);
+        assert!(layer_pattern(&v(&[f, s, s, s]), 4).is_err());
+        assert!(layer_pattern(&v(&[s, f]), 3).is_err());
+    }
 }

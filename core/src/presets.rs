@@ -6,6 +6,7 @@
 use crate::arch::*;
 use crate::error::Error;
 use alloc::string::{String, ToString};
+use alloc::vec;
 use alloc::vec::Vec;
 
 /// A preset: id, name, group (for the page's grouped list) and shapes.
@@ -59,6 +60,101 @@ pub fn llama_like(
         learned_positions: 0,
         extra_norms_per_layer: 0,
         moe: None,
+        sliding_window: 0,
+        full_attention_every: 0,
+    }
+}
+
+/// A Qwen2 decoder: Llama shapes plus biases on q/k/v (always on in Qwen2).
+#[allow(clippy::too_many_arguments)]
+pub fn qwen2(
+    vocab_size: u32,
+    hidden_size: u32,
+    intermediate_size: u32,
+    num_layers: u32,
+    num_heads: u32,
+    num_kv_heads: u32,
+    tie_word_embeddings: bool,
+) -> DecoderArch {
+    let mut a = llama_like(
+        vocab_size,
+        hidden_size,
+        intermediate_size,
+        num_layers,
+        num_heads,
+        num_kv_heads,
+        tie_word_embeddings,
+    );
+    a.qkv_bias = true;
+    a
+}
+
+/// A Gemma 2 decoder: gated GELU MLP, four RMSNorms per block, explicit
+/// `head_dim`, tied 256000-row embedding, sliding window of 4096 on every
+/// other layer (layers 0, 2, 4, ...).
+pub fn gemma2(
+    hidden_size: u32,
+    intermediate_size: u32,
+    num_layers: u32,
+    num_heads: u32,
+    num_kv_heads: u32,
+    head_dim: u32,
+) -> DecoderArch {
+    let mut a = llama_like(
+        256000,
+        hidden_size,
+        intermediate_size,
+        num_layers,
+        num_heads,
+        num_kv_heads,
+        true,
+    );
+    a.head_dim = head_dim;
+    a.extra_norms_per_layer = 2;
+    a.sliding_window = 4096;
+    a.full_attention_every = 2;
+    a
+}
+
+/// A Phi-3 4k decoder: Llama shapes (HF fuses q/k/v and gate/up, which does
+/// not change the count), 32064-row untied vocabulary, and the 2047-token
+/// sliding window of the published 4k configs on every layer.
+pub fn phi3_4k(
+    hidden_size: u32,
+    intermediate_size: u32,
+    num_layers: u32,
+    num_heads: u32,
+    num_kv_heads: u32,
+) -> DecoderArch {
+    let mut a = llama_like(
+        32064,
+        hidden_size,
+        intermediate_size,
+        num_layers,
+        num_heads,
+        num_kv_heads,
+        false,
+    );
+    a.sliding_window = 2047;
+    a
+}
+
+/// torchvision's `VisionTransformer` at 224 px with 1000 classes.
+pub fn vit(
+    patch_size: u32,
+    hidden_size: u32,
+    mlp_dim: u32,
+    num_layers: u32,
+    num_heads: u32,
+) -> VitArch {
+    VitArch {
+        image_size: 224,
+        patch_size,
+        hidden_size,
+        mlp_dim,
+        num_layers,
+        num_heads,
+        num_classes: 1000,
     }
 }
 
@@ -90,35 +186,47 @@ pub fn bert(hidden_size: u32, num_layers: u32, num_heads: u32) -> EncoderArch {
     }
 }
 
-/// Every preset.
+/// Every preset, grouped for pickers: LLM, MoE LLM, Encoder, Protein, Vision.
+///
+/// The ids of `shared/calibration/README.md` (llama-3.1-8b, llama-3.2-1b,
+/// qwen2.5-7b, mistral-7b-v0.3, mixtral-8x7b, gpt2, bert-base-uncased,
+/// esm2-t33-650m, esmfold-v1, resnet-50, vit-b-16) are built exactly as
+/// that table says; the others follow the models' published `config.json`
+/// (torchvision's constructors for the vision models).
 pub fn all() -> Vec<Preset> {
-    let mut v = Vec::new();
-    v.push(Preset {
-        id: "llama-3.1-8b",
-        name: "Llama 3.1 8B",
-        group: "LLM",
-        arch: Architecture::Decoder(llama_like(128256, 4096, 14336, 32, 32, 8, false)),
-    });
-    v.push(Preset {
-        id: "llama-3.2-1b",
-        name: "Llama 3.2 1B",
-        group: "LLM",
-        arch: Architecture::Decoder(llama_like(128256, 2048, 8192, 16, 32, 8, true)),
-    });
-    let mut qwen7 = llama_like(152064, 3584, 18944, 28, 28, 4, false);
-    qwen7.qkv_bias = true;
-    v.push(Preset {
-        id: "qwen2.5-7b",
-        name: "Qwen2.5 7B",
-        group: "LLM",
-        arch: Architecture::Decoder(qwen7),
-    });
-    v.push(Preset {
-        id: "mistral-7b-v0.3",
-        name: "Mistral 7B v0.3",
-        group: "LLM",
-        arch: Architecture::Decoder(llama_like(32768, 4096, 14336, 32, 32, 8, false)),
-    });
+    fn decoder(id: &'static str, name: &'static str, arch: DecoderArch) -> Preset {
+        Preset {
+            id,
+            name,
+            group: if arch.moe.is_some() { "MoE LLM" } else { "LLM" },
+            arch: Architecture::Decoder(arch),
+        }
+    }
+    fn encoder(
+        id: &'static str,
+        name: &'static str,
+        group: &'static str,
+        arch: EncoderArch,
+    ) -> Preset {
+        Preset {
+            id,
+            name,
+            group,
+            arch: Architecture::Encoder(arch),
+        }
+    }
+    fn vision(id: &'static str, name: &'static str, arch: Architecture) -> Preset {
+        Preset {
+            id,
+            name,
+            group: "Vision",
+            arch,
+        }
+    }
+
+    let mut mistral_nemo = llama_like(131072, 5120, 14336, 40, 32, 8, false);
+    mistral_nemo.head_dim = 128; // published head_dim; hidden/heads would be 160
+
     let mut mixtral = llama_like(32000, 4096, 14336, 32, 32, 8, false);
     mixtral.moe = Some(MoeConfig {
         num_experts: 8,
@@ -127,91 +235,198 @@ pub fn all() -> Vec<Preset> {
         shared_expert_intermediate_size: 0,
         first_dense_layers: 0,
     });
-    v.push(Preset {
-        id: "mixtral-8x7b",
-        name: "Mixtral 8x7B",
-        group: "MoE LLM",
-        arch: Architecture::Decoder(mixtral),
+
+    // Qwen/Qwen1.5-MoE-A2.7B: every layer sparse (decoder_sparse_step 1, no
+    // mlp_only_layers); 60 routed experts of width 1408, top 4, plus a
+    // shared expert of width 5632 behind a sigmoid gate Linear(hidden, 1).
+    let mut qwen_moe = qwen2(151936, 2048, 5632, 24, 16, 16, false);
+    qwen_moe.moe = Some(MoeConfig {
+        num_experts: 60,
+        experts_per_token: 4,
+        expert_intermediate_size: 1408,
+        shared_expert_intermediate_size: 5632,
+        first_dense_layers: 0,
     });
-    v.push(Preset {
-        id: "gpt2",
-        name: "GPT-2 (124M)",
-        group: "LLM",
-        arch: Architecture::Decoder(DecoderArch {
-            vocab_size: 50257,
-            hidden_size: 768,
-            intermediate_size: 3072,
-            num_layers: 12,
-            num_heads: 12,
-            num_kv_heads: 12,
-            head_dim: 64,
-            tie_word_embeddings: true,
-            mlp: MlpKind::Plain,
-            norm: NormKind::LayerNorm,
-            qkv_bias: true,
-            dense_bias: true,
-            learned_positions: 1024,
-            extra_norms_per_layer: 0,
-            moe: None,
-        }),
-    });
-    v.push(Preset {
-        id: "bert-base-uncased",
-        name: "BERT base (uncased)",
-        group: "Encoder",
-        arch: Architecture::Encoder(bert(768, 12, 12)),
-    });
-    v.push(Preset {
-        id: "esm2-t33-650m",
-        name: "ESM-2 650M",
-        group: "Protein",
-        arch: Architecture::Encoder(esm2(1280, 33, 20)),
-    });
-    v.push(Preset {
-        id: "esmfold-v1",
-        name: "ESMFold v1",
-        group: "Protein",
-        arch: Architecture::EsmFold(EsmFoldArch {
-            stem: esm2(2560, 36, 40),
-            trunk_blocks: 48,
-            sequence_state_dim: 1024,
-            pairwise_state_dim: 128,
-            sequence_head_width: 32,
-            pairwise_head_width: 32,
-            position_bins: 32,
-            max_recycles: 4,
-            structure_blocks: 8,
-            structure_sequence_dim: 384,
-            structure_pairwise_dim: 128,
-            ipa_heads: 12,
-            folding_params: 3_525_038_915 - 2_832_444_321,
-        }),
-    });
-    v.push(Preset {
-        id: "resnet-50",
-        name: "ResNet-50",
-        group: "Vision",
-        arch: Architecture::Cnn(CnnArch::ResNet {
-            blocks: [3, 4, 6, 3],
-            bottleneck: true,
+
+    let gpt2 = DecoderArch {
+        vocab_size: 50257,
+        hidden_size: 768,
+        intermediate_size: 3072,
+        num_layers: 12,
+        num_heads: 12,
+        num_kv_heads: 12,
+        head_dim: 64,
+        tie_word_embeddings: true,
+        mlp: MlpKind::Plain,
+        norm: NormKind::LayerNorm,
+        qkv_bias: true,
+        dense_bias: true,
+        learned_positions: 1024,
+        extra_norms_per_layer: 0,
+        moe: None,
+        sliding_window: 0,
+        full_attention_every: 0,
+    };
+
+    let resnet = |blocks: [u32; 4], bottleneck: bool| {
+        Architecture::Cnn(CnnArch::ResNet {
+            blocks,
+            bottleneck,
             num_classes: 1000,
-        }),
-    });
-    v.push(Preset {
-        id: "vit-b-16",
-        name: "ViT-B/16",
-        group: "Vision",
-        arch: Architecture::Vit(VitArch {
-            image_size: 224,
-            patch_size: 16,
-            hidden_size: 768,
-            mlp_dim: 3072,
-            num_layers: 12,
-            num_heads: 12,
-            num_classes: 1000,
-        }),
-    });
-    v
+        })
+    };
+
+    vec![
+        // LLM
+        decoder(
+            "llama-3.2-1b",
+            "Llama 3.2 1B",
+            llama_like(128256, 2048, 8192, 16, 32, 8, true),
+        ),
+        decoder(
+            "llama-3.2-3b",
+            "Llama 3.2 3B",
+            llama_like(128256, 3072, 8192, 28, 24, 8, true),
+        ),
+        decoder(
+            "llama-3.1-8b",
+            "Llama 3.1 8B",
+            llama_like(128256, 4096, 14336, 32, 32, 8, false),
+        ),
+        decoder(
+            "llama-3.1-70b",
+            "Llama 3.1 70B",
+            llama_like(128256, 8192, 28672, 80, 64, 8, false),
+        ),
+        decoder(
+            "llama-3.1-405b",
+            "Llama 3.1 405B",
+            llama_like(128256, 16384, 53248, 126, 128, 8, false),
+        ),
+        decoder(
+            "qwen2.5-0.5b",
+            "Qwen2.5 0.5B",
+            qwen2(151936, 896, 4864, 24, 14, 2, true),
+        ),
+        decoder(
+            "qwen2.5-1.5b",
+            "Qwen2.5 1.5B",
+            qwen2(151936, 1536, 8960, 28, 12, 2, true),
+        ),
+        decoder(
+            "qwen2.5-3b",
+            "Qwen2.5 3B",
+            qwen2(151936, 2048, 11008, 36, 16, 2, true),
+        ),
+        decoder(
+            "qwen2.5-7b",
+            "Qwen2.5 7B",
+            qwen2(152064, 3584, 18944, 28, 28, 4, false),
+        ),
+        decoder(
+            "qwen2.5-14b",
+            "Qwen2.5 14B",
+            qwen2(152064, 5120, 13824, 48, 40, 8, false),
+        ),
+        decoder(
+            "qwen2.5-32b",
+            "Qwen2.5 32B",
+            qwen2(152064, 5120, 27648, 64, 40, 8, false),
+        ),
+        decoder(
+            "qwen2.5-72b",
+            "Qwen2.5 72B",
+            qwen2(152064, 8192, 29568, 80, 64, 8, false),
+        ),
+        decoder(
+            "mistral-7b-v0.3",
+            "Mistral 7B v0.3",
+            llama_like(32768, 4096, 14336, 32, 32, 8, false),
+        ),
+        decoder("mistral-nemo-12b", "Mistral Nemo 12B", mistral_nemo),
+        decoder(
+            "gemma-2-9b",
+            "Gemma 2 9B",
+            gemma2(3584, 14336, 42, 16, 8, 256),
+        ),
+        decoder(
+            "gemma-2-27b",
+            "Gemma 2 27B",
+            gemma2(4608, 36864, 46, 32, 16, 128),
+        ),
+        decoder(
+            "phi-3-mini-4k",
+            "Phi-3 mini 4k (3.8B)",
+            phi3_4k(3072, 8192, 32, 32, 32),
+        ),
+        decoder(
+            "phi-3-medium-4k",
+            "Phi-3 medium 4k (14B)",
+            phi3_4k(5120, 17920, 40, 40, 10),
+        ),
+        decoder("gpt2", "GPT-2 (124M)", gpt2),
+        // MoE LLM
+        decoder("mixtral-8x7b", "Mixtral 8x7B", mixtral),
+        decoder("qwen1.5-moe-a2.7b", "Qwen1.5-MoE-A2.7B", qwen_moe),
+        // Encoder
+        encoder(
+            "bert-base-uncased",
+            "BERT base (uncased)",
+            "Encoder",
+            bert(768, 12, 12),
+        ),
+        encoder(
+            "bert-large-uncased",
+            "BERT large (uncased)",
+            "Encoder",
+            bert(1024, 24, 16),
+        ),
+        // Protein
+        encoder("esm2-t12-35m", "ESM-2 35M", "Protein", esm2(480, 12, 20)),
+        encoder("esm2-t30-150m", "ESM-2 150M", "Protein", esm2(640, 30, 20)),
+        encoder("esm2-t33-650m", "ESM-2 650M", "Protein", esm2(1280, 33, 20)),
+        encoder("esm2-t36-3b", "ESM-2 3B", "Protein", esm2(2560, 36, 40)),
+        encoder("esm2-t48-15b", "ESM-2 15B", "Protein", esm2(5120, 48, 40)),
+        Preset {
+            id: "esmfold-v1",
+            name: "ESMFold v1",
+            group: "Protein",
+            arch: Architecture::EsmFold(EsmFoldArch {
+                stem: esm2(2560, 36, 40),
+                trunk_blocks: 48,
+                sequence_state_dim: 1024,
+                pairwise_state_dim: 128,
+                sequence_head_width: 32,
+                pairwise_head_width: 32,
+                position_bins: 32,
+                max_recycles: 4,
+                structure_blocks: 8,
+                structure_sequence_dim: 384,
+                structure_pairwise_dim: 128,
+                ipa_heads: 12,
+                folding_params: 3_525_038_915 - 2_832_444_321,
+            }),
+        },
+        // Vision
+        vision(
+            "vit-b-16",
+            "ViT-B/16",
+            Architecture::Vit(vit(16, 768, 3072, 12, 12)),
+        ),
+        vision(
+            "vit-l-16",
+            "ViT-L/16",
+            Architecture::Vit(vit(16, 1024, 4096, 24, 16)),
+        ),
+        vision("resnet-18", "ResNet-18", resnet([2, 2, 2, 2], false)),
+        vision("resnet-50", "ResNet-50", resnet([3, 4, 6, 3], true)),
+        vision("resnet-101", "ResNet-101", resnet([3, 4, 23, 3], true)),
+        vision(
+            "mobilenet-v2",
+            "MobileNetV2",
+            Architecture::Cnn(CnnArch::MobileNetV2 { num_classes: 1000 }),
+        ),
+    ]
 }
 
 /// Finds a preset by id.
