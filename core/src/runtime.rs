@@ -34,6 +34,10 @@ pub const H200_BACKWARD_LIBRARY_BYTES: u64 = 816_644_096 - 730_660_864;
 pub const H200_MODEL_KERNELS_BYTES: u64 =
     730_660_864 - H200_CUDA_CONTEXT_BYTES - H200_CUBLAS_LIBRARY_BYTES;
 
+/// cuDNN workspace of a convolution relative to its larger activation.
+/// Placeholder until measured: 0.
+pub const H200_CUDNN_WORKSPACE_FRACTION: f64 = 0.0;
+
 /// Memory outside the modelled allocations, and allocator settings.
 #[derive(Clone, Debug, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
@@ -55,6 +59,9 @@ pub struct RuntimeProfile {
     pub backward_library_bytes: u64,
     /// cuDNN handle and kernels, bytes (convolutional models only).
     pub cudnn_library_bytes: u64,
+    /// cuDNN convolution workspace, as a fraction of the larger of the
+    /// convolution's input and output (see `families::cnn::conv_workspace`).
+    pub cudnn_workspace_fraction: f64,
     /// Allocator settings. In measurement files this is the string
     /// `"default"` or `"expandable_segments"`.
     #[cfg_attr(feature = "serde", serde(deserialize_with = "allocator_setting"))]
@@ -79,6 +86,7 @@ impl RuntimeProfile {
             model_kernels_bytes: H200_MODEL_KERNELS_BYTES,
             backward_library_bytes: H200_BACKWARD_LIBRARY_BYTES,
             cudnn_library_bytes: H200_CUDNN_LIBRARY_BYTES,
+            cudnn_workspace_fraction: H200_CUDNN_WORKSPACE_FRACTION,
             allocator: AllocatorConfig::default(),
         }
     }

@@ -1,22 +1,399 @@
-//! Convolutional networks (torchvision ResNet, MobileNetV2).
+//! Convolutional networks as torchvision builds them (ResNet v1.5,
+//! MobileNetV2), inference and training at any batch and image size.
+//!
+//! Each network is first unrolled into a list of [`Layer`]s with their
+//! shapes; the same list gives the parameter count and drives the replay.
+//! Per layer: the convolution output (and, in training, its saved input),
+//! BatchNorm's output (eval: a new tensor; training: a new tensor plus
+//! per-channel saved mean and inverse std), in-place ReLU (saves its output),
+//! max-pooling with its int64 indices, in-place residual `+=` (ResNet) or an
+//! out-of-place sum (MobileNetV2).
+//!
+//! The "compute account" of convolutions (cuDNN workspaces): each
+//! convolution asks cuDNN for the workspace of the algorithm its heuristics
+//! pick and gets it from torch's caching allocator for the length of the
+//! call. Its size is `runtime.cudnn_workspace_fraction` of the larger of
+//! the convolution's input and output (see [`conv_workspace`]); outside
+//! the allocator, cuDNN's handle and kernels are
+//! `runtime.cudnn_library_bytes`.
+
+use super::nn::{Ctx, BF16, FP32, INT64, T};
+use super::optim::{self, OptimizerState, Trainable};
 use crate::arch::CnnArch;
 use crate::error::Error;
-use crate::estimate::ReplaySummary;
+use crate::estimate::{Component, ReplaySummary};
+use crate::graph::{Graph, Value};
 use crate::runtime::RuntimeProfile;
 use crate::trace::Replay;
-use crate::workload::Workload;
+use crate::workload::{Mode, Precision, Workload};
+use alloc::vec::Vec;
 
-/// Parameter count.
-pub fn params(_arch: &CnnArch) -> u64 {
-    0
+/// One layer of an unrolled network.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Layer {
+    /// Convolution (no bias) with its output shape.
+    Conv {
+        /// Input channels.
+        cin: u64,
+        /// Output channels.
+        cout: u64,
+        /// Kernel edge.
+        k: u64,
+        /// Groups (depthwise: = cin).
+        groups: u64,
+        /// Output height/width.
+        out_hw: u64,
+        /// Input height/width.
+        in_hw: u64,
+    },
+    /// BatchNorm2d over `c` channels.
+    BatchNorm {
+        /// Channels.
+        c: u64,
+    },
+    /// In-place ReLU / ReLU6.
+    Relu,
+    /// MaxPool2d 3x3 stride 2 (output height/width).
+    MaxPool {
+        /// Output height/width.
+        out_hw: u64,
+    },
+    /// Start of a residual block: the block input is kept as `identity`.
+    BlockStart,
+    /// Start of the downsample branch: runs on the block input.
+    BranchStart,
+    /// End of a residual block: `out += identity` (in place) or `out + x`.
+    BlockEnd {
+        /// In-place add (ResNet) or a new tensor (MobileNetV2).
+        inplace: bool,
+    },
+    /// End of a block without a residual (MobileNetV2 strided blocks).
+    BlockEndNoResidual,
+    /// Global average pool, flatten and the classifier.
+    Head {
+        /// Features into the classifier.
+        features: u64,
+        /// Classes.
+        classes: u64,
+    },
+}
+
+fn conv_out(hw: u64, k: u64, stride: u64) -> u64 {
+    let pad = k / 2;
+    (hw + 2 * pad - k) / stride + 1
+}
+
+/// Unrolls a network for a square input of `image` pixels.
+pub fn layers(arch: &CnnArch, image: u64) -> Vec<Layer> {
+    let mut v = Vec::new();
+    let conv = |v: &mut Vec<Layer>, cin: u64, cout: u64, k: u64, stride: u64, groups: u64, hw: u64| -> u64 {
+        let out_hw = conv_out(hw, k, stride);
+        v.push(Layer::Conv { cin, cout, k, groups, out_hw, in_hw: hw });
+        out_hw
+    };
+    match *arch {
+        CnnArch::ResNet { blocks, bottleneck, num_classes } => {
+            let mut hw = conv(&mut v, 3, 64, 7, 2, 1, image);
+            v.push(Layer::BatchNorm { c: 64 });
+            v.push(Layer::Relu);
+            hw = (hw + 2 - 3) / 2 + 1;
+            v.push(Layer::MaxPool { out_hw: hw });
+            let expansion = if bottleneck { 4 } else { 1 };
+            let mut cin = 64u64;
+            for (stage, &n) in blocks.iter().enumerate() {
+                let width = 64u64 << stage;
+                for i in 0..n {
+                    let stride = if stage > 0 && i == 0 { 2 } else { 1 };
+                    let cout = width * expansion;
+                    v.push(Layer::BlockStart);
+                    let in_hw = hw;
+                    if bottleneck {
+                        conv(&mut v, cin, width, 1, 1, 1, hw);
+                        v.push(Layer::BatchNorm { c: width });
+                        v.push(Layer::Relu);
+                        hw = conv(&mut v, width, width, 3, stride, 1, hw);
+                        v.push(Layer::BatchNorm { c: width });
+                        v.push(Layer::Relu);
+                        conv(&mut v, width, cout, 1, 1, 1, hw);
+                        v.push(Layer::BatchNorm { c: cout });
+                    } else {
+                        hw = conv(&mut v, cin, width, 3, stride, 1, hw);
+                        v.push(Layer::BatchNorm { c: width });
+                        v.push(Layer::Relu);
+                        conv(&mut v, width, width, 3, 1, 1, hw);
+                        v.push(Layer::BatchNorm { c: width });
+                    }
+                    if stride != 1 || cin != cout {
+                        v.push(Layer::BranchStart);
+                        v.push(Layer::Conv { cin, cout, k: 1, groups: 1, out_hw: hw, in_hw });
+                        v.push(Layer::BatchNorm { c: cout });
+                    }
+                    v.push(Layer::BlockEnd { inplace: true });
+                    v.push(Layer::Relu);
+                    cin = cout;
+                }
+            }
+            v.push(Layer::Head { features: cin, classes: num_classes as u64 });
+        }
+        CnnArch::MobileNetV2 { num_classes } => {
+            let mut hw = conv(&mut v, 3, 32, 3, 2, 1, image);
+            v.push(Layer::BatchNorm { c: 32 });
+            v.push(Layer::Relu);
+            let mut cin = 32u64;
+            for &(t, c, n, s) in &[(1u64, 16u64, 1u32, 1u64), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1), (6, 160, 3, 2), (6, 320, 1, 1)] {
+                for i in 0..n {
+                    let stride = if i == 0 { s } else { 1 };
+                    let hidden = cin * t;
+                    let residual = stride == 1 && cin == c;
+                    v.push(Layer::BlockStart);
+                    if t != 1 {
+                        conv(&mut v, cin, hidden, 1, 1, 1, hw);
+                        v.push(Layer::BatchNorm { c: hidden });
+                        v.push(Layer::Relu);
+                    }
+                    hw = conv(&mut v, hidden, hidden, 3, stride, hidden, hw);
+                    v.push(Layer::BatchNorm { c: hidden });
+                    v.push(Layer::Relu);
+                    conv(&mut v, hidden, c, 1, 1, 1, hw);
+                    v.push(Layer::BatchNorm { c });
+                    v.push(if residual { Layer::BlockEnd { inplace: false } } else { Layer::BlockEndNoResidual });
+                    cin = c;
+                }
+            }
+            conv(&mut v, cin, 1280, 1, 1, 1, hw);
+            v.push(Layer::BatchNorm { c: 1280 });
+            v.push(Layer::Relu);
+            v.push(Layer::Head { features: 1280, classes: num_classes as u64 });
+        }
+    }
+    v
+}
+
+/// Parameter count (convolutions, BatchNorm affine, classifier).
+pub fn params(arch: &CnnArch) -> u64 {
+    layers(arch, 224)
+        .iter()
+        .map(|l| match *l {
+            Layer::Conv { cin, cout, k, groups, .. } => cout * (cin / groups) * k * k,
+            Layer::BatchNorm { c } => 2 * c,
+            Layer::Head { features, classes } => features * classes + classes,
+            _ => 0,
+        })
+        .sum()
+}
+
+/// Workspace a convolution takes from the caching allocator for its call,
+/// as a fraction of the larger of its input and output activation.
+pub fn conv_workspace(runtime: &RuntimeProfile, input: u64, output: u64) -> u64 {
+    (runtime.cudnn_workspace_fraction * input.max(output) as f64) as u64
 }
 
 /// Replays a CNN run.
-pub fn replay(
-    _arch: &CnnArch,
-    _workload: &Workload,
-    _runtime: &RuntimeProfile,
-    _replay: &mut Replay,
-) -> Result<ReplaySummary, Error> {
-    Err(Error::unsupported("cnn not modelled yet"))
+pub fn replay(arch: &CnnArch, workload: &Workload, runtime: &RuntimeProfile, replay: &mut Replay) -> Result<ReplaySummary, Error> {
+    let training = workload.mode == Mode::Training;
+    let dsize = if training {
+        match workload.training.precision {
+            Precision::AmpBf16 | Precision::Fp32 => FP32,
+            Precision::Bf16 => BF16,
+        }
+    } else {
+        workload.dtype.bytes()
+    };
+    let act_dsize = if training && workload.training.precision == Precision::AmpBf16 { BF16 } else { dsize };
+    let image = workload.image_size.unwrap_or(224) as u64;
+    let net = layers(arch, image);
+    let mut g = Graph::new(replay);
+    g.at("load weights", None);
+    // Parameters and BatchNorm buffers, in module order.
+    let mut trainable = Vec::new();
+    let mut weights: Vec<Value> = Vec::new();
+    let mut params = 0u64;
+    let mut bytes = 0u64;
+    let mut buffers = 0u64;
+    let mut param = |g: &mut Graph, rows: u64, cols: u64, trainable_list: &mut Vec<Trainable>| -> Value {
+        let v = g.param(rows * cols * dsize, training);
+        params += rows * cols;
+        bytes += rows * cols * dsize;
+        if training {
+            trainable_list.push(Trainable { value: v, dsize, rows, cols });
+        }
+        v
+    };
+    for l in &net {
+        match *l {
+            Layer::Conv { cin, cout, k, groups, .. } => weights.push(param(&mut g, cout, cin / groups * k * k, &mut trainable)),
+            Layer::BatchNorm { c } => {
+                weights.push(param(&mut g, c, 1, &mut trainable));
+                param(&mut g, c, 1, &mut trainable);
+                // running_mean, running_var (fp32) and num_batches_tracked (int64).
+                g.param(2 * c * FP32, false);
+                g.param(INT64, false);
+                buffers += 2 * c * FP32 + INT64;
+            }
+            Layer::Head { features, classes } => {
+                weights.push(param(&mut g, classes, features, &mut trainable));
+                param(&mut g, classes, 1, &mut trainable);
+            }
+            _ => {}
+        }
+    }
+    let summary = ReplaySummary { params, weight_bytes: bytes + buffers, ..ReplaySummary::default() };
+    g.at("cuBLAS workspace", None);
+    let _ws = g.replay.alloc(runtime.cublas_workspace_bytes, Component::LibraryWorkspace);
+    let b = workload.batch as u64;
+    let run = Run { net: &net, weights: &weights, b, image, act_dsize, runtime };
+    if !training {
+        let mut cx = Ctx::plain(dsize);
+        let out = run.forward(&mut g, &mut cx);
+        g.drop(out.v);
+        return Ok(summary);
+    }
+    let _ws2 = g.replay.alloc(runtime.cublas_workspace_bytes, Component::LibraryWorkspace);
+    let t = &workload.training;
+    let mut state = OptimizerState::default();
+    if t.optimizer_state_resident {
+        optim::preallocate(&mut g, t.optimizer, &trainable, &mut state);
+    }
+    for step in 0..t.steps {
+        g.replay.step(Some(step));
+        g.grad_mode = true;
+        let mut cx = match t.precision {
+            Precision::AmpBf16 => Ctx::amp(),
+            Precision::Fp32 => Ctx::plain(FP32),
+            Precision::Bf16 => Ctx::plain(BF16),
+        };
+        let logits = run.forward(&mut g, &mut cx);
+        g.at("loss: cross entropy", None);
+        let labels = g.input(b * INT64, Component::Transient);
+        let lsm = g.op_saving_output("loss: log_softmax", &[logits.v], logits.elems * FP32, Component::Transient);
+        let loss = g.op("loss: nll", &[lsm], &[labels], 4, Component::Transient);
+        g.drop_all(&[lsm, logits.v, labels]);
+        cx.exit_autocast(&mut g);
+        g.at("backward", None);
+        g.backward(loss);
+        g.drop(loss);
+        g.grad_mode = false;
+        optim::step(&mut g, t.optimizer, &trainable, &mut state);
+        g.at("zero_grad(set_to_none=True)", None);
+        g.zero_grad();
+    }
+    Ok(summary)
+}
+
+struct Run<'a> {
+    net: &'a [Layer],
+    weights: &'a [Value],
+    b: u64,
+    image: u64,
+    act_dsize: u64,
+    runtime: &'a RuntimeProfile,
+}
+
+impl Run<'_> {
+    fn forward(&self, g: &mut Graph, cx: &mut Ctx) -> T {
+        let b = self.b;
+        g.at("input images", None);
+        let images = g.input(b * 3 * self.image * self.image * FP32, Component::Activations);
+        let mut x = if cx.autocast {
+            let c = g.op("autocast: input cast to bf16", &[images], &[], b * 3 * self.image * self.image * BF16, Component::Transient);
+            g.drop(images);
+            T { v: c, elems: b * 3 * self.image * self.image, dsize: BF16 }
+        } else {
+            T { v: images, elems: b * 3 * self.image * self.image, dsize: FP32 }
+        };
+        let mut w = self.weights.iter();
+        let mut block_input: Option<T> = None;
+        let mut main: Option<T> = None;
+        let mut layer = 0u32;
+        let mut channels = 3u64;
+        for l in self.net {
+            match *l {
+                Layer::Conv { cout, out_hw, .. } => {
+                    layer += 1;
+                    channels = cout;
+                    let weight = *w.next().expect("conv weight");
+                    g.at("convolution", Some(layer));
+                    let out_elems = b * cout * out_hw * out_hw;
+                    let ws = conv_workspace(self.runtime, x.bytes(), out_elems * self.act_dsize);
+                    if ws > 0 {
+                        g.workspace("convolution: cuDNN workspace", ws);
+                    }
+                    let saved: &[Value] = if g.requires_grad(weight) { &[x.v, weight] } else { &[weight] };
+                    let v = g.op_with("convolution", &[x.v, weight], saved, out_elems * self.act_dsize, Component::Transient, 0, ws);
+                    g.drop(x.v);
+                    x = T { v, elems: out_elems, dsize: self.act_dsize };
+                }
+                Layer::BatchNorm { c } => {
+                    let weight = *w.next().expect("bn weight");
+                    g.at("batch norm", Some(layer));
+                    let v = g.op_with("batch norm", &[x.v, weight], &[x.v, weight], x.bytes(), Component::Transient, 2 * c * FP32, 0);
+                    g.drop(x.v);
+                    x = T { v, ..x };
+                }
+                Layer::Relu => g.inplace("relu (in place)", x.v, true),
+                Layer::MaxPool { out_hw } => {
+                    g.at("max pool", Some(layer));
+                    // Saves its input and int64 indices of the output's shape.
+                    let out_elems = b * channels * out_hw * out_hw;
+                    let v = g.op_with("max pool", &[x.v], &[x.v], out_elems * x.dsize, Component::Transient, out_elems * INT64, 0);
+                    g.drop(x.v);
+                    x = T { v, elems: out_elems, dsize: x.dsize };
+                }
+                Layer::BlockStart => {
+                    g.hold(x.v);
+                    block_input = Some(x);
+                }
+                Layer::BranchStart => {
+                    main = Some(x);
+                    let input = block_input.expect("block input");
+                    g.hold(input.v);
+                    x = input;
+                }
+                Layer::BlockEnd { inplace } => {
+                    let identity = match main.take() {
+                        // Downsample branch: `x` is downsample(input), main path waits.
+                        Some(m) => {
+                            let ds = x;
+                            x = m;
+                            ds
+                        }
+                        None => {
+                            let input = block_input.expect("block input");
+                            g.hold(input.v);
+                            input
+                        }
+                    };
+                    g.at("residual add", Some(layer));
+                    if inplace {
+                        // out += identity: no allocation; grads flow to both.
+                        g.drop(identity.v);
+                    } else {
+                        let sum = super::nn::binary(g, x, identity, "residual add", false);
+                        g.drop_all(&[x.v, identity.v]);
+                        x = sum;
+                    }
+                    if let Some(input) = block_input.take() {
+                        g.drop(input.v);
+                    }
+                }
+                Layer::BlockEndNoResidual => {
+                    if let Some(input) = block_input.take() {
+                        g.drop(input.v);
+                    }
+                }
+                Layer::Head { features, classes } => {
+                    let weight = *w.next().expect("fc weight");
+                    g.at("avgpool + fc", None);
+                    let pooled = g.op("adaptive avg pool", &[x.v], &[], b * features * x.dsize, Component::Transient);
+                    g.drop(x.v);
+                    let saved: &[Value] = if g.requires_grad(weight) { &[pooled, weight] } else { &[weight] };
+                    let out_dsize = if cx.autocast { BF16 } else { x.dsize };
+                    let logits = g.op("fc", &[pooled, weight], saved, b * classes * out_dsize, Component::Transient);
+                    g.drop(pooled);
+                    x = T { v: logits, elems: b * classes, dsize: out_dsize };
+                }
+            }
+        }
+        x
+    }
 }

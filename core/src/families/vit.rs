@@ -1,22 +1,248 @@
-//! torchvision's VisionTransformer.
+//! torchvision's `VisionTransformer` (ViT-B/16, ViT-L/16).
+//!
+//! Inference under `no_grad` takes `nn.MultiheadAttention`'s fast path
+//! (`_native_multi_head_attention`: one packed in-projection, q/k/v split
+//! into fresh tensors, SDPA, a merged-heads copy, out-projection). Training
+//! takes `F.multi_head_attention_forward`: the packed projection is made
+//! contiguous as (3, tokens, batch, width), then SDPA, then a
+//! `permute(...).contiguous()` copy before the out-projection. LayerNorm
+//! outputs are fp32 under autocast; `Dropout(p=0.0)` allocates nothing.
+
+use super::nn::{self, AttnShape, Ctx, Linear, BF16, FP32, INT64, T};
+use super::optim::{self, OptimizerState, Trainable};
 use crate::arch::VitArch;
 use crate::error::Error;
-use crate::estimate::ReplaySummary;
+use crate::estimate::{Component, ReplaySummary};
+use crate::graph::{Graph, Value};
 use crate::runtime::RuntimeProfile;
 use crate::trace::Replay;
-use crate::workload::Workload;
+use crate::workload::{Mode, Precision, Workload};
+use alloc::vec::Vec;
 
 /// Rejects workloads vision models cannot run.
-pub fn validate_vision(_workload: &Workload) -> Result<(), Error> {
+pub fn validate_vision(workload: &Workload) -> Result<(), Error> {
+    if workload.mode == Mode::Training && workload.training.lora.is_some() {
+        return Err(Error::unsupported("LoRA on vision presets"));
+    }
+    if workload.mode == Mode::Training && workload.training.grad_checkpointing {
+        return Err(Error::invalid(
+            "workload.training.grad_checkpointing",
+            "torchvision models have no gradient_checkpointing_enable()",
+            "false for vision models",
+        ));
+    }
+    if !workload.dtype.is_float() {
+        return Err(Error::invalid("workload.dtype", "quantised vision models are not modelled", "fp32, fp16 or bf16"));
+    }
     Ok(())
 }
 
+#[derive(Clone, Copy)]
+struct Block {
+    ln1: Value,
+    in_proj: Linear,
+    out_proj: Linear,
+    ln2: Value,
+    fc1: Linear,
+    fc2: Linear,
+}
+
 /// Replays a ViT run.
-pub fn replay(
-    _arch: &VitArch,
-    _workload: &Workload,
-    _runtime: &RuntimeProfile,
-    _replay: &mut Replay,
-) -> Result<ReplaySummary, Error> {
-    Err(Error::unsupported("vit not modelled yet"))
+pub fn replay(a: &VitArch, workload: &Workload, runtime: &RuntimeProfile, replay: &mut Replay) -> Result<ReplaySummary, Error> {
+    let mut g = Graph::new(replay);
+    let training = workload.mode == Mode::Training;
+    let dsize = if training {
+        match workload.training.precision {
+            Precision::AmpBf16 | Precision::Fp32 => FP32,
+            Precision::Bf16 => BF16,
+        }
+    } else {
+        workload.dtype.bytes()
+    };
+    let (h, m) = (a.hidden_size as u64, a.mlp_dim as u64);
+    let mut trainable = Vec::new();
+    let mut params = 0u64;
+    let mut tensor = |g: &mut Graph, rows: u64, cols: u64| -> Value {
+        let v = g.param(rows * cols * dsize, training);
+        params += rows * cols;
+        if training {
+            trainable.push(Trainable { value: v, dsize, rows, cols });
+        }
+        v
+    };
+    let lin = |g: &mut Graph, tensor: &mut dyn FnMut(&mut Graph, u64, u64) -> Value, inp: u64, out: u64| Linear {
+        weight: tensor(g, out, inp),
+        weight_dsize: dsize,
+        bias: Some(tensor(g, out, 1)),
+        in_features: inp,
+        out_features: out,
+        lora: None,
+        quantized: false,
+    };
+    g.at("load weights", None);
+    let p = a.patch_size as u64;
+    let conv = lin(&mut g, &mut tensor, 3 * p * p, h);
+    let cls = tensor(&mut g, h, 1);
+    let pos = tensor(&mut g, a.tokens(a.image_size), h);
+    let mut blocks = Vec::new();
+    for _ in 0..a.num_layers {
+        let ln1 = tensor(&mut g, 2 * h, 1);
+        let in_proj = lin(&mut g, &mut tensor, h, 3 * h);
+        let out_proj = lin(&mut g, &mut tensor, h, h);
+        let ln2 = tensor(&mut g, 2 * h, 1);
+        let fc1 = lin(&mut g, &mut tensor, h, m);
+        let fc2 = lin(&mut g, &mut tensor, m, h);
+        blocks.push(Block { ln1, in_proj, out_proj, ln2, fc1, fc2 });
+    }
+    let ln = tensor(&mut g, 2 * h, 1);
+    let head = lin(&mut g, &mut tensor, h, a.num_classes as u64);
+    let summary = ReplaySummary { params, weight_bytes: params * dsize, ..ReplaySummary::default() };
+    g.at("cuBLAS workspace", None);
+    let _ws = g.replay.alloc(runtime.cublas_workspace_bytes, Component::LibraryWorkspace);
+    let b = workload.batch as u64;
+    let image = workload.image_size.unwrap_or(a.image_size) as u64;
+    let side = image / p;
+    let n = side * side + 1;
+    let net = Net { conv, cls, pos, blocks, ln, head, h, heads: a.num_heads as u64, pos_dsize: dsize, n, side, b, image };
+    if !training {
+        let mut cx = Ctx::plain(dsize);
+        let out = net.forward(&mut g, &mut cx, false);
+        g.drop(out.v);
+        return Ok(summary);
+    }
+    let _ws2 = g.replay.alloc(runtime.cublas_workspace_bytes, Component::LibraryWorkspace);
+    let t = &workload.training;
+    let mut state = OptimizerState::default();
+    if t.optimizer_state_resident {
+        optim::preallocate(&mut g, t.optimizer, &trainable, &mut state);
+    }
+    for step in 0..t.steps {
+        g.replay.step(Some(step));
+        g.grad_mode = true;
+        let mut cx = match t.precision {
+            Precision::AmpBf16 => Ctx::amp(),
+            Precision::Fp32 => Ctx::plain(FP32),
+            Precision::Bf16 => Ctx::plain(BF16),
+        };
+        let logits = net.forward(&mut g, &mut cx, true);
+        g.at("loss: cross entropy", None);
+        let labels = g.input(b * INT64, Component::Transient);
+        let l32 = nn::cast(&mut g, logits, FP32, "loss: logits");
+        let lsm = g.op_saving_output("loss: log_softmax", &[l32.v], l32.bytes(), Component::Transient);
+        let loss = g.op("loss: nll", &[lsm], &[labels], 4, Component::Transient);
+        g.drop_all(&[lsm, l32.v, logits.v, labels]);
+        cx.exit_autocast(&mut g);
+        g.at("backward", None);
+        g.backward(loss);
+        g.drop(loss);
+        g.grad_mode = false;
+        optim::step(&mut g, t.optimizer, &trainable, &mut state);
+        g.at("zero_grad(set_to_none=True)", None);
+        g.zero_grad();
+    }
+    Ok(summary)
+}
+
+struct Net {
+    conv: Linear,
+    cls: Value,
+    pos: Value,
+    blocks: Vec<Block>,
+    ln: Value,
+    head: Linear,
+    h: u64,
+    heads: u64,
+    pos_dsize: u64,
+    n: u64,
+    side: u64,
+    b: u64,
+    image: u64,
+}
+
+impl Net {
+    fn forward(&self, g: &mut Graph, cx: &mut Ctx, training: bool) -> T {
+        let (b, h, n) = (self.b, self.h, self.n);
+        g.at("input images", None);
+        let images = g.input(b * 3 * self.image * self.image * FP32, Component::Activations);
+        let images = T { v: images, elems: b * 3 * self.image * self.image, dsize: FP32 };
+        g.at("patch embedding (conv_proj)", None);
+        // A stride-p convolution is a linear map of each patch.
+        let patches = T { elems: b * self.side * self.side * self.conv.in_features, ..images };
+        let x = nn::linear(g, cx, patches, &self.conv, "patch embedding (conv_proj)");
+        g.drop(images.v);
+        g.at("class token + positions", None);
+        let with_cls = g.op("torch.cat([class_token, x])", &[x.v, self.cls], &[], b * n * h * x.dsize, Component::Transient);
+        g.drop(x.v);
+        let with_cls = T { v: with_cls, elems: b * n * h, dsize: x.dsize };
+        let posv = T { v: self.pos, elems: n * h, dsize: self.pos_dsize };
+        let mut x = nn::binary(g, with_cls, posv, "input + pos_embedding", false);
+        g.drop(with_cls.v);
+        for (l, blk) in self.blocks.iter().enumerate() {
+            let layer = Some(l as u32);
+            g.at("ln_1", layer);
+            let y = nn::layer_norm(g, cx, x, blk.ln1, h, "ln_1");
+            g.at("self_attention", layer);
+            let a = self.attention(g, cx, y, blk, training, layer);
+            g.drop(y.v);
+            let x2 = nn::binary(g, a, x, "residual add (attention)", false);
+            g.drop(a.v);
+            g.at("ln_2", layer);
+            let y2 = nn::layer_norm(g, cx, x2, blk.ln2, h, "ln_2");
+            g.at("mlp: fc1", layer);
+            let f = nn::linear(g, cx, y2, &blk.fc1, "mlp: fc1");
+            g.drop(y2.v);
+            g.at("mlp: gelu", layer);
+            let act = nn::unary(g, f, "mlp: gelu", true, f.dsize);
+            g.drop(f.v);
+            g.at("mlp: fc2", layer);
+            let d = nn::linear(g, cx, act, &blk.fc2, "mlp: fc2");
+            g.drop(act.v);
+            let out = nn::binary(g, x2, d, "residual add (mlp)", false);
+            g.drop_all(&[x2.v, d.v]);
+            g.drop(x.v);
+            x = out;
+        }
+        g.at("final ln", None);
+        let y = nn::layer_norm(g, cx, x, self.ln, h, "final ln");
+        g.drop(x.v);
+        let cls = g.op("class token x[:, 0]", &[y.v], &[], b * h * y.dsize, Component::Transient);
+        g.drop(y.v);
+        let cls = T { v: cls, elems: b * h, dsize: y.dsize };
+        g.at("heads", None);
+        let logits = nn::linear(g, cx, cls, &self.head, "heads");
+        g.drop(cls.v);
+        logits
+    }
+
+    fn attention(&self, g: &mut Graph, cx: &mut Ctx, y: T, blk: &Block, training: bool, layer: Option<u32>) -> T {
+        let (b, h, n) = (self.b, self.h, self.n);
+        let proj = nn::linear(g, cx, y, &blk.in_proj, "self_attention: in_proj");
+        let ds = proj.dsize;
+        let third = T { elems: b * n * h, ..proj };
+        let (q, k, v) = if training {
+            // unflatten(-1, (3, E)).unsqueeze(0).transpose(0, -2).squeeze(-2).contiguous()
+            let packed = g.op("self_attention: q/k/v contiguous", &[proj.v], &[], proj.bytes(), Component::Transient);
+            g.drop(proj.v);
+            g.hold(packed);
+            g.hold(packed);
+            (T { v: packed, ..third }, T { v: packed, ..third }, T { v: packed, ..third })
+        } else {
+            // _transform_bias_rescale_qkv: three fresh (b, heads, n, hd) tensors.
+            let q = g.op("self_attention: q", &[proj.v], &[], third.bytes(), Component::Transient);
+            let k = g.op("self_attention: k", &[proj.v], &[], third.bytes(), Component::Transient);
+            let v = g.op("self_attention: v", &[proj.v], &[], third.bytes(), Component::Transient);
+            g.drop(proj.v);
+            (T { v: q, ..third }, T { v: k, ..third }, T { v: v, ..third })
+        };
+        let _ = layer;
+        let shape = AttnShape { batch: b, heads: self.heads, kv_heads: self.heads, q_len: n, kv_len: n, head_dim: h / self.heads };
+        let attn = nn::sdpa(g, cx, q, k, v, shape, false);
+        g.drop_all(&[q.v, k.v, v.v]);
+        let merged = g.op("self_attention: merge heads", &[attn.v], &[], attn.bytes(), Component::Transient);
+        g.drop(attn.v);
+        let merged = T { v: merged, elems: b * n * h, dsize: ds };
+        let out = nn::linear(g, cx, merged, &blk.out_proj, "self_attention: out_proj");
+        g.drop(merged.v);
+        out
+    }
 }
