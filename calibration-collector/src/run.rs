@@ -1,0 +1,995 @@
+//! `calibration-collector run`: sweep a workload over sequence lengths and
+//! batches, each point in a fresh process, measuring its peak from outside.
+//!
+//! The job is either the built-in harness (`python/headroom_measure.py`,
+//! embedded in the binary, run with `--python`) on a preset, or the user's
+//! own command (`--cmd` with placeholders). A poller thread reads the
+//! device-wide used memory (`cuMemGetInfo`) at 1 kHz or faster from before
+//! the child starts until it has exited; the driver-level peak is the highest
+//! reading minus the reading taken just before the start. Every finished
+//! point is appended to the output file and flushed at once.
+
+use crate::cases::Status;
+use crate::error::{CollectorError, Result};
+use crate::gpu::{self, Gpu};
+use crate::stats::{relative_error, Summary};
+use crate::template::{Template, Values, Var};
+use headroom_core::estimate::estimate;
+use headroom_core::spec::{parse_model, parse_workload};
+use headroom_core::workload::{MAX_BATCH, MAX_SEQ_LEN};
+use headroom_core::RuntimeProfile;
+use indicatif::{ProgressBar, ProgressStyle};
+use serde_json::{json, Map, Value};
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// The built-in harness, embedded at build time.
+pub const HARNESS: &str = include_str!("../python/headroom_measure.py");
+
+/// Prefix of the line a job prints with torch's own counters.
+pub const RESULT_PREFIX: &str = "HEADROOM_RESULT ";
+
+/// The harness's exit codes.
+const HARNESS_UNSUPPORTED: i32 = 2;
+const HARNESS_OOM: i32 = 3;
+
+/// Options of `run`.
+#[derive(Clone, Debug)]
+pub struct RunArgs {
+    /// Preset id for the built-in harness (or for predictions with `--cmd`).
+    pub model: Option<String>,
+    /// Workload JSON (the `workload` object of a measurement case).
+    pub workload: Option<String>,
+    /// A spec file (`model` + `workload`) instead of `--model`/`--workload`.
+    pub spec: Option<String>,
+    /// Lengths: tokens, residues, or the image edge of vision models.
+    pub seq_lens: Vec<u32>,
+    /// Batches.
+    pub batches: Vec<u32>,
+    /// Interpreter for the built-in harness.
+    pub python: String,
+    /// The user's own job, with placeholders.
+    pub cmd: Option<String>,
+    /// Output file (appended to).
+    pub out: Option<PathBuf>,
+    /// GPU ordinal.
+    pub device: usize,
+    /// Seconds before a point is killed and recorded as failed.
+    pub timeout_s: u64,
+    /// Poller sleep between readings, microseconds.
+    pub poll_interval_us: u64,
+    /// Case-name prefix.
+    pub name: Option<String>,
+    /// Show the commands and predictions; run nothing.
+    pub dry_run: bool,
+    /// No progress bar or per-point lines.
+    pub quiet: bool,
+    /// Echo the jobs' output.
+    pub verbose: bool,
+}
+
+impl Default for RunArgs {
+    fn default() -> Self {
+        RunArgs {
+            model: None,
+            workload: None,
+            spec: None,
+            seq_lens: Vec::new(),
+            batches: vec![1],
+            python: "python3".into(),
+            cmd: None,
+            out: None,
+            device: 0,
+            timeout_s: 1800,
+            poll_interval_us: 200,
+            name: None,
+            dry_run: false,
+            quiet: false,
+            verbose: false,
+        }
+    }
+}
+
+/// How points are launched.
+#[derive(Clone, Debug)]
+pub enum Launcher {
+    /// The embedded harness, one case per process.
+    Builtin {
+        /// Interpreter.
+        python: String,
+    },
+    /// The user's command.
+    Cmd {
+        /// The parsed template.
+        template: Template,
+        /// The template as given.
+        text: String,
+    },
+}
+
+/// One sweep point, before it runs.
+#[derive(Clone, Debug)]
+pub struct PointPlan {
+    /// Case name.
+    pub case: String,
+    /// Preset id, when known.
+    pub model: Option<String>,
+    /// The full workload JSON.
+    pub workload: Value,
+    /// Length (tokens, residues, image edge).
+    pub seq_len: u32,
+    /// Batch.
+    pub batch: u32,
+    /// The core's prediction, or why there is none.
+    pub predicted: Value,
+}
+
+/// Every point of a sweep.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    /// How points run.
+    pub launcher: Launcher,
+    /// The points, in order.
+    pub points: Vec<PointPlan>,
+}
+
+fn check_values(flag: &str, values: &[u32], max: u64) -> Result<()> {
+    if values.is_empty() {
+        return Err(CollectorError::input(format!(
+            "{flag}: give at least one value; allowed: comma-separated integers from 1 to {max}"
+        )));
+    }
+    for &v in values {
+        if v == 0 || v as u64 > max {
+            return Err(CollectorError::input(format!(
+                "{flag}: {v} is out of range; allowed: integers from 1 to {max}"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Builds the sweep without touching a GPU.
+pub fn plan(args: &RunArgs) -> Result<Plan> {
+    check_values("--seq-lens", &args.seq_lens, MAX_SEQ_LEN)?;
+    check_values("--batches", &args.batches, MAX_BATCH)?;
+    let (model_value, workload_value) = base_spec(args)?;
+    let launcher = match &args.cmd {
+        Some(text) => {
+            let template =
+                Template::parse(text).map_err(|e| CollectorError::input(e.to_string()))?;
+            let uses_len = template.uses(Var::SeqLen) || template.uses(Var::ImageSize);
+            if !uses_len && args.seq_lens.len() > 1 {
+                return Err(CollectorError::input(format!(
+                    "--cmd: has no {{seq_len}} placeholder but --seq-lens gives {} lengths; every point would run the same job",
+                    args.seq_lens.len()
+                )));
+            }
+            if !template.uses(Var::Batch) && args.batches.len() > 1 {
+                return Err(CollectorError::input(format!(
+                    "--cmd: has no {{batch}} placeholder but --batches gives {} batches",
+                    args.batches.len()
+                )));
+            }
+            Launcher::Cmd {
+                template,
+                text: text.clone(),
+            }
+        }
+        None => {
+            if model_value.is_none() {
+                return Err(CollectorError::input(
+                    "run: give --model (or --spec) for the built-in harness, or --cmd for your own job",
+                ));
+            }
+            Launcher::Builtin {
+                python: args.python.clone(),
+            }
+        }
+    };
+    let model = match &model_value {
+        None => None,
+        Some(v) => {
+            Some(parse_model(Some(v)).map_err(|e| CollectorError::input(format!("--model: {e}")))?)
+        }
+    };
+    if let (Launcher::Builtin { .. }, Some(m)) = (&launcher, &model) {
+        if m.id == "custom" {
+            return Err(CollectorError::input(
+                "--model: the built-in harness runs presets only (a preset id); measure a custom model with --cmd",
+            ));
+        }
+    }
+    let vision = model.as_ref().is_some_and(|m| m.arch.is_vision());
+    let mut workload_json = workload_value.unwrap_or_else(|| json!({}));
+    if let (Some(m), Some(obj)) = (&model, workload_json.as_object_mut()) {
+        // ESMFold runs its trunk in fp32 (the reference and HF default).
+        if m.arch.family() == "esm_fold" && !obj.contains_key("dtype") {
+            obj.insert("dtype".into(), json!("fp32"));
+        }
+    }
+    let base = parse_workload(Some(&workload_json))
+        .map_err(|e| CollectorError::input(format!("--workload: {e}")))?;
+    let prefix = args.name.clone().unwrap_or_else(|| {
+        let mode = serde_json::to_value(base.mode)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default();
+        match &model {
+            Some(m) => format!("{}_{mode}", m.id),
+            None => "cmd".into(),
+        }
+    });
+    let mut points = Vec::new();
+    for &batch in &args.batches {
+        for &len in &args.seq_lens {
+            let mut w = base.with_length(vision, len);
+            w.batch = batch;
+            let case = format!("{prefix}_b{batch}_{}{len}", if vision { "r" } else { "L" });
+            let predicted = match &model {
+                None => json!({"skipped": "no model given"}),
+                Some(m) => match estimate(&m.arch, &w, &RuntimeProfile::default()) {
+                    Ok(e) => json!({
+                        "driver_peak": e.driver_peak,
+                        "reserved_peak": e.reserved_peak,
+                        "allocated_peak": e.allocated_peak,
+                        "outside_allocator": e.outside_allocator,
+                        "peak_op": e.peak_op,
+                    }),
+                    Err(e) => json!({"skipped": e.to_string()}),
+                },
+            };
+            let workload = if model.is_some() {
+                serde_json::to_value(&w).expect("workload serialises")
+            } else {
+                json!({"batch": batch, "seq_len": len})
+            };
+            points.push(PointPlan {
+                case,
+                model: model.as_ref().map(|m| m.id.clone()),
+                workload,
+                seq_len: len,
+                batch,
+                predicted,
+            });
+        }
+    }
+    Ok(Plan { launcher, points })
+}
+
+/// The spec's `model` and `workload` values from `--spec` or `--model`/`--workload`.
+fn base_spec(args: &RunArgs) -> Result<(Option<Value>, Option<Value>)> {
+    if let Some(path) = &args.spec {
+        if args.model.is_some() || args.workload.is_some() {
+            return Err(CollectorError::input(
+                "--spec: give either --spec or --model/--workload, not both",
+            ));
+        }
+        let text = crate::cases::read_text(path)?;
+        let value: Value = serde_json::from_str(&text)
+            .map_err(|e| CollectorError::input(format!("{path}: malformed JSON: {e}")))?;
+        let model = value.get("model").cloned();
+        if model.is_none() {
+            return Err(CollectorError::input(format!(
+                "{path}: `model` is missing; allowed: a preset id or a custom architecture"
+            )));
+        }
+        return Ok((model, value.get("workload").cloned()));
+    }
+    let workload = match &args.workload {
+        None => None,
+        Some(text) => {
+            let v: Value = serde_json::from_str(text)
+                .map_err(|e| CollectorError::input(format!("--workload: malformed JSON: {e}")))?;
+            if !v.is_object() {
+                return Err(CollectorError::input(
+                    "--workload: not a JSON object; allowed: the `workload` object of a measurement case",
+                ));
+            }
+            Some(v)
+        }
+    };
+    Ok((args.model.clone().map(Value::String), workload))
+}
+
+/// The process for one point, and how to show it.
+pub fn command_for(
+    launcher: &Launcher,
+    point: &PointPlan,
+    harness: &Path,
+) -> Result<(Command, String)> {
+    match launcher {
+        Launcher::Builtin { python } => {
+            let case = case_json(point).to_string();
+            let mut cmd = Command::new(python);
+            cmd.arg(harness).arg("--case-json").arg(&case);
+            let shown = shlex::try_join([
+                python.as_str(),
+                &harness.display().to_string(),
+                "--case-json",
+                &case,
+            ])
+            .unwrap_or_default();
+            Ok((cmd, shown))
+        }
+        Launcher::Cmd { template, .. } => {
+            let line = template
+                .render(&Values {
+                    seq_len: point.seq_len,
+                    batch: point.batch,
+                    case: &point.case,
+                    model: point.model.as_deref().unwrap_or(""),
+                })
+                .map_err(|e| CollectorError::input(e.to_string()))?;
+            let mut cmd = Command::new("sh");
+            cmd.arg("-c").arg(&line);
+            Ok((cmd, line))
+        }
+    }
+}
+
+/// The case object the harness gets.
+pub fn case_json(point: &PointPlan) -> Value {
+    json!({"case": point.case, "model": point.model, "workload": point.workload})
+}
+
+/// How a finished child is classified.
+pub fn classify_exit(
+    launcher: &Launcher,
+    exit_code: Option<i32>,
+    result: Option<&Value>,
+    output_tail: &str,
+) -> (Status, Option<String>) {
+    let reported_oom = result
+        .and_then(|r| r.get("measured"))
+        .and_then(|m| m.get("oom"))
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    let reported_error = result
+        .and_then(|r| r.get("measured"))
+        .and_then(|m| m.get("error").or_else(|| m.get("unsupported")))
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    let text_oom = {
+        let t = output_tail.to_ascii_lowercase();
+        t.contains("out of memory") || t.contains("outofmemoryerror")
+    };
+    match (launcher, exit_code) {
+        (_, None) => (Status::Failed, Some("killed by a signal".into())),
+        (Launcher::Builtin { .. }, Some(HARNESS_OOM)) => (Status::Oom, reported_error),
+        (Launcher::Builtin { .. }, Some(HARNESS_UNSUPPORTED)) => (
+            Status::Failed,
+            Some(format!(
+                "the harness does not support this workload: {}",
+                reported_error.unwrap_or_default()
+            )),
+        ),
+        (_, Some(0)) if reported_oom => (Status::Oom, reported_error),
+        (_, Some(0)) => (Status::Ok, None),
+        (_, Some(code)) if reported_oom || text_oom => (
+            Status::Oom,
+            Some(reported_error.unwrap_or_else(|| format!("exit code {code}, out of memory"))),
+        ),
+        (_, Some(code)) => (
+            Status::Failed,
+            Some(reported_error.unwrap_or_else(|| {
+                let last = output_tail.lines().last().unwrap_or("").trim();
+                format!("exit code {code}: {last}")
+            })),
+        ),
+    }
+}
+
+/// What `run` did.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct RunOutcome {
+    /// The output file.
+    pub file: String,
+    /// Points written.
+    pub points: usize,
+    /// Of which finished normally.
+    pub ok: usize,
+    /// Of which ran out of memory.
+    pub oom: usize,
+    /// Of which failed.
+    pub failed: usize,
+    /// Interrupted by Ctrl-C (finished points are in the file).
+    pub interrupted: bool,
+    /// Summary of (predicted - measured) / measured over ok points with a prediction.
+    pub summary: Option<Summary>,
+}
+
+/// The text shown by `--dry-run`.
+pub fn render_dry_run(plan: &Plan, harness: &Path) -> Result<String> {
+    let mut out = String::new();
+    for p in &plan.points {
+        let (_, shown) = command_for(&plan.launcher, p, harness)?;
+        let pred = match p.predicted.get("driver_peak").and_then(Value::as_u64) {
+            Some(b) => format!("predicted {:.3} GB", b as f64 / 1e9),
+            None => format!(
+                "no prediction ({})",
+                p.predicted
+                    .get("skipped")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+            ),
+        };
+        out.push_str(&format!("# {}: {pred}\n{shown}\n", p.case));
+    }
+    Ok(out)
+}
+
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+fn install_ctrl_c() {
+    // A second install (tests) fails harmlessly: the first handler sets the same flag.
+    let _ = ctrlc::set_handler(|| INTERRUPTED.store(true, Ordering::SeqCst));
+}
+
+/// Writes the embedded harness to a temporary file, removed on drop.
+struct HarnessFile(PathBuf);
+
+impl HarnessFile {
+    fn write() -> Result<HarnessFile> {
+        let path = std::env::temp_dir().join(format!("headroom_measure-{}.py", std::process::id()));
+        std::fs::write(&path, HARNESS).map_err(|e| CollectorError::io(&path, e))?;
+        Ok(HarnessFile(path))
+    }
+}
+
+impl Drop for HarnessFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+fn default_out(plan: &Plan) -> PathBuf {
+    let stem = plan
+        .points
+        .first()
+        .and_then(|p| p.model.clone())
+        .unwrap_or_else(|| "cmd".into());
+    PathBuf::from(format!(
+        "headroom-run-{stem}-{}.jsonl",
+        chrono::Local::now().format("%Y%m%d-%H%M%S")
+    ))
+}
+
+/// CUDA_VISIBLE_DEVICES for the child so that it sees exactly GPU `device`
+/// of this process's numbering.
+fn child_visible_devices(device: usize) -> String {
+    match std::env::var("CUDA_VISIBLE_DEVICES") {
+        Ok(list) if !list.trim().is_empty() => list
+            .split(',')
+            .nth(device)
+            .map(|s| s.trim().to_string())
+            .unwrap_or_else(|| device.to_string()),
+        _ => device.to_string(),
+    }
+}
+
+/// Runs the sweep.
+pub fn execute(args: &RunArgs) -> Result<(RunOutcome, Option<String>)> {
+    let plan = plan(args)?;
+    if args.dry_run {
+        let shown = render_dry_run(&plan, Path::new("<harness>/headroom_measure.py"))?;
+        return Ok((RunOutcome::default(), Some(shown)));
+    }
+    gpu::init()?;
+    let gpu = Gpu::open(args.device)?;
+    let versions = gpu::driver_versions();
+    let harness = match plan.launcher {
+        Launcher::Builtin { .. } => Some(HarnessFile::write()?),
+        Launcher::Cmd { .. } => None,
+    };
+    let harness_path = harness.as_ref().map_or_else(PathBuf::new, |h| h.0.clone());
+    let out_path = args.out.clone().unwrap_or_else(|| default_out(&plan));
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&out_path)
+        .map_err(|e| CollectorError::io(&out_path, e))?;
+    install_ctrl_c();
+    INTERRUPTED.store(false, Ordering::SeqCst);
+
+    let pb = if args.quiet {
+        ProgressBar::hidden()
+    } else {
+        let pb = ProgressBar::new(plan.points.len() as u64);
+        pb.set_style(
+            ProgressStyle::with_template("{bar:30} {pos}/{len} {msg} [{elapsed} < {eta}]")
+                .expect("template"),
+        );
+        pb.enable_steady_tick(Duration::from_millis(200));
+        pb
+    };
+    let say = |line: String| {
+        if args.quiet {
+        } else if pb.is_hidden() {
+            eprintln!("{line}");
+        } else {
+            pb.println(line);
+        }
+    };
+    let mut outcome = RunOutcome {
+        file: out_path.display().to_string(),
+        ..RunOutcome::default()
+    };
+    let mut errors = Vec::new();
+    for point in &plan.points {
+        if INTERRUPTED.load(Ordering::SeqCst) {
+            outcome.interrupted = true;
+            break;
+        }
+        pb.set_message(point.case.clone());
+        let (mut command, _) = command_for(&plan.launcher, point, &harness_path)?;
+        command.env("CUDA_VISIBLE_DEVICES", child_visible_devices(args.device));
+        command.env("PYTHONUNBUFFERED", "1");
+        let Some(m) = measure(&gpu, command, &plan.launcher, args)? else {
+            outcome.interrupted = true;
+            break;
+        };
+        let line = point_line(point, &plan.launcher, &gpu, &versions, &m);
+        let text = serde_json::to_string(&line).expect("line serialises");
+        writeln!(file, "{text}")
+            .and_then(|_| file.flush())
+            .map_err(|e| CollectorError::io(&out_path, e))?;
+        let _ = file.sync_data();
+        outcome.points += 1;
+        let measured_gb = m.driver_peak as f64 / 1e9;
+        let mut note = match m.status {
+            Status::Ok => {
+                outcome.ok += 1;
+                format!("driver peak {measured_gb:.3} GB")
+            }
+            Status::Oom => {
+                outcome.oom += 1;
+                format!(
+                    "out of memory (capacity {:.2} GB)",
+                    gpu.info.total_bytes as f64 / 1e9
+                )
+            }
+            Status::Failed => {
+                outcome.failed += 1;
+                format!("failed: {}", m.error.clone().unwrap_or_default())
+            }
+        };
+        if let (Status::Ok, Some(p)) = (
+            m.status,
+            point.predicted.get("driver_peak").and_then(Value::as_u64),
+        ) {
+            let e = relative_error(p, m.driver_peak);
+            errors.push(e);
+            note.push_str(&format!(
+                ", predicted {:.3} GB ({:+.1}%)",
+                p as f64 / 1e9,
+                e * 100.0
+            ));
+        }
+        say(format!("{}: {note}", point.case));
+        pb.inc(1);
+    }
+    pb.finish_and_clear();
+    if !errors.is_empty() {
+        outcome.summary = Some(Summary::of(&errors));
+    }
+    drop(harness);
+    Ok((outcome, None))
+}
+
+/// What one point measured.
+#[derive(Clone, Debug)]
+pub struct Measurement {
+    /// How it ended.
+    pub status: Status,
+    /// Why it failed or ran out of memory.
+    pub error: Option<String>,
+    /// Highest used bytes minus the baseline.
+    pub driver_peak: u64,
+    /// Used bytes before the child started.
+    pub baseline: u64,
+    /// Poller statistics.
+    pub poll: gpu::PollStats,
+    /// Wall time of the child process.
+    pub process_seconds: f64,
+    /// Exit code.
+    pub exit_code: Option<i32>,
+    /// The job's `HEADROOM_RESULT` object, if it printed one.
+    pub result: Option<Value>,
+}
+
+#[derive(Default)]
+struct ChildOutput {
+    result: Option<Value>,
+    tail: Vec<String>,
+}
+
+fn collect(
+    stream: impl std::io::Read + Send + 'static,
+    sink: Arc<Mutex<ChildOutput>>,
+    echo: bool,
+) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        for line in BufReader::new(stream)
+            .lines()
+            .map_while(std::io::Result::ok)
+        {
+            if echo {
+                eprintln!("  | {line}");
+            }
+            let mut out = sink.lock().expect("not poisoned");
+            if let Some(json) = line.strip_prefix(RESULT_PREFIX) {
+                if let Ok(v) = serde_json::from_str::<Value>(json) {
+                    out.result = Some(v);
+                    continue;
+                }
+            }
+            out.tail.push(line);
+            if out.tail.len() > 40 {
+                out.tail.remove(0);
+            }
+        }
+    })
+}
+
+/// Runs one child under the poller. `None` when interrupted (nothing to keep).
+fn measure(
+    gpu: &Gpu,
+    mut command: Command,
+    launcher: &Launcher,
+    args: &RunArgs,
+) -> Result<Option<Measurement>> {
+    let baseline = gpu.settled_used(10, Duration::from_millis(1))?;
+    let poller = gpu.start_poller(Duration::from_micros(args.poll_interval_us));
+    let start = Instant::now();
+    let mut child = match command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+    {
+        Ok(c) => c,
+        Err(e) => {
+            poller.finish();
+            return Err(CollectorError::input(format!(
+                "could not start the job ({e}); check --python or --cmd"
+            )));
+        }
+    };
+    let sink = Arc::new(Mutex::new(ChildOutput::default()));
+    let readers = [
+        collect(
+            child.stdout.take().expect("piped"),
+            sink.clone(),
+            args.verbose,
+        ),
+        collect(
+            child.stderr.take().expect("piped"),
+            sink.clone(),
+            args.verbose,
+        ),
+    ];
+    let timeout = Duration::from_secs(args.timeout_s.max(1));
+    let mut timed_out = false;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break Some(status),
+            Ok(None) => {}
+            Err(_) => break None,
+        }
+        if INTERRUPTED.load(Ordering::SeqCst) {
+            let _ = child.kill();
+            let _ = child.wait();
+            poller.finish();
+            return Ok(None);
+        }
+        if start.elapsed() > timeout {
+            timed_out = true;
+            let _ = child.kill();
+            break child.wait().ok();
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let process_seconds = start.elapsed().as_secs_f64();
+    let poll = poller.finish();
+    for r in readers {
+        let _ = r.join();
+    }
+    let output = std::mem::take(&mut *sink.lock().expect("not poisoned"));
+    let tail = output.tail.join("\n");
+    let exit_code = status.and_then(|s| s.code());
+    let (status, error) = if timed_out {
+        (
+            Status::Failed,
+            Some(format!("timed out after {} s", args.timeout_s)),
+        )
+    } else {
+        classify_exit(launcher, exit_code, output.result.as_ref(), &tail)
+    };
+    Ok(Some(Measurement {
+        status,
+        error,
+        driver_peak: poll.peak_used.saturating_sub(baseline),
+        baseline,
+        poll,
+        process_seconds,
+        exit_code,
+        result: output.result,
+    }))
+}
+
+/// The output line of one point: a measurement case with the prediction beside it.
+pub fn point_line(
+    point: &PointPlan,
+    launcher: &Launcher,
+    gpu: &Gpu,
+    versions: &gpu::DriverVersions,
+    m: &Measurement,
+) -> Value {
+    let result = m.result.clone().unwrap_or(Value::Null);
+    let reported = result
+        .get("measured")
+        .cloned()
+        .unwrap_or_else(|| result.clone());
+    let mut measured = Map::new();
+    measured.insert("driver_peak".into(), json!(m.driver_peak));
+    for key in ["alloc_peak", "reserved_peak", "resident_before", "seconds"] {
+        if let Some(v) = reported.get(key).filter(|v| !v.is_null()) {
+            measured.insert(key.into(), v.clone());
+        }
+    }
+    measured.insert(
+        "status".into(),
+        serde_json::to_value(m.status).expect("status"),
+    );
+    if m.status == Status::Oom {
+        measured.insert("capacity_bytes".into(), json!(gpu.info.total_bytes));
+    }
+    if let Some(e) = &m.error {
+        measured.insert("error".into(), json!(e));
+    }
+    measured.insert(
+        "process_seconds".into(),
+        json!((m.process_seconds * 1000.0).round() / 1000.0),
+    );
+    measured.insert("baseline_used_bytes".into(), json!(m.baseline));
+    measured.insert("poll_hz".into(), json!(m.poll.hz.round()));
+    measured.insert("poll_samples".into(), json!(m.poll.samples));
+    measured.insert("exit_code".into(), json!(m.exit_code));
+
+    let mut runtime = match result.get("runtime") {
+        Some(Value::Object(r)) => r.clone(),
+        _ => Map::new(),
+    };
+    runtime.insert("gpu".into(), json!(gpu.info.name));
+    runtime.insert("gpu_total_bytes".into(), json!(gpu.info.total_bytes));
+    if runtime.get("driver").is_none_or(Value::is_null) {
+        runtime.insert("driver".into(), json!(versions.driver));
+    }
+    runtime.entry("allocator").or_insert_with(|| {
+        json!(std::env::var("PYTORCH_CUDA_ALLOC_CONF").unwrap_or_else(|_| "default".into()))
+    });
+
+    let mut predicted = point.predicted.clone();
+    if let (Status::Ok, Some(p)) = (
+        m.status,
+        predicted.get("driver_peak").and_then(Value::as_u64),
+    ) {
+        let e = relative_error(p, m.driver_peak);
+        predicted["error"] = json!((e * 10000.0).round() / 10000.0);
+    }
+    let (harness, cmd) = match launcher {
+        Launcher::Builtin { .. } => ("builtin", None),
+        Launcher::Cmd { text, .. } => ("cmd", Some(text.clone())),
+    };
+    let mut line = Map::new();
+    line.insert("case".into(), json!(point.case));
+    if let Some(model) = &point.model {
+        line.insert("model".into(), json!(model));
+    }
+    for key in ["params", "weight_bytes"] {
+        if let Some(v) = result.get(key).filter(|v| !v.is_null()) {
+            line.insert(key.into(), v.clone());
+        }
+    }
+    line.insert("workload".into(), point.workload.clone());
+    line.insert("runtime".into(), Value::Object(runtime));
+    line.insert("measured".into(), Value::Object(measured));
+    line.insert("predicted".into(), predicted);
+    let mut collector = json!({
+        "version": env!("CARGO_PKG_VERSION"),
+        "harness": harness,
+        "device": gpu.info.ordinal,
+        "compute_capability": gpu.info.compute_capability,
+        "cuda_driver_api": versions.cuda_driver_api,
+    });
+    if let Some(cmd) = cmd {
+        collector["cmd"] = json!(cmd);
+    }
+    line.insert("collector".into(), collector);
+    Value::Object(line)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args() -> RunArgs {
+        RunArgs {
+            seq_lens: vec![64, 128],
+            batches: vec![1, 2],
+            ..RunArgs::default()
+        }
+    }
+
+    #[test]
+    fn plans_points_in_batch_then_length_order() {
+        let p = plan(&RunArgs {
+            model: Some("esmfold-v1".into()),
+            ..args()
+        })
+        .unwrap();
+        let names: Vec<&str> = p.points.iter().map(|p| p.case.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "esmfold-v1_inference_b1_L64",
+                "esmfold-v1_inference_b1_L128",
+                "esmfold-v1_inference_b2_L64",
+                "esmfold-v1_inference_b2_L128"
+            ]
+        );
+        // ESMFold defaults to an fp32 trunk; the workload is written in full.
+        assert_eq!(p.points[0].workload["dtype"], "fp32");
+        assert_eq!(p.points[0].workload["esmfold"]["stem_dtype"], "fp16");
+        assert_eq!(p.points[3].workload["seq_len"], 128);
+        assert_eq!(p.points[3].workload["batch"], 2);
+    }
+
+    #[test]
+    fn vision_lengths_are_image_sizes() {
+        let p = plan(&RunArgs {
+            model: Some("resnet-50".into()),
+            seq_lens: vec![224],
+            batches: vec![8],
+            ..RunArgs::default()
+        })
+        .unwrap();
+        assert_eq!(p.points[0].case, "resnet-50_inference_b8_r224");
+        assert_eq!(p.points[0].workload["image_size"], 224);
+    }
+
+    #[test]
+    fn rejects_bad_sweeps_naming_the_flag() {
+        let e = plan(&RunArgs {
+            model: Some("gpt2".into()),
+            seq_lens: vec![0],
+            ..RunArgs::default()
+        })
+        .unwrap_err();
+        assert!(
+            e.to_string().contains("--seq-lens: 0 is out of range"),
+            "{e}"
+        );
+        let e = plan(&RunArgs {
+            seq_lens: vec![1],
+            ..RunArgs::default()
+        })
+        .unwrap_err();
+        assert!(e.to_string().contains("give --model"), "{e}");
+        let e = plan(&RunArgs {
+            cmd: Some("python job.py --batch {batch}".into()),
+            ..args()
+        })
+        .unwrap_err();
+        assert!(e.to_string().contains("no {seq_len} placeholder"), "{e}");
+        let e = plan(&RunArgs {
+            model: Some("gpt2".into()),
+            workload: Some("{\"batch\": \"x\"}".into()),
+            ..args()
+        })
+        .unwrap_err();
+        assert!(
+            e.to_string().contains("--workload: `workload.batch`"),
+            "{e}"
+        );
+        let e = plan(&RunArgs {
+            model: Some("nope".into()),
+            ..args()
+        })
+        .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("--model: `model`: unknown preset `nope`"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn cmd_points_render_quoted_commands() {
+        let p = plan(&RunArgs {
+            cmd: Some("python my_job.py --len {seq_len} --batch {batch} --tag {case}".into()),
+            name: Some("my job".into()),
+            ..args()
+        })
+        .unwrap();
+        let (_, shown) = command_for(&p.launcher, &p.points[1], Path::new("h.py")).unwrap();
+        assert_eq!(
+            shown,
+            "python my_job.py --len 128 --batch 1 --tag 'my job_b1_L128'"
+        );
+        assert_eq!(p.points[0].predicted["skipped"], "no model given");
+    }
+
+    #[test]
+    fn builtin_points_pass_the_case_as_one_argument() {
+        let p = plan(&RunArgs {
+            model: Some("gpt2".into()),
+            seq_lens: vec![256],
+            ..RunArgs::default()
+        })
+        .unwrap();
+        let (cmd, shown) =
+            command_for(&p.launcher, &p.points[0], Path::new("/tmp/h m.py")).unwrap();
+        let argv: Vec<String> = cmd
+            .get_args()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(argv[0], "/tmp/h m.py");
+        assert_eq!(argv[1], "--case-json");
+        let case: Value = serde_json::from_str(&argv[2]).unwrap();
+        assert_eq!(case["model"], "gpt2");
+        assert_eq!(case["workload"]["seq_len"], 256);
+        assert!(
+            shown.starts_with("python3 '/tmp/h m.py' --case-json '{"),
+            "{shown}"
+        );
+    }
+
+    #[test]
+    fn exits_are_classified() {
+        let builtin = Launcher::Builtin { python: "p".into() };
+        let cmd = Launcher::Cmd {
+            template: Template::parse("x").unwrap(),
+            text: "x".into(),
+        };
+        assert_eq!(classify_exit(&builtin, Some(0), None, "").0, Status::Ok);
+        assert_eq!(classify_exit(&builtin, Some(3), None, "").0, Status::Oom);
+        let (s, e) = classify_exit(
+            &builtin,
+            Some(2),
+            Some(&json!({"measured": {"unsupported": "ESMFold training"}})),
+            "",
+        );
+        assert_eq!(s, Status::Failed);
+        assert!(e.unwrap().contains("ESMFold training"));
+        assert_eq!(
+            classify_exit(
+                &cmd,
+                Some(1),
+                None,
+                "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate"
+            )
+            .0,
+            Status::Oom
+        );
+        let (s, e) = classify_exit(&cmd, Some(1), None, "Traceback\nValueError: bad");
+        assert_eq!(s, Status::Failed);
+        assert_eq!(e.unwrap(), "exit code 1: ValueError: bad");
+        assert_eq!(classify_exit(&cmd, None, None, "").0, Status::Failed);
+        assert_eq!(
+            classify_exit(&cmd, Some(0), Some(&json!({"measured": {"oom": true}})), "").0,
+            Status::Oom
+        );
+    }
+
+    #[test]
+    fn the_harness_is_embedded() {
+        assert!(HARNESS.contains("HEADROOM_RESULT"));
+        assert!(HARNESS.contains("--case-json"));
+    }
+}
