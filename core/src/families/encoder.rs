@@ -121,7 +121,8 @@ pub(crate) fn build(g: &mut Graph, a: &EncoderArch, dsize: u64, trainable: bool,
 }
 
 /// The forward of an encoder body (and head). Returns the output (logits or hidden states).
-pub(crate) fn forward(g: &mut Graph, cx: &mut Ctx, a: &EncoderArch, w: &Weights, b: u64, s: u64, attention: Attention, training: bool, head: bool) -> T {
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn forward(g: &mut Graph, cx: &mut Ctx, a: &EncoderArch, w: &Weights, b: u64, s: u64, attention: Attention, training: bool, head: bool, mut hidden: Option<&mut Vec<T>>) -> T {
     let h = a.hidden_size as u64;
     let heads = a.num_heads as u64;
     let rows = b * s;
@@ -166,6 +167,11 @@ pub(crate) fn forward(g: &mut Graph, cx: &mut Ctx, a: &EncoderArch, w: &Weights,
     };
     for (l, lw) in w.layers.iter().enumerate() {
         let layer = Some(l as u32);
+        if let Some(h) = hidden.as_deref_mut() {
+            // output_hidden_states=True keeps every layer's input.
+            g.hold(x.v);
+            h.push(x);
+        }
         let out = match a.kind {
             EncoderKind::Esm => {
                 g.at("attention: LayerNorm", layer);
@@ -231,6 +237,10 @@ pub(crate) fn forward(g: &mut Graph, cx: &mut Ctx, a: &EncoderArch, w: &Weights,
         let ln = nn::layer_norm(g, cx, x, w.final_ln, h, "emb_layer_norm_after");
         g.drop(x.v);
         x = ln;
+        if let Some(h) = hidden.as_deref_mut() {
+            g.hold(x.v);
+            h.push(x);
+        }
     }
     match (&w.head, head) {
         (Some((transform, ln, decoder)), true) => {
@@ -328,7 +338,7 @@ pub fn replay(a: &EncoderArch, workload: &Workload, runtime: &RuntimeProfile, re
     let (b, s) = (workload.batch as u64, workload.seq_len as u64);
     if !training {
         let mut cx = Ctx::plain(dsize);
-        let out = forward(&mut g, &mut cx, a, &w, b, s, workload.attention, false, head);
+        let out = forward(&mut g, &mut cx, a, &w, b, s, workload.attention, false, head, None);
         g.drop(out.v);
         return Ok(summary);
     }
@@ -346,7 +356,7 @@ pub fn replay(a: &EncoderArch, workload: &Workload, runtime: &RuntimeProfile, re
             Precision::Fp32 => Ctx::plain(FP32),
             Precision::Bf16 => Ctx::plain(BF16),
         };
-        let logits = forward(&mut g, &mut cx, a, &w, b, s, workload.attention, true, true);
+        let logits = forward(&mut g, &mut cx, a, &w, b, s, workload.attention, true, true, None);
         g.at("loss: cross entropy over all tokens", None);
         let loss = if a.kind == EncoderKind::Bert {
             let l = nn::causal_lm_loss(&mut g, logits, b * s);
