@@ -287,17 +287,12 @@ pub fn predict(case: &MeasuredCase, profile: Option<&RuntimeProfile>) -> Result<
     }
 }
 
-/// `base` with the fitted byte coefficients of `profile` (the allocator
-/// setting of the case is kept: it is part of the workload, not the card).
+/// `profile`'s coefficients with `base`'s allocator setting (the allocator
+/// is part of how a case ran, not of the card).
 pub fn apply_profile(base: &RuntimeProfile, profile: &RuntimeProfile) -> RuntimeProfile {
     RuntimeProfile {
-        cuda_context_bytes: profile.cuda_context_bytes,
-        cublas_library_bytes: profile.cublas_library_bytes,
-        cublas_workspace_bytes: profile.cublas_workspace_bytes,
-        model_kernels_bytes: profile.model_kernels_bytes,
-        backward_library_bytes: profile.backward_library_bytes,
-        cudnn_library_bytes: profile.cudnn_library_bytes,
-        ..base.clone()
+        allocator: base.allocator,
+        ..profile.clone()
     }
 }
 

@@ -31,18 +31,23 @@ pub const READING_GRANULARITY: f64 = (2u64 << 20) as f64;
 /// What `y` is measured against.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum Basis {
-    /// Measured driver peak minus the core's predicted reserved peak.
+    /// `torch` when every point has torch's `reserved_peak`, else `predicted`.
     #[default]
-    Predicted,
-    /// Measured driver peak minus torch's measured reserved peak.
+    Auto,
+    /// Measured driver peak minus torch's measured reserved peak: exactly the
+    /// bytes outside the allocator, whatever the allocator model's error.
     Torch,
+    /// Measured driver peak minus the core's predicted reserved peak, weighted
+    /// by 1/measured^2 (relative errors): also absorbs the allocator model's
+    /// mean error, for points without torch's counters.
+    Predicted,
 }
 
 impl Basis {
     fn name(self) -> &'static str {
         match self {
-            Basis::Predicted => "predicted_reserved",
             Basis::Torch => "torch_reserved",
+            Basis::Predicted | Basis::Auto => "predicted_reserved",
         }
     }
 }
@@ -71,6 +76,8 @@ pub struct Observation {
     pub training: bool,
     /// A cuDNN point.
     pub cudnn: bool,
+    /// Least-squares weight.
+    pub weight: f64,
 }
 
 /// An estimated quantity.
@@ -99,17 +106,17 @@ pub struct OverheadFit {
     pub residual_std: f64,
 }
 
-/// Ordinary least squares `X b = y`; returns `b` and `(X^T X)^-1`, or `None`
-/// when the columns are dependent.
-pub fn least_squares(x: &[Vec<f64>], y: &[f64]) -> Option<(Vec<f64>, Vec<Vec<f64>>)> {
+/// Weighted least squares `X b = y` (weights `w`); returns `b` and
+/// `(X^T W X)^-1`, or `None` when the columns are dependent.
+pub fn least_squares(x: &[Vec<f64>], y: &[f64], w: &[f64]) -> Option<(Vec<f64>, Vec<Vec<f64>>)> {
     let p = x.first()?.len();
     let mut a = vec![vec![0.0; 2 * p]; p];
     let mut xty = vec![0.0; p];
-    for (row, &yi) in x.iter().zip(y) {
+    for ((row, &yi), &wi) in x.iter().zip(y).zip(w) {
         for i in 0..p {
-            xty[i] += row[i] * yi;
+            xty[i] += wi * row[i] * yi;
             for j in 0..p {
-                a[i][j] += row[i] * row[j];
+                a[i][j] += wi * row[i] * row[j];
             }
         }
     }
@@ -177,7 +184,10 @@ pub fn fit_overheads(points: &[Observation], prior: &RuntimeProfile) -> Result<O
         y.push(yi);
     }
     let p = x[0].len();
-    let (b, inv) = least_squares(&x, &y).ok_or_else(|| {
+    // Normalise the weights to mean 1 so that the residual variance is in bytes^2.
+    let mean_w = points.iter().map(|o| o.weight).sum::<f64>() / points.len() as f64;
+    let w: Vec<f64> = points.iter().map(|o| o.weight / mean_w).collect();
+    let (b, inv) = least_squares(&x, &y, &w).ok_or_else(|| {
         CollectorError::input(
             "fit: the points cannot separate the coefficients (dependent columns)",
         )
@@ -186,9 +196,10 @@ pub fn fit_overheads(points: &[Observation], prior: &RuntimeProfile) -> Result<O
     let rss: f64 = x
         .iter()
         .zip(&y)
-        .map(|(row, yi)| {
+        .zip(&w)
+        .map(|((row, yi), wi)| {
             let fitted: f64 = row.iter().zip(&b).map(|(a, c)| a * c).sum();
-            (yi - fitted).powi(2)
+            wi * (yi - fitted).powi(2)
         })
         .sum();
     let residual_std = if n > p {
@@ -370,6 +381,26 @@ pub fn run(args: &FitArgs) -> Result<FitOutput> {
             )));
         }
     }
+    let torch_reserved = |p: &FitPoint| {
+        p.value
+            .get("measured")
+            .and_then(|m| m.get("reserved_peak"))
+            .and_then(Value::as_u64)
+    };
+    let basis = match args.basis {
+        Basis::Auto if points.iter().all(|p| torch_reserved(p).is_some()) => Basis::Torch,
+        Basis::Auto => Basis::Predicted,
+        Basis::Torch => {
+            if let Some(p) = points.iter().find(|p| torch_reserved(p).is_none()) {
+                return Err(CollectorError::input(format!(
+                    "fit --basis torch: case {} has no `measured.reserved_peak`; use --basis predicted",
+                    p.value["case"]
+                )));
+            }
+            Basis::Torch
+        }
+        b => b,
+    };
     let prior = points[0].spec.runtime.clone();
     // The workspace is inside the allocator: fixed by torch per compute capability.
     let mut base = prior.clone();
@@ -393,14 +424,9 @@ pub fn run(args: &FitArgs) -> Result<FitOutput> {
         )
         .map_err(|e| CollectorError::input(format!("case {}: {e}", p.value["case"])))?;
         let reserved_pred = est.driver_peak.0 - est.outside_allocator.0;
-        let reserved = match args.basis {
-            Basis::Predicted => reserved_pred,
-            Basis::Torch => p
-                .value
-                .get("measured")
-                .and_then(|m| m.get("reserved_peak"))
-                .and_then(Value::as_u64)
-                .unwrap_or(reserved_pred),
+        let (reserved, weight) = match basis {
+            Basis::Torch => (torch_reserved(p).unwrap_or(reserved_pred), 1.0),
+            _ => (reserved_pred, (1e9 / p.measured as f64).powi(2)),
         };
         let libs = families::libraries(&p.spec.model.arch, &p.spec.workload);
         observations.push(Observation {
@@ -408,6 +434,7 @@ pub fn run(args: &FitArgs) -> Result<FitOutput> {
             y: p.measured as f64 - reserved as f64,
             training: libs.backward,
             cudnn: libs.cudnn,
+            weight,
         });
     }
     let fit = fit_overheads(&observations, &base)?;
@@ -450,7 +477,7 @@ pub fn run(args: &FitArgs) -> Result<FitOutput> {
     let mut kernels_src = format!(
         "least squares over {} point(s): measured driver_peak minus {} reserved peak, minus context and cuBLAS library",
         observations.len(),
-        if args.basis == Basis::Predicted { "predicted" } else { "torch's measured" }
+        if basis == Basis::Torch { "torch's measured" } else { "predicted (weighted by 1/measured^2)" }
     );
     if kernels < 0.0 {
         // The points see less than context + cuBLAS: take it from cuBLAS.
@@ -621,7 +648,7 @@ pub fn run(args: &FitArgs) -> Result<FitOutput> {
         runtime,
         coefficients,
         fit: FitInfo {
-            basis: args.basis.name().into(),
+            basis: basis.name().into(),
             points_used: points.len(),
             points_skipped: skipped.len(),
             residual_std_bytes: fit.residual_std.round() as u64,
@@ -696,15 +723,21 @@ mod tests {
             y,
             training,
             cudnn,
+            weight: 1.0,
         }
     }
 
     #[test]
     fn least_squares_solves_a_known_system() {
         let x = vec![vec![1.0, 0.0], vec![1.0, 1.0], vec![1.0, 2.0]];
-        let (b, _) = least_squares(&x, &[1.0, 3.0, 5.0]).unwrap();
+        let (b, _) = least_squares(&x, &[1.0, 3.0, 5.0], &[1.0, 1.0, 1.0]).unwrap();
         assert!((b[0] - 1.0).abs() < 1e-9 && (b[1] - 2.0).abs() < 1e-9);
-        assert!(least_squares(&[vec![1.0, 1.0], vec![1.0, 1.0]], &[1.0, 2.0]).is_none());
+        assert!(
+            least_squares(&[vec![1.0, 1.0], vec![1.0, 1.0]], &[1.0, 2.0], &[1.0, 1.0]).is_none()
+        );
+        // Weights pull the fit towards heavy points.
+        let (b, _) = least_squares(&[vec![1.0], vec![1.0]], &[0.0, 10.0], &[3.0, 1.0]).unwrap();
+        assert!((b[0] - 2.5).abs() < 1e-9);
     }
 
     #[test]

@@ -134,8 +134,8 @@ enum Command {
         /// Profile name (default: GPU, torch and driver versions).
         #[arg(long)]
         name: Option<String>,
-        /// Fit against the core's predicted reserved peak or torch's measured one.
-        #[arg(long, value_enum, default_value_t = fit::Basis::Predicted)]
+        /// What the overhead is measured against: torch's reserved peak (auto: when every point has it) or the core's predicted one.
+        #[arg(long, value_enum, default_value_t = fit::Basis::Auto)]
         basis: fit::Basis,
         /// Print the profile as JSON instead of the report.
         #[arg(long)]

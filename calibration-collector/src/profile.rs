@@ -196,22 +196,39 @@ pub fn from_value(value: &Value, identity: &Identity) -> Result<Profile, Profile
     })?;
     // Checks serde would not make: runtime is lenient in the core.
     if let Some(Value::Object(rt)) = obj.get("runtime") {
+        let known = runtime_keys();
         for key in rt.keys() {
-            if !RUNTIME_KEYS.contains(&key.as_str()) {
+            if !known.contains(key) {
                 return Err(field_err(
                     &format!("runtime.{key}"),
                     "unknown field",
-                    &RUNTIME_KEYS.join(", "),
+                    &known.join(", "),
                 ));
             }
         }
     }
     let profile: Profile = serde_path_to_error::deserialize(value).map_err(|e| {
         let path = e.path().to_string();
-        let inner = e.into_inner().to_string();
+        let inner = clean(&e.into_inner().to_string());
+        // serde names an unknown field in its message, not in the path.
+        if let Some(rest) = inner.strip_prefix("unknown field `") {
+            let (name, expected) = rest.split_once('`').unwrap_or((rest, ""));
+            let field = if path == "." {
+                name.to_string()
+            } else if path == name || path.ends_with(&format!(".{name}")) {
+                path.clone()
+            } else {
+                format!("{path}.{name}")
+            };
+            let allowed = expected
+                .trim_start_matches(", expected ")
+                .trim_start_matches("one of ")
+                .replace('`', "");
+            return field_err(&field, "unknown field", &allowed);
+        }
         field_err(
             if path == "." { "(document)" } else { &path },
-            clean(&inner),
+            inner,
             "see calibration-collector/README.md, \"Calibration profile\"",
         )
     })?;
@@ -220,17 +237,14 @@ pub fn from_value(value: &Value, identity: &Identity) -> Result<Profile, Profile
     Ok(profile)
 }
 
-const RUNTIME_KEYS: [&str; 9] = [
-    "gpu",
-    "gpu_total_bytes",
-    "cuda_context_bytes",
-    "cublas_library_bytes",
-    "cublas_workspace_bytes",
-    "model_kernels_bytes",
-    "backward_library_bytes",
-    "cudnn_library_bytes",
-    "allocator",
-];
+/// The fields of the core's runtime profile, as it serialises them (so a
+/// field the core adds is accepted without a change here).
+pub fn runtime_keys() -> Vec<String> {
+    match serde_json::to_value(RuntimeProfile::h200()) {
+        Ok(Value::Object(map)) => map.keys().cloned().collect(),
+        _ => Vec::new(),
+    }
+}
 
 fn clean(message: &str) -> String {
     message
