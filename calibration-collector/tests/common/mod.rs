@@ -6,7 +6,12 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 
-pub const BIN: &str = env!("CARGO_BIN_EXE_calibration-collector");
+/// The binary under test (`HEADROOM_COLLECTOR_BIN` overrides it, for test
+/// binaries carried to a GPU machine).
+pub fn bin() -> String {
+    std::env::var("HEADROOM_COLLECTOR_BIN")
+        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_calibration-collector").to_string())
+}
 
 pub fn data(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -19,7 +24,7 @@ pub fn run(args: &[&str], stdin: Option<&str>) -> Output {
 }
 
 pub fn run_env(args: &[&str], stdin: Option<&str>, env: &[(&str, &str)]) -> Output {
-    let mut cmd = Command::new(BIN);
+    let mut cmd = Command::new(bin());
     cmd.args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
