@@ -86,6 +86,11 @@ impl Replay {
         self.peak_allocation
     }
 
+    /// Allocations made so far.
+    pub fn allocations(&self) -> u64 {
+        self.allocations
+    }
+
     /// Live blocks captured by [`Replay::inspect_at`]: (op, component, bytes).
     pub fn inspected(&self) -> &[(Op, Component, u64)] {
         &self.inspected

@@ -24,6 +24,9 @@ use crate::trace::Replay;
 use crate::workload::{Attention, InferenceKind, Logits, Mode, Precision, Workload};
 use alloc::vec::Vec;
 
+/// Test hook: forces full replays of decode steps.
+pub static DISABLE_DECODE_SHORTCUT: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
+
 /// Rejects workloads the decoder family cannot run.
 pub fn validate(workload: &Workload) -> Result<(), Error> {
     if workload.mode == Mode::Inference
@@ -316,10 +319,16 @@ impl Model<'_> {
                 let total = c.tokens + s;
                 let elems = b * kvh * total * hd;
                 let bytes = c.dtype.storage_bytes(elems);
+                // self.keys = torch.cat([self.keys, k]): the new cache is
+                // allocated, then the old one released; then the values.
+                let old = c.layers.get(l).copied();
                 let nk = g.op("KV cache: keys cat", &[k.v], &[], bytes, Component::KvCache);
+                if let Some((ok, _)) = old {
+                    g.drop(ok);
+                }
                 let nv = g.op("KV cache: values cat", &[v.v], &[], bytes, Component::KvCache);
-                if let Some((ok, ov)) = c.layers.get(l).copied() {
-                    g.drop_all(&[ok, ov]);
+                if let Some((_, ov)) = old {
+                    g.drop(ov);
                     c.layers[l] = (nk, nv);
                 } else {
                     c.layers.push((nk, nv));
@@ -369,6 +378,46 @@ impl Model<'_> {
         out
     }
 
+    /// A decode step (one token per sequence) whose per-layer transients all
+    /// fit the small pool (<= 1 MiB) while each layer's keys and values are
+    /// large-pool blocks: the two pools never share blocks, so layers 1..N
+    /// leave the small pool exactly as layer 0 did and only their KV-cache
+    /// cats change the large pool. Tested against the full replay in
+    /// `decode_shortcut_matches_full_replay`.
+    fn decode_shortcut(&self, call: &Call, cache: &Option<KvCache>) -> bool {
+        let Some(c) = cache else { return false };
+        if call.tokens != 1 || c.layers.len() != self.a.num_layers as usize || !c.dtype.is_float() || DISABLE_DECODE_SHORTCUT.load(core::sync::atomic::Ordering::Relaxed) {
+            return false;
+        }
+        let a = self.a;
+        let widest = [a.hidden_size, a.intermediate_size, a.num_heads * a.head_dim]
+            .into_iter()
+            .max()
+            .unwrap_or(0) as u64;
+        let widest = match a.moe {
+            Some(m) => widest.max(2 * m.expert_intermediate_size as u64).max(m.num_experts as u64 * m.experts_per_token as u64),
+            None => widest,
+        };
+        let transient = call.batch * widest * FP32;
+        let kv = c.dtype.storage_bytes(call.batch * a.num_kv_heads as u64 * c.tokens * a.head_dim as u64);
+        transient <= crate::allocator::SMALL_SIZE && kv > crate::allocator::SMALL_SIZE
+    }
+
+    /// The KV-cache update of layer `l` alone (`torch.cat` of keys, then values).
+    fn kv_cat(&self, g: &mut Graph, l: usize, call: &Call, cache: &mut Option<KvCache>) {
+        let Some(c) = cache.as_mut() else { return };
+        let a = self.a;
+        g.at("attention: KV cache update (torch.cat)", Some(l as u32));
+        let elems = call.batch * a.num_kv_heads as u64 * (c.tokens + call.tokens) * a.head_dim as u64;
+        let bytes = c.dtype.storage_bytes(elems);
+        let (ok, ov) = c.layers[l];
+        let nk = g.op("KV cache: keys cat", &[], &[], bytes, Component::KvCache);
+        g.drop(ok);
+        let nv = g.op("KV cache: values cat", &[], &[], bytes, Component::KvCache);
+        g.drop(ov);
+        c.layers[l] = (nk, nv);
+    }
+
     fn mlp(&self, g: &mut Graph, cx: &mut Ctx, x: T, mlp: &Mlp, layer: Option<u32>) -> T {
         match *mlp {
             Mlp::Gated { gate, up, down } => {
@@ -411,11 +460,14 @@ impl Model<'_> {
                 let out = g.op("moe: final_hidden_states = zeros_like", &[x.v], &[], x.bytes(), Component::Transient);
                 let out = T { v: out, ..x };
                 let i = gate_up.out_features / experts / 2;
-                // Tokens per expert: uniform routing (random weights route evenly).
-                let n = (rows * top_k).div_ceil(experts);
+                // Only experts that receive tokens run (`expert_hit`); routing
+                // spreads tokens evenly over them (random or trained routers).
+                let assignments = rows * top_k;
+                let hit = experts.min(assignments);
+                let n = assignments.div_ceil(hit);
                 let per_gu = Linear { in_features: h, out_features: 2 * i, lora: None, ..gate_up };
                 let per_down = Linear { in_features: i, out_features: h, lora: None, ..down };
-                for _ in 0..experts {
+                for _ in 0..hit {
                     let cur = g.op("moe: gather tokens", &[x.v], &[], n * h * x.dsize, Component::Transient);
                     let cur = T { v: cur, elems: n * h, dsize: x.dsize };
                     let gu = nn::linear(g, cx, cur, &per_gu, "moe: expert gate_up");
@@ -497,7 +549,14 @@ impl Model<'_> {
         } else {
             None
         };
+        let decode_shortcut = self.decode_shortcut(call, cache);
         for l in 0..a.num_layers as usize {
+            if decode_shortcut && l > 0 {
+                // Same small-pool transients as layer 0, reusing the same cached
+                // blocks; only the large-pool KV-cache cat differs per layer.
+                self.kv_cat(g, l, call, cache);
+                continue;
+            }
             let out = if call.checkpointing {
                 // Non-reentrant checkpoint: run without saving; the boundary keeps the input.
                 let grad = g.grad_mode;
