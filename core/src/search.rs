@@ -14,10 +14,19 @@ pub struct CurvePoint {
     pub length: u32,
     /// The estimate at that length.
     pub estimate: Estimate,
+    /// When the exact replay at this length peaked lower than at a shorter
+    /// length, the curve carries that shorter length's estimate; this is it.
+    pub monotone_from: Option<u32>,
 }
 
 /// Estimates the workload at each length (sequence length, or image size
-/// for vision models).
+/// for vision models), ascending.
+///
+/// Each point is an exact replay, except that a point whose peak is below
+/// a shorter point's (the allocator can fragment a little less on a longer
+/// run, by a few segments) reports that shorter point's peak instead: the
+/// curve is the running maximum, so it is monotone and never below the
+/// exact replay. `monotone_from` on the point says where that happened.
 pub fn curve(
     arch: &Architecture,
     workload: &Workload,
@@ -25,16 +34,27 @@ pub fn curve(
     lengths: &[u32],
 ) -> Result<Vec<CurvePoint>, Error> {
     let vision = arch.is_vision();
-    lengths
-        .iter()
-        .map(|&length| {
-            let w = workload.with_length(vision, length);
-            Ok(CurvePoint {
-                length,
-                estimate: estimate_with(arch, &w, runtime, EstimateOptions::default())?,
-            })
-        })
-        .collect()
+    let mut sorted: Vec<u32> = lengths.to_vec();
+    sorted.sort_unstable();
+    sorted.dedup();
+    let mut out: Vec<CurvePoint> = Vec::with_capacity(sorted.len());
+    for length in sorted {
+        let w = workload.with_length(vision, length);
+        let mut estimate = estimate_with(arch, &w, runtime, EstimateOptions::default())?;
+        let mut monotone_from = None;
+        if let Some(prev) = out.last() {
+            if prev.estimate.driver_peak > estimate.driver_peak {
+                monotone_from = Some(prev.monotone_from.unwrap_or(prev.length));
+                estimate = prev.estimate.clone();
+            }
+        }
+        out.push(CurvePoint {
+            length,
+            estimate,
+            monotone_from,
+        });
+    }
+    Ok(out)
 }
 
 /// `count` lengths from `min` to `max`, evenly spaced (or geometric when
