@@ -73,7 +73,8 @@ pub struct DriverVersions {
 pub fn driver_versions() -> DriverVersions {
     let driver = std::fs::read_to_string("/proc/driver/nvidia/version")
         .ok()
-        .and_then(|text| parse_proc_version(&text));
+        .and_then(|text| parse_proc_version(&text))
+        .or_else(nvidia_smi_driver);
     let mut v: std::ffi::c_int = 0;
     // SAFETY: writes one int; the driver is loaded (checked by `init`).
     let ok = unsafe { sys::cuDriverGetVersion(&mut v) } == sys::CUresult::CUDA_SUCCESS;
@@ -81,6 +82,19 @@ pub fn driver_versions() -> DriverVersions {
         driver,
         cuda_driver_api: ok.then(|| format!("{}.{}", v / 1000, (v % 1000) / 10)),
     }
+}
+
+/// The driver version as nvidia-smi reports it (where /proc has none, e.g.
+/// in some containers).
+fn nvidia_smi_driver() -> Option<String> {
+    let out = std::process::Command::new("nvidia-smi")
+        .args(["--query-gpu=driver_version", "--format=csv,noheader"])
+        .output()
+        .ok()?;
+    let text = String::from_utf8(out.stdout).ok()?;
+    let v = text.lines().next()?.trim().to_string();
+    (out.status.success() && !v.is_empty() && v.chars().all(|c| c.is_ascii_digit() || c == '.'))
+        .then_some(v)
 }
 
 /// The version in `/proc/driver/nvidia/version`'s first line
