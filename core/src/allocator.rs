@@ -174,6 +174,24 @@ impl CachingAllocator {
         self.stats.peak_reserved = self.stats.reserved;
     }
 
+    /// Live segments in creation order: (size, free bytes inside it).
+    pub fn segments(&self) -> alloc::vec::Vec<(u64, u64)> {
+        let mut out = alloc::vec::Vec::new();
+        for seg in self.segments.iter().filter(|s| s.live) {
+            let mut free = 0;
+            let mut b = seg.head;
+            while b != NONE {
+                let blk = &self.blocks[b as usize];
+                if !blk.allocated {
+                    free += blk.size;
+                }
+                b = blk.next;
+            }
+            out.push((seg.size, free));
+        }
+        out
+    }
+
     /// Every allocated block: (handle, size).
     pub fn live_blocks(&self) -> impl Iterator<Item = (BlockId, u64)> + '_ {
         let free: alloc::collections::BTreeSet<u32> = self.free_slots.iter().copied().collect();

@@ -199,6 +199,10 @@ pub struct DecoderArch {
     /// Ignored when `sliding_window` is 0.
     #[cfg_attr(feature = "serde", serde(default))]
     pub full_attention_every: u32,
+    /// Final logits pass through `tanh(logits / cap) * cap` (Gemma 2's
+    /// `final_logit_softcapping`): three more vocabulary-sized tensors.
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub final_logit_softcapping: bool,
 }
 
 impl DecoderArch {

@@ -326,6 +326,8 @@ impl Config<'_> {
             moe: None,
             sliding_window: 0,
             full_attention_every: 0,
+            final_logit_softcapping: t == "gemma2"
+                && !matches!(self.get("final_logit_softcapping"), Some(Value::Null)),
         };
         arch.moe = match t {
             "mixtral" => Some(MoeConfig {
@@ -491,6 +493,7 @@ impl Config<'_> {
             moe: None,
             sliding_window: 0,
             full_attention_every: 0,
+            final_logit_softcapping: false,
         })
     }
 

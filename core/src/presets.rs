@@ -61,6 +61,7 @@ pub fn llama_like(
         extra_norms_per_layer: 0,
         moe: None,
         sliding_window: 0,
+        final_logit_softcapping: false,
         full_attention_every: 0,
     }
 }
@@ -113,6 +114,7 @@ pub fn gemma2(
     a.extra_norms_per_layer = 2;
     a.sliding_window = 4096;
     a.full_attention_every = 2;
+    a.final_logit_softcapping = true;
     a
 }
 
@@ -265,6 +267,7 @@ pub fn all() -> Vec<Preset> {
         extra_norms_per_layer: 0,
         moe: None,
         sliding_window: 0,
+        final_logit_softcapping: false,
         full_attention_every: 0,
     };
 

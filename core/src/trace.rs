@@ -204,6 +204,11 @@ impl Replay {
         };
     }
 
+    /// The allocator (diagnostics).
+    pub fn allocator(&self) -> &CachingAllocator {
+        &self.allocator
+    }
+
     /// Allocator totals.
     pub fn stats(&self) -> Stats {
         self.allocator.stats()

@@ -252,11 +252,54 @@ fn build(g: &mut Graph, a: &DecoderArch, workload: &Workload) -> Weights {
     Weights { embed, positions, layers, norm, lm_head, trainable, params, bytes }
 }
 
-/// Per-layer KV cache: (keys, values) tensors and their element size.
+/// One layer's cache: keys and values storage and the tokens kept.
+#[derive(Clone, Copy)]
+struct CachedLayer {
+    keys: Value,
+    values: Value,
+    /// Tokens the next `torch.cat` starts from (for a sliding layer the last
+    /// `window - 1`, a view that keeps the whole cat output alive).
+    kept: u64,
+}
+
+/// The generation cache (`DynamicCache`).
 struct KvCache {
-    layers: Vec<(Value, Value)>,
-    tokens: u64,
+    layers: Vec<CachedLayer>,
     dtype: Dtype,
+}
+
+impl KvCache {
+    fn kept(&self, l: usize) -> u64 {
+        self.layers.get(l).map_or(0, |c| c.kept)
+    }
+
+    /// `update`: cat onto the kept tokens (keys, then values, each replacing
+    /// the old storage). Returns the new keys/values and their length.
+    fn update(&mut self, g: &mut Graph, l: usize, new_tokens: u64, per_token_elems: u64, window: Option<u32>) -> (Value, Value, u64, u64) {
+        let total = self.kept(l) + new_tokens;
+        let elems = per_token_elems * total;
+        let bytes = self.dtype.storage_bytes(elems);
+        let old = self.layers.get(l).copied();
+        let keys = g.op("KV cache: keys cat", &[], &[], bytes, Component::KvCache);
+        if let Some(o) = old {
+            g.drop(o.keys);
+        }
+        let values = g.op("KV cache: values cat", &[], &[], bytes, Component::KvCache);
+        if let Some(o) = old {
+            g.drop(o.values);
+        }
+        let kept = match window {
+            Some(w) => total.min(w.saturating_sub(1) as u64),
+            None => total,
+        };
+        let entry = CachedLayer { keys, values, kept };
+        if l < self.layers.len() {
+            self.layers[l] = entry;
+        } else {
+            self.layers.push(entry);
+        }
+        (keys, values, total, elems)
+    }
 }
 
 /// One forward call: `tokens` new positions after `past` cached ones.
@@ -313,26 +356,11 @@ impl Model<'_> {
             None => (q, k),
         };
         // KV cache: DynamicLayer.update = torch.cat([cache, new], dim=-2).
+        let window = a.layer_sliding_window(l as u32);
         let (k, v, kv_len) = match cache {
             Some(c) => {
                 g.at("attention: KV cache update (torch.cat)", layer);
-                let total = c.tokens + s;
-                let elems = b * kvh * total * hd;
-                let bytes = c.dtype.storage_bytes(elems);
-                // self.keys = torch.cat([self.keys, k]): the new cache is
-                // allocated, then the old one released; then the values.
-                let old = c.layers.get(l).copied();
-                let nk = g.op("KV cache: keys cat", &[k.v], &[], bytes, Component::KvCache);
-                if let Some((ok, _)) = old {
-                    g.drop(ok);
-                }
-                let nv = g.op("KV cache: values cat", &[v.v], &[], bytes, Component::KvCache);
-                if let Some((_, ov)) = old {
-                    g.drop(ov);
-                    c.layers[l] = (nk, nv);
-                } else {
-                    c.layers.push((nk, nv));
-                }
+                let (nk, nv, total, elems) = c.update(g, l, s, b * kvh * hd, window);
                 g.drop_all(&[k.v, v.v]);
                 g.hold(nk);
                 g.hold(nv);
@@ -347,7 +375,17 @@ impl Model<'_> {
         };
         g.at("attention: scaled dot product", layer);
         let shape = AttnShape { batch: b, heads: nh, kv_heads: kvh, q_len: s, kv_len, head_dim: hd };
+        let masked = window.is_some() && s > 1;
         let attn = match self.attention {
+            Attention::Sdpa if masked && kvh < nh => {
+                // A sliding-window mask is passed to sdpa, so transformers
+                // repeats keys and values per query head (no enable_gqa).
+                let kr = nn::unary(g, T { elems: b * nh * kv_len * hd, ..k }, "attention: repeat_kv (keys)", false, k.dsize);
+                let vr = nn::unary(g, T { elems: b * nh * kv_len * hd, ..v }, "attention: repeat_kv (values)", false, v.dsize);
+                let out = nn::sdpa(g, cx, q, kr, vr, AttnShape { kv_heads: nh, ..shape }, rope.is_some());
+                g.drop_all(&[kr.v, vr.v]);
+                out
+            }
             Attention::Sdpa => nn::sdpa(g, cx, q, k, v, shape, rope.is_some()),
             Attention::Eager => nn::eager_attention(g, q, k, v, shape, None),
         };
@@ -399,7 +437,8 @@ impl Model<'_> {
             None => widest,
         };
         let transient = call.batch * widest * FP32;
-        let kv = c.dtype.storage_bytes(call.batch * a.num_kv_heads as u64 * c.tokens * a.head_dim as u64);
+        let shortest = c.layers.iter().map(|l| l.kept).min().unwrap_or(0);
+        let kv = c.dtype.storage_bytes(call.batch * a.num_kv_heads as u64 * shortest * a.head_dim as u64);
         transient <= crate::allocator::SMALL_SIZE && kv > crate::allocator::SMALL_SIZE
     }
 
@@ -408,14 +447,7 @@ impl Model<'_> {
         let Some(c) = cache.as_mut() else { return };
         let a = self.a;
         g.at("attention: KV cache update (torch.cat)", Some(l as u32));
-        let elems = call.batch * a.num_kv_heads as u64 * (c.tokens + call.tokens) * a.head_dim as u64;
-        let bytes = c.dtype.storage_bytes(elems);
-        let (ok, ov) = c.layers[l];
-        let nk = g.op("KV cache: keys cat", &[], &[], bytes, Component::KvCache);
-        g.drop(ok);
-        let nv = g.op("KV cache: values cat", &[], &[], bytes, Component::KvCache);
-        g.drop(ov);
-        c.layers[l] = (nk, nv);
+        c.update(g, l, call.tokens, call.batch * a.num_kv_heads as u64 * a.head_dim as u64, a.layer_sliding_window(l as u32));
     }
 
     fn mlp(&self, g: &mut Graph, cx: &mut Ctx, x: T, mlp: &Mlp, layer: Option<u32>) -> T {
@@ -549,6 +581,14 @@ impl Model<'_> {
         } else {
             None
         };
+        // Sliding-window layers get an explicit boolean mask (b, 1, s, s),
+        // built once per call and kept for every layer.
+        let sliding_mask = if s > 1 && (0..a.num_layers).any(|l| a.layer_sliding_window(l).is_some()) {
+            g.at("sliding-window attention mask", None);
+            Some(g.input(b * s * s, Component::Transient))
+        } else {
+            None
+        };
         let decode_shortcut = self.decode_shortcut(call, cache);
         for l in 0..a.num_layers as usize {
             if decode_shortcut && l > 0 {
@@ -570,6 +610,9 @@ impl Model<'_> {
             };
             g.drop(x.v);
             x = out;
+        }
+        if let Some(m) = sliding_mask {
+            g.drop(m);
         }
         g.at("final norm", None);
         let hn = self.norm(g, cx, x, self.w.norm, "final norm");
@@ -599,6 +642,18 @@ impl Model<'_> {
             }
         };
         g.drop(hn.v);
+        if a.final_logit_softcapping {
+            // logits = tanh(logits / cap) * cap
+            g.at("final logit softcapping", None);
+            let scaled = nn::unary(g, out, "logits / softcap", false, out.dsize);
+            g.drop(out.v);
+            let th = g.op_saving_output("tanh(logits / softcap)", &[scaled.v], scaled.bytes(), Component::Transient);
+            g.drop(scaled.v);
+            let th = T { v: th, ..scaled };
+            let capped = nn::unary(g, th, "* softcap", false, th.dsize);
+            g.drop(th.v);
+            return capped;
+        }
         out
     }
 }
@@ -659,7 +714,7 @@ pub fn replay(a: &DecoderArch, workload: &Workload, runtime: &RuntimeProfile, re
 
 fn generate(g: &mut Graph, model: &Model, cx: &mut Ctx, workload: &Workload, b: u64, s: u64) {
     let kv_dtype = workload.inference.kv_dtype.unwrap_or(if workload.dtype.is_float() { workload.dtype } else { Dtype::Bf16 });
-    let mut cache = Some(KvCache { layers: Vec::new(), tokens: 0, dtype: kv_dtype });
+    let mut cache = Some(KvCache { layers: Vec::new(), dtype: kv_dtype });
     let v = model.a.vocab_size as u64;
     let new_tokens = workload.inference.new_tokens.max(1) as u64;
     let mut ids = g.input(b * s * INT64, Component::Activations);
@@ -668,9 +723,6 @@ fn generate(g: &mut Graph, model: &Model, cx: &mut Ctx, workload: &Workload, b: 
         g.replay.step(None);
         let call = Call { batch: b, tokens: if step == 0 { s } else { 1 }, logits: workload.inference.logits, checkpointing: false, gpt2_dropout: false };
         let logits = model.forward(g, cx, &call, &mut cache, &mut None);
-        if let Some(c) = cache.as_mut() {
-            c.tokens += call.tokens;
-        }
         g.at("generate: next-token logits to fp32", None);
         let next = g.op("generate: logits[:, -1].float()", &[logits.v], &[], b * v * FP32, Component::Transient);
         g.drop(logits.v);

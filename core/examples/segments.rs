@@ -1,0 +1,11 @@
+use headroom_core::spec::Spec;
+fn main() {
+    let spec = Spec::from_json(&std::fs::read_to_string(std::env::args().nth(1).unwrap()).unwrap()).unwrap();
+    let mut r = headroom_core::trace::Replay::new(spec.runtime.allocator, None);
+    headroom_core::families::replay(&spec.model.arch, &spec.workload, &spec.runtime, &mut r).unwrap();
+    let mut big: Vec<(u64,u64)> = r.allocator().segments().into_iter().filter(|s| s.0 > 100<<20).collect();
+    big.sort();
+    let mut counts: std::collections::BTreeMap<(u64,u64), u32> = Default::default();
+    for s in big { *counts.entry((s.0 >> 20, s.1 >> 20)).or_default() += 1; }
+    for ((size, free), n) in counts { println!("{n:4} x {size:8} MiB segment, {free:8} MiB free"); }
+}
