@@ -24,6 +24,7 @@ use leptos::prelude::*;
 use plotters::prelude::IntoDrawingArea;
 use plotters_canvas::CanvasBackend;
 use std::cell::RefCell;
+use std::rc::Rc;
 use std::time::Duration;
 use wasm_bindgen::JsCast;
 use web_sys::{HtmlCanvasElement, HtmlInputElement};
@@ -142,6 +143,46 @@ struct Ctx {
     point: Memo<Result<Estimate, String>>,
     measured: Memo<Vec<(u32, u64)>>,
     fit: RwSignal<Option<Vec<FitRow>>>,
+    fit_pending: RwSignal<bool>,
+}
+
+/// One computation of the fit table.
+struct FitJob {
+    arch: headroom_core::arch::Architecture,
+    workload: Workload,
+    runtime: RuntimeProfile,
+    peak: Option<headroom_core::Bytes>,
+    margin: u32,
+    generation: StoredValue<u64>,
+    mine: u64,
+    rows: RefCell<Vec<FitRow>>,
+    out: RwSignal<Option<Vec<FitRow>>>,
+    pending: RwSignal<bool>,
+}
+
+/// Computes row `i` in a task of its own, then schedules the next; stops
+/// when a newer change has started another job.
+fn fit_step(job: Rc<FitJob>, i: usize) {
+    let delay = if i == 0 { 60 } else { 0 };
+    set_timeout(
+        move || {
+            if job.generation.try_get_value() != Some(job.mine) {
+                return;
+            }
+            match CATALOG.get(i) {
+                Some(gpu) => {
+                    let row = fit::row(gpu, &job.arch, &job.workload, &job.runtime, job.peak, job.margin);
+                    job.rows.borrow_mut().push(row);
+                    fit_step(job, i + 1);
+                }
+                None => {
+                    job.out.try_set(Some(job.rows.take()));
+                    job.pending.try_set(false);
+                }
+            }
+        },
+        Duration::from_millis(delay),
+    );
 }
 
 impl Ctx {
@@ -247,6 +288,7 @@ pub fn App() -> impl IntoView {
         state.with(|s| calib::matching(&points, &s.model, &s.workload, &rt))
     });
     let fit_rows = RwSignal::new(None::<Vec<FitRow>>);
+    let fit_pending = RwSignal::new(true);
     let ctx = Ctx {
         state,
         profiles,
@@ -259,10 +301,12 @@ pub fn App() -> impl IntoView {
         point,
         measured,
         fit: fit_rows,
+        fit_pending,
     };
 
-    // The fit table runs dozens of estimates: it follows the chart, a
-    // moment after the last change, so it never delays a redraw.
+    // The fit table runs dozens of estimates per GPU: it follows the chart
+    // a moment after the last change, one GPU per task, so it never delays
+    // a redraw or blocks the page.
     let fit_key = Memo::new(move |_| {
         state.with(|s| (s.model.arch.clone(), s.workload.clone(), s.margin_pct))
     });
@@ -272,17 +316,20 @@ pub fn App() -> impl IntoView {
         let rt = runtime.get();
         let peak = point.with(|p| p.as_ref().ok().map(|e| e.driver_peak));
         generation.update_value(|g| *g += 1);
-        let mine = generation.get_value();
-        set_timeout(
-            move || {
-                if generation.try_get_value() != Some(mine) {
-                    return;
-                }
-                let rows = fit::rows(&arch, &w, &rt, peak, margin);
-                fit_rows.try_set(Some(rows));
-            },
-            Duration::from_millis(60),
-        );
+        let job = Rc::new(FitJob {
+            arch,
+            workload: w,
+            runtime: rt,
+            peak,
+            margin,
+            generation,
+            mine: generation.get_value(),
+            rows: RefCell::new(Vec::new()),
+            out: fit_rows,
+            pending: fit_pending,
+        });
+        fit_pending.set(true);
+        fit_step(job, 0);
     });
 
     // The URL follows the state (debounced: browsers throttle history calls).
@@ -1134,6 +1181,8 @@ fn ChartPanel(ctx: Ctx) -> impl IntoView {
         }
         perf::drawn();
         let _ = el.set_attribute("data-draws", &perf::draws().to_string());
+        let _ = el.set_attribute("data-measured", &measured.len().to_string());
+        let _ = el.set_attribute("data-points", &ctx.curve.with(|c| c.lengths.len()).to_string());
     });
 
     let index_at = move |ev: &web_sys::MouseEvent| -> Option<(f64, usize)> {
@@ -1219,8 +1268,9 @@ fn ChartPanel(ctx: Ctx) -> impl IntoView {
                 </div>
                 {range_field("range-from", "From", true)}
                 {range_field("range-to", "To", false)}
-                <fieldset class="gpus">
-                    <legend>"GPU lines"</legend>
+                <details class="gpus" data-testid="gpu-lines">
+                    <summary>{move || format!("GPU lines ({} of {})", ctx.state.with(|s| s.gpus.len()), CATALOG.len())}</summary>
+                    <div class="gpu-list">
                     {CATALOG.iter().map(|g| {
                         let id = g.id;
                         let input_id = format!("gpu-{id}");
@@ -1241,7 +1291,8 @@ fn ChartPanel(ctx: Ctx) -> impl IntoView {
                             </span>
                         }
                     }).collect_view()}
-                </fieldset>
+                    </div>
+                </details>
             </div>
             <div class="canvas-wrap" on:mouseleave=move |_| hover.set(None)>
                 <canvas
@@ -1346,7 +1397,7 @@ fn FitPanel(ctx: Ctx) -> impl IntoView {
                     Ok(())
                 })}
             <div class="table-wrap">
-            <table data-testid="gpu-table">
+            <table data-testid="gpu-table" aria-busy=move || ctx.fit_pending.get().to_string() class:stale=move || ctx.fit_pending.get()>
                 <thead>
                     <tr>
                         <th scope="col">"GPU"</th>

@@ -175,6 +175,25 @@ fn y_max(spec: &ChartSpec) -> (f64, Vec<(String, f64)>) {
     (top, off)
 }
 
+/// GPU lines inside the axis, with lines closer than 4% of the axis merged
+/// into one labelled line so their labels do not overlap.
+fn merge_close(lines: &[(String, f64)], y_top: f64) -> Vec<(String, f64)> {
+    let mut sorted: Vec<&(String, f64)> = lines.iter().filter(|g| g.1 <= y_top).collect();
+    sorted.sort_by(|a, b| a.1.total_cmp(&b.1));
+    let mut out: Vec<(String, f64)> = Vec::new();
+    for (name, value) in sorted {
+        match out.last_mut() {
+            Some(last) if value - last.1 < 0.04 * y_top => {
+                last.0.push_str(", ");
+                last.0.push_str(name);
+                last.1 = last.1.min(*value);
+            }
+            _ => out.push((name.clone(), *value)),
+        }
+    }
+    out
+}
+
 /// Draws the chart on `root`.
 pub fn draw<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,
@@ -265,7 +284,7 @@ where
     }
     let (x0, x1) = (spec.from as f64, spec.to.max(spec.from + 1) as f64);
     let limit = spec.theme.limit();
-    for (label, gb_value) in spec.gpu_lines.iter().filter(|g| g.1 <= y_top) {
+    for (label, gb_value) in merge_close(spec.gpu_lines, y_top).iter() {
         chart
             .draw_series(std::iter::once(PathElement::new(
                 vec![(x0, *gb_value), (x1, *gb_value)],
@@ -379,6 +398,12 @@ mod tests {
             assert!((layout.length_at(mid).unwrap() - 4096.0).abs() < 1e-6);
             assert_eq!(layout.length_at(layout.x_px.0 as f64 - 10.0), None);
         }
+    }
+
+    #[test]
+    fn close_gpu_lines_share_one_label() {
+        let lines = vec![("A".to_string(), 25.4), ("B".to_string(), 25.45), ("C".to_string(), 48.0), ("D".to_string(), 500.0)];
+        assert_eq!(merge_close(&lines, 100.0), vec![("A, B".to_string(), 25.4), ("C".to_string(), 48.0)]);
     }
 
     #[test]

@@ -57,20 +57,31 @@ pub fn rows(
     driver_peak: Option<Bytes>,
     margin_pct: u32,
 ) -> Vec<FitRow> {
-    let reserve = driver_peak.map(|p| reservation(p, margin_pct));
     CATALOG
         .iter()
-        .map(|gpu| {
-            let cap = capacity(gpu.usable_bytes, margin_pct);
-            FitRow {
-                gpu,
-                max_length: max_length(arch, workload, runtime, cap).map_err(|e| e.to_string()),
-                max_batch: max_batch(arch, workload, runtime, cap).map_err(|e| e.to_string()),
-                jobs: reserve.map(|r| jobs_per_card(gpu.usable_bytes, r)),
-                reservation: reserve,
-            }
-        })
+        .map(|gpu| row(gpu, arch, workload, runtime, driver_peak, margin_pct))
         .collect()
+}
+
+/// The row of one GPU (the page computes them one at a time so it stays
+/// responsive).
+pub fn row(
+    gpu: &'static Gpu,
+    arch: &Architecture,
+    workload: &Workload,
+    runtime: &RuntimeProfile,
+    driver_peak: Option<Bytes>,
+    margin_pct: u32,
+) -> FitRow {
+    let reserve = driver_peak.map(|p| reservation(p, margin_pct));
+    let cap = capacity(gpu.usable_bytes, margin_pct);
+    FitRow {
+        gpu,
+        max_length: max_length(arch, workload, runtime, cap).map_err(|e| e.to_string()),
+        max_batch: max_batch(arch, workload, runtime, cap).map_err(|e| e.to_string()),
+        jobs: reserve.map(|r| jobs_per_card(gpu.usable_bytes, r)),
+        reservation: reserve,
+    }
 }
 
 #[cfg(test)]

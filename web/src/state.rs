@@ -70,7 +70,7 @@ impl AppState {
             model,
             workload,
             view: View { log_x, from, to },
-            gpus: gpus::CATALOG.iter().map(|g| g.id.to_string()).collect(),
+            gpus: default_gpus(),
             margin_pct: DEFAULT_MARGIN_PCT,
             profile: calib::BUILTIN_ID.into(),
         }
@@ -123,8 +123,7 @@ impl AppState {
         if self.view.to != to {
             pairs.push(("to".into(), self.view.to.to_string()));
         }
-        let all: Vec<String> = gpus::CATALOG.iter().map(|g| g.id.to_string()).collect();
-        if self.gpus != all {
+        if self.gpus != default_gpus() {
             let mut list = self.gpus.join(",");
             if self.gpus.len() <= 1 {
                 list.push(',');
@@ -230,6 +229,22 @@ impl AppState {
             }
         }
         (state, notes)
+    }
+}
+
+/// GPU lines drawn unless the link says otherwise: the cards people most
+/// often size for (those of them the catalog has; all when it has none).
+pub fn default_gpus() -> Vec<String> {
+    const COMMON: [&str; 4] = ["rtx-4090", "a100-80gb", "h100-80gb", "h200"];
+    let picked: Vec<String> = gpus::CATALOG
+        .iter()
+        .filter(|g| COMMON.contains(&g.id))
+        .map(|g| g.id.to_string())
+        .collect();
+    if picked.is_empty() {
+        gpus::CATALOG.iter().map(|g| g.id.to_string()).collect()
+    } else {
+        picked
     }
 }
 

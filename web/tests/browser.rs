@@ -1,0 +1,307 @@
+//! Browser tests: mount the page in headless Chromium and drive it.
+//! `cargo test -p headroom-web --target wasm32-unknown-unknown`
+#![cfg(target_arch = "wasm32")]
+
+use headroom_web::app::{last_export, perf, App};
+use leptos::mount::mount_to;
+use wasm_bindgen::{JsCast, JsValue};
+use wasm_bindgen_test::*;
+use web_sys::{Element, HtmlElement, HtmlInputElement, HtmlSelectElement, HtmlTextAreaElement};
+
+wasm_bindgen_test_configure!(run_in_browser);
+
+fn window() -> web_sys::Window {
+    web_sys::window().expect("a window")
+}
+
+async fn sleep(ms: i32) {
+    let promise = js_sys::Promise::new(&mut |resolve, _| {
+        window()
+            .set_timeout_with_callback_and_timeout_and_arguments_0(&resolve, ms)
+            .expect("setTimeout");
+    });
+    wasm_bindgen_futures::JsFuture::from(promise).await.expect("timer");
+}
+
+/// Lets effects run and timers (fit table, URL) fire.
+async fn settle() {
+    for _ in 0..3 {
+        leptos::task::tick().await;
+    }
+    sleep(120).await;
+}
+
+async fn wait_until(what: &str, mut ok: impl FnMut() -> bool) {
+    for _ in 0..300 {
+        if ok() {
+            return;
+        }
+        sleep(20).await;
+    }
+    panic!("timed out waiting for: {what}");
+}
+
+/// The page mounted in its own container, opened at `?query`.
+struct Page {
+    root: Element,
+    _handle: Box<dyn std::any::Any>,
+}
+
+impl Page {
+    async fn open(query: &str) -> Page {
+        let path = window().location().pathname().expect("a path");
+        let url = if query.is_empty() { path } else { format!("{path}?{query}") };
+        window()
+            .history()
+            .expect("history")
+            .replace_state_with_url(&JsValue::NULL, "", Some(&url))
+            .expect("replaceState");
+        let doc = window().document().expect("a document");
+        let root = doc.create_element("div").expect("a div");
+        doc.body().expect("a body").append_child(&root).expect("append");
+        let handle = mount_to(root.clone().unchecked_into::<HtmlElement>(), App);
+        settle().await;
+        Page {
+            root,
+            _handle: Box::new(handle),
+        }
+    }
+
+    fn find(&self, id: &str) -> Option<Element> {
+        self.root
+            .query_selector(&format!("[data-testid='{id}']"))
+            .expect("a valid selector")
+    }
+
+    #[track_caller]
+    fn get(&self, id: &str) -> Element {
+        self.find(id).unwrap_or_else(|| panic!("no element with data-testid={id}"))
+    }
+
+    fn text(&self, id: &str) -> String {
+        self.find(id).and_then(|e| e.text_content()).unwrap_or_default()
+    }
+
+    fn value(&self, id: &str) -> String {
+        let e = self.get(id);
+        if let Some(i) = e.dyn_ref::<HtmlInputElement>() {
+            i.value()
+        } else if let Some(s) = e.dyn_ref::<HtmlSelectElement>() {
+            s.value()
+        } else if let Some(t) = e.dyn_ref::<HtmlTextAreaElement>() {
+            t.value()
+        } else {
+            panic!("{id} has no value")
+        }
+    }
+
+    fn fire(&self, el: &Element, kind: &str) {
+        let init = web_sys::EventInit::new();
+        init.set_bubbles(true);
+        let ev = web_sys::Event::new_with_event_init_dict(kind, &init).expect("an event");
+        el.dispatch_event(&ev).expect("dispatch");
+    }
+
+    /// Types `value` into an input (fires `input` and `change`).
+    fn type_in(&self, id: &str, value: &str) {
+        let e = self.get(id);
+        if let Some(i) = e.dyn_ref::<HtmlInputElement>() {
+            i.set_value(value);
+        } else if let Some(t) = e.dyn_ref::<HtmlTextAreaElement>() {
+            t.set_value(value);
+        }
+        self.fire(&e, "input");
+        self.fire(&e, "change");
+    }
+
+    fn choose(&self, id: &str, value: &str) {
+        let e = self.get(id);
+        e.dyn_ref::<HtmlSelectElement>().expect("a select").set_value(value);
+        self.fire(&e, "change");
+    }
+
+    fn click(&self, id: &str) {
+        self.get(id).dyn_into::<HtmlElement>().expect("an element").click();
+    }
+
+    fn chart_attr(&self, name: &str) -> u32 {
+        self.get("chart")
+            .get_attribute(name)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    }
+
+    async fn fit_table(&self) -> String {
+        wait_until("the GPU table", || self.get("gpu-table").get_attribute("aria-busy").as_deref() == Some("false")).await;
+        self.text("gpu-table")
+    }
+}
+
+impl Drop for Page {
+    fn drop(&mut self) {
+        self.root.remove();
+    }
+}
+
+#[wasm_bindgen_test]
+async fn picking_a_model_and_changing_the_length_updates_breakdown_and_gpu_table() {
+    let page = Page::open("").await;
+    page.choose("preset", "llama-3.2-1b");
+    settle().await;
+    assert!(page.text("model-summary").contains("Llama 3.2 1B"), "{}", page.text("model-summary"));
+    wait_until("a peak", || !page.text("peak-total").is_empty()).await;
+    let peak_before = page.text("peak-total");
+    let table_before = page.fit_table().await;
+    assert!(table_before.contains("NVIDIA H200"), "{table_before}");
+
+    page.type_in("seq-len", "32768");
+    settle().await;
+    assert_eq!(page.value("seq-len"), "32768");
+    let peak_after = page.text("peak-total");
+    assert_ne!(peak_before, peak_after, "the peak follows the length");
+    assert!(page.text("breakdown").contains("32,768"));
+    let table_after = page.fit_table().await;
+    assert_ne!(table_before, table_after, "the GPU table follows the length");
+
+    // A bad value names the field and its range, and changes nothing.
+    page.type_in("batch", "0");
+    settle().await;
+    assert!(page.text("batch-error").contains("1 to 65536"), "{}", page.text("batch-error"));
+    assert_eq!(page.text("peak-total"), peak_after);
+}
+
+#[wasm_bindgen_test]
+async fn a_share_link_restores_the_state() {
+    let page = Page::open("model=gpt2&batch=3&seq_len=777&x=lin&margin=20&gpus=h200,").await;
+    assert_eq!(page.value("preset"), "gpt2");
+    assert_eq!(page.value("batch"), "3");
+    assert_eq!(page.value("seq-len"), "777");
+    assert_eq!(page.value("margin"), "20");
+    assert!(!page.get("log-x").dyn_into::<HtmlInputElement>().unwrap().checked());
+    assert!(page.find("url-note").is_none(), "{}", page.text("url-note"));
+    let link = page.value("share-link");
+    for part in ["model=gpt2", "batch=3", "seq_len=777", "x=lin", "margin=20", "gpus=h200,"] {
+        assert!(link.contains(part), "{link} lacks {part}");
+    }
+    // The address bar follows the state.
+    page.type_in("batch", "5");
+    sleep(400).await;
+    let search = window().location().search().unwrap();
+    assert!(search.contains("batch=5"), "{search}");
+}
+
+#[wasm_bindgen_test]
+async fn a_bad_link_opens_with_defaults_and_a_note() {
+    let page = Page::open("model=nope-7b&batch=0&seq_len=512&x=sideways").await;
+    let note = page.text("url-note");
+    for part in ["model=nope-7b", "batch=0", "workload.batch", "x=sideways"] {
+        assert!(note.contains(part), "note `{note}` lacks {part}");
+    }
+    assert_eq!(page.value("preset"), "llama-3.1-8b");
+    assert_eq!(page.value("batch"), "1");
+    assert_eq!(page.value("seq-len"), "512", "the good part is kept");
+    page.click("dismiss-note");
+    settle().await;
+    assert!(page.find("url-note").is_none());
+}
+
+#[wasm_bindgen_test]
+async fn importing_a_profile_applies_its_runtime_and_overlays_its_points() {
+    let page = Page::open("model=llama-3.1-8b&seq_len=2048").await;
+    let measured_before = page.chart_attr("data-measured");
+    assert!(measured_before >= 1, "bundled H200 points match the default llama workload");
+
+    page.type_in("profile-paste", "{\"runtime\": 3}");
+    page.click("profile-load");
+    settle().await;
+    assert!(page.text("profile-status").contains("runtime"), "{}", page.text("profile-status"));
+
+    let profile = r#"{
+        "name": "test card",
+        "runtime": {"gpu": "Test GPU", "cuda_context_bytes": 1000000000, "allocator": "default"},
+        "points": [
+            {"case": "a", "model": "llama-3.1-8b", "workload": {"mode": "inference", "batch": 1, "seq_len": 1000, "dtype": "bf16"}, "measured": {"driver_peak": 20000000000}},
+            {"case": "b", "model": "llama-3.1-8b", "workload": {"mode": "inference", "batch": 1, "seq_len": 3000, "dtype": "bf16"}, "measured": {"driver_peak": 21000000000}},
+            {"case": "c", "model": "gpt2", "workload": {"seq_len": 3000}, "measured": {"driver_peak": 1000000000}}
+        ]
+    }"#;
+    page.type_in("profile-paste", profile);
+    page.click("profile-load");
+    settle().await;
+    assert!(page.text("profile-status").contains("Loaded"), "{}", page.text("profile-status"));
+    assert_eq!(page.value("profile"), "loaded");
+    assert!(page.text("runtime-figures").contains("954 MiB"), "{}", page.text("runtime-figures"));
+    assert!(page.text("runtime-figures").contains("Test GPU"));
+    if page.find("row-cuda_context").is_some() {
+        assert!(page.text("row-cuda_context").contains("1.00 GB"), "{}", page.text("row-cuda_context"));
+    }
+    assert_eq!(page.chart_attr("data-measured"), 2, "the two matching points are drawn");
+    assert!(page.find("link-profile-note").is_some());
+}
+
+#[wasm_bindgen_test]
+async fn csv_export_holds_the_curve() {
+    let page = Page::open("model=gpt2&x=lin&from=128&to=1024").await;
+    page.click("export-csv");
+    let (name, csv) = last_export().expect("an export");
+    assert_eq!(name, "headroom-gpt2-curve.csv");
+    let lines: Vec<&str> = csv.lines().collect();
+    assert!(lines[0].starts_with("seq_len,driver_peak_bytes,reserved_peak_bytes,allocated_peak_bytes,"), "{}", lines[0]);
+    let points = page.chart_attr("data-points") as usize;
+    assert_eq!(lines.len(), 1 + points);
+    if points > 0 {
+        assert!(lines[1].starts_with("128,"), "{}", lines[1]);
+        assert!(lines.last().unwrap().starts_with("1024,"));
+    }
+    page.click("export-json");
+    let (name, json) = last_export().expect("an export");
+    assert_eq!(name, "headroom-gpt2-estimate.json");
+    assert!(json.contains("\"model\": \"gpt2\""), "{json}");
+}
+
+#[wasm_bindgen_test]
+async fn a_bad_config_json_names_the_key() {
+    let page = Page::open("").await;
+    page.type_in("hf-config", "{\"hidden_size\": 8}");
+    page.click("hf-import");
+    settle().await;
+    assert!(page.text("hf-error").contains("model_type"), "{}", page.text("hf-error"));
+    page.type_in("hf-config", "{\"model_type\": ");
+    page.click("hf-import");
+    settle().await;
+    assert!(page.text("hf-error").contains("malformed JSON"), "{}", page.text("hf-error"));
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// Input change to redrawn chart, 256-point curve: the median of 60
+/// changes that recompute the whole curve (batch), and of 60 that only move
+/// the chosen length (the curve is reused).
+#[wasm_bindgen_test]
+async fn redraw_time_after_an_input_change() {
+    let page = Page::open("model=llama-3.1-8b").await;
+    assert_eq!(page.chart_attr("data-points"), 256, "a 256-point curve");
+    let _ = perf::take();
+    let run = |values: Vec<String>, id: &'static str| {
+        let page = &page;
+        async move {
+            for v in values {
+                let before = perf::draws();
+                page.type_in(id, &v);
+                wait_until("a redraw", || perf::draws() > before).await;
+            }
+            perf::take()
+        }
+    };
+    let full = run((0..60).map(|i| (2 + i % 8).to_string()).collect(), "batch").await;
+    let marker = run((0..60).map(|i| (1024 + 64 * i).to_string()).collect(), "seq-len").await;
+    let (full_n, marker_n) = (full.len(), marker.len());
+    let (full_ms, marker_ms) = (median(full), median(marker));
+    console_log!(
+        "PERF redraw after a curve-changing input: median {full_ms:.1} ms over {full_n} changes (256-point curve); after a length change: median {marker_ms:.1} ms over {marker_n} changes"
+    );
+    assert!(full_n >= 50 && marker_n >= 50);
+}
