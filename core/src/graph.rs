@@ -73,6 +73,10 @@ pub struct Graph<'r> {
     /// Record nodes for backward (`torch.is_grad_enabled()`).
     pub grad_mode: bool,
     layer: Option<u32>,
+    /// Bytes of every parameter created, when recording (see [`Graph::record_params`]).
+    param_log: Option<Vec<u64>>,
+    /// fp32 copies from a build-then-cast load, freed one per new parameter.
+    staged: Vec<Tensor>,
 }
 
 impl<'r> Graph<'r> {
@@ -84,7 +88,33 @@ impl<'r> Graph<'r> {
             nodes: Vec::with_capacity(4096),
             grad_mode: false,
             layer: None,
+            param_log: None,
+            staged: Vec::new(),
         }
+    }
+
+    /// Starts recording the bytes of each parameter created.
+    pub fn record_params(&mut self) {
+        self.param_log = Some(Vec::new());
+    }
+
+    /// The recorded parameter sizes.
+    pub fn recorded_params(&mut self) -> Vec<u64> {
+        self.param_log.take().unwrap_or_default()
+    }
+
+    /// Build-then-cast loading: the model was constructed in fp32 (these
+    /// sizes, in construction order) and is now cast parameter by
+    /// parameter: each next [`Graph::param`] allocates the cast copy and then
+    /// frees the fp32 original, as `module.half()` / `.to(dtype)` does.
+    pub fn stage_fp32_construction(&mut self, fp32_sizes: &[u64]) {
+        self.replay.op("load: construct in fp32", None);
+        let mut staged: Vec<Tensor> = fp32_sizes
+            .iter()
+            .map(|&b| self.replay.alloc(b, Component::Weights))
+            .collect();
+        staged.reverse();
+        self.staged = staged;
     }
 
     /// Sets the op name and layer that the next allocations belong to.
@@ -111,6 +141,12 @@ impl<'r> Graph<'r> {
     /// Allocates a parameter (or buffer) held for the whole run.
     pub fn param(&mut self, bytes: u64, requires_grad: bool) -> Value {
         let storage = self.replay.alloc(bytes, Component::Weights);
+        if let Some(log) = self.param_log.as_mut() {
+            log.push(bytes);
+        }
+        if let Some(original) = self.staged.pop() {
+            self.replay.free(original);
+        }
         self.push(ValueState {
             bytes,
             component: Component::Weights,

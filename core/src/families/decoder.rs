@@ -21,7 +21,7 @@ use crate::estimate::{Component, ReplaySummary};
 use crate::graph::{Graph, Value};
 use crate::runtime::RuntimeProfile;
 use crate::trace::Replay;
-use crate::workload::{Attention, InferenceKind, Logits, Mode, Precision, Workload};
+use crate::workload::{Attention, InferenceKind, LoadPath, Logits, Mode, Precision, Workload};
 use alloc::vec::Vec;
 
 /// Test hook: forces full replays of decode steps.
@@ -683,6 +683,17 @@ fn gelu_new(g: &mut Graph, cx: &Ctx, x: T) -> T {
 /// Replays a decoder run.
 pub fn replay(a: &DecoderArch, workload: &Workload, runtime: &RuntimeProfile, replay: &mut Replay) -> Result<ReplaySummary, Error> {
     let mut g = Graph::new(replay);
+    if workload.load == LoadPath::BuildThenCast && workload.mode == Mode::Inference && workload.dtype.is_float() && workload.dtype != Dtype::Fp32 {
+        // Constructed on the GPU in fp32, then `model.to(dtype)`.
+        let mut scratch_replay = Replay::new(runtime.allocator, None);
+        let mut scratch = Graph::new(&mut scratch_replay);
+        scratch.record_params();
+        let mut fp32 = workload.clone();
+        fp32.dtype = Dtype::Fp32;
+        build(&mut scratch, a, &fp32);
+        let sizes = scratch.recorded_params();
+        g.stage_fp32_construction(&sizes);
+    }
     let w = build(&mut g, a, workload);
     let summary = ReplaySummary { params: w.params, weight_bytes: w.bytes, ..ReplaySummary::default() };
     // cuBLAS workspace of the forward thread, allocated by the first matmul

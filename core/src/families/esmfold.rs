@@ -45,7 +45,7 @@ use crate::estimate::{Component, ReplaySummary};
 use crate::graph::{Graph, Value};
 use crate::runtime::RuntimeProfile;
 use crate::trace::Replay;
-use crate::workload::{Attention, Mode, Workload};
+use crate::workload::{Attention, LoadPath, Mode, Workload};
 use alloc::vec::Vec;
 
 /// Rejects workloads ESMFold cannot run.
@@ -321,10 +321,23 @@ pub fn passes(arch: &EsmFoldArch, workload: &Workload) -> u32 {
 pub fn replay(arch: &EsmFoldArch, workload: &Workload, runtime: &RuntimeProfile, replay: &mut Replay) -> Result<ReplaySummary, Error> {
     let mut g = Graph::new(replay);
     let stem_dsize = workload.esmfold.stem_dtype.bytes();
+    let folding = folding_tensors(arch);
+    let build_then_cast = workload.load == LoadPath::BuildThenCast && stem_dsize != FP32;
+    if build_then_cast {
+        // Built on the GPU in fp32: `EsmForProteinFolding.__init__` builds the
+        // stem and calls `self.esm.half()` at once (fp16_esm), parameter by
+        // parameter, before it builds the folding parts, which then fill some
+        // of the freed fp32 holes.
+        let mut scratch_replay = Replay::new(runtime.allocator, None);
+        let mut scratch = Graph::new(&mut scratch_replay);
+        scratch.record_params();
+        encoder::build(&mut scratch, &arch.stem, FP32, false, false);
+        let fp32_sizes = scratch.recorded_params();
+        g.stage_fp32_construction(&fp32_sizes);
+    }
     // Weights: the ESM-2 stem in stem_dtype, then the folding parts in fp32.
     let stem = encoder::build(&mut g, &arch.stem, stem_dsize, false, false);
     g.at("load weights: folding trunk and structure module", None);
-    let folding = folding_tensors(arch);
     for &elems in &folding {
         g.param(elems * FP32, false);
     }
