@@ -1,11 +1,23 @@
+//! Segments the replay creates: `cargo run --example segments -- SPEC.json [--log]`.
 use headroom_core::spec::Spec;
 fn main() {
     let spec = Spec::from_json(&std::fs::read_to_string(std::env::args().nth(1).unwrap()).unwrap()).unwrap();
     let mut r = headroom_core::trace::Replay::new(spec.runtime.allocator, None);
+    r.segment_log = Some(Vec::new());
     headroom_core::families::replay(&spec.model.arch, &spec.workload, &spec.runtime, &mut r).unwrap();
-    let mut big: Vec<(u64,u64)> = r.allocator().segments().into_iter().filter(|s| s.0 > 100<<20).collect();
-    big.sort();
-    let mut counts: std::collections::BTreeMap<(u64,u64), u32> = Default::default();
-    for s in big { *counts.entry((s.0 >> 20, s.1 >> 20)).or_default() += 1; }
-    for ((size, free), n) in counts { println!("{n:4} x {size:8} MiB segment, {free:8} MiB free"); }
+    if std::env::args().any(|a| a == "--log") {
+        for (op, size) in r.segment_log.take().unwrap() {
+            if size >= 20 << 20 {
+                println!("{:>8} MiB  layer {:?} step {:?} {}", size >> 20, op.layer, op.step, op.name);
+            }
+        }
+    }
+    let mut counts: std::collections::BTreeMap<(u64, u64), u32> = Default::default();
+    for s in r.allocator().segments().into_iter().filter(|s| s.0 > 100 << 20) {
+        *counts.entry((s.0 >> 20, s.1 >> 20)).or_default() += 1;
+    }
+    for ((size, free), n) in counts {
+        println!("{n:4} x {size:8} MiB segment, {free:8} MiB free");
+    }
+    println!("reserved {} alloc-peak {}", r.stats().peak_reserved, r.stats().peak_allocated);
 }

@@ -174,6 +174,11 @@ impl CachingAllocator {
         self.stats.peak_reserved = self.stats.reserved;
     }
 
+    /// Size of the most recently created segment.
+    pub fn last_segment_size(&self) -> u64 {
+        self.segments.last().map_or(0, |s| s.size)
+    }
+
     /// Live segments in creation order: (size, free bytes inside it).
     pub fn segments(&self) -> alloc::vec::Vec<(u64, u64)> {
         let mut out = alloc::vec::Vec::new();

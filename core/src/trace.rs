@@ -56,6 +56,8 @@ pub struct Replay {
     owners: alloc::vec::Vec<(Op, Component)>,
     inspected: alloc::vec::Vec<(Op, Component, u64)>,
     peak_allocation: u64,
+    /// Diagnostics: every segment created, with the op that asked for it.
+    pub segment_log: Option<alloc::vec::Vec<(Op, u64)>>,
 }
 
 impl Replay {
@@ -72,6 +74,7 @@ impl Replay {
             owners: alloc::vec::Vec::new(),
             inspected: alloc::vec::Vec::new(),
             peak_allocation: 0,
+            segment_log: None,
         }
     }
 
@@ -110,6 +113,7 @@ impl Replay {
     /// Allocates a tensor of `bytes`. Zero-byte tensors take no block in
     /// PyTorch; they are given a 512 B block here, which is lost in the noise.
     pub fn alloc(&mut self, bytes: u64, component: Component) -> Tensor {
+        let segments_before = self.allocator.stats().segments_created;
         let block = match self.allocator.malloc(bytes) {
             Ok(block) => block,
             Err(oom) => {
@@ -124,6 +128,11 @@ impl Replay {
         };
         self.live[component as usize] += self.allocator.block_size(block);
         self.allocations += 1;
+        if let Some(log) = self.segment_log.as_mut() {
+            if self.allocator.stats().segments_created > segments_before {
+                log.push((self.op, self.allocator.last_segment_size()));
+            }
+        }
         if self.inspect_at.is_some() {
             let i = block.index();
             if self.owners.len() <= i {
