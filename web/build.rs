@@ -23,8 +23,12 @@ fn main() {
         println!("cargo:rerun-if-changed={}", f.display());
         let stem = f.file_stem().and_then(|s| s.to_str()).unwrap_or("profile");
         let path = f.canonicalize().expect("listed file exists");
-        writeln!(out, "    ({stem:?}, include_str!({:?})),", path.display().to_string())
-            .expect("writing to a String");
+        writeln!(
+            out,
+            "    ({stem:?}, include_str!({:?})),",
+            path.display().to_string()
+        )
+        .expect("writing to a String");
     }
     out.push_str("];\n");
     let dest = PathBuf::from(std::env::var("OUT_DIR").expect("set by cargo")).join("profiles.rs");

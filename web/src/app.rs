@@ -171,7 +171,14 @@ fn fit_step(job: Rc<FitJob>, i: usize) {
             }
             match CATALOG.get(i) {
                 Some(gpu) => {
-                    let row = fit::row(gpu, &job.arch, &job.workload, &job.runtime, job.peak, job.margin);
+                    let row = fit::row(
+                        gpu,
+                        &job.arch,
+                        &job.workload,
+                        &job.runtime,
+                        job.peak,
+                        job.margin,
+                    );
                     job.rows.borrow_mut().push(row);
                     fit_step(job, i + 1);
                 }
@@ -345,7 +352,11 @@ pub fn App() -> impl IntoView {
                 }
                 let url = page_url(&q);
                 if let Ok(history) = window().history() {
-                    let _ = history.replace_state_with_url(&wasm_bindgen::JsValue::NULL, "", Some(&url));
+                    let _ = history.replace_state_with_url(
+                        &wasm_bindgen::JsValue::NULL,
+                        "",
+                        Some(&url),
+                    );
                 }
             },
             Duration::from_millis(250),
@@ -627,7 +638,9 @@ fn enum_options(key: &str) -> Option<&'static [&'static str]> {
 fn CustomFields(ctx: Ctx) -> impl IntoView {
     let error = RwSignal::new(None::<String>);
     let leaves = Memo::new(move |_| {
-        let arch = ctx.state.with(|s| serde_json::to_value(&s.model.arch).unwrap_or_default());
+        let arch = ctx
+            .state
+            .with(|s| serde_json::to_value(&s.model.arch).unwrap_or_default());
         let mut out = Vec::new();
         query::flatten("", &arch, &mut out);
         out
@@ -784,15 +797,28 @@ fn WorkloadPanel(ctx: Ctx) -> impl IntoView {
     let w = move |f: fn(&Workload) -> String| move || ctx.state.with(|s| f(&s.workload));
     let mode = Memo::new(move |_| ctx.state.with(|s| s.workload.mode));
     let training = move || mode.get() == Mode::Training;
-    let length_label = Memo::new(move |_| ctx.state.with(|s| defaults::length_label(&s.model.arch)));
+    let length_label =
+        Memo::new(move |_| ctx.state.with(|s| defaults::length_label(&s.model.arch)));
 
     let length_fields = move || {
         let vision = ctx.state.with(|s| s.vision());
-        let (min, max) = if vision { (16, headroom_core::workload::MAX_IMAGE_SIZE) } else { (1, headroom_core::workload::MAX_SEQ_LEN) };
-        let field = if vision { "workload.image_size" } else { "workload.seq_len" };
+        let (min, max) = if vision {
+            (16, headroom_core::workload::MAX_IMAGE_SIZE)
+        } else {
+            (1, headroom_core::workload::MAX_SEQ_LEN)
+        };
+        let field = if vision {
+            "workload.image_size"
+        } else {
+            "workload.seq_len"
+        };
         let to_pos = move |s: &AppState| -> f64 {
             let (a, b, l) = (s.view.from as f64, s.view.to as f64, s.length() as f64);
-            let t = if s.view.log_x { (l.ln() - a.ln()) / (b.ln() - a.ln()) } else { (l - a) / (b - a) };
+            let t = if s.view.log_x {
+                (l.ln() - a.ln()) / (b.ln() - a.ln())
+            } else {
+                (l - a) / (b - a)
+            };
             (t.clamp(0.0, 1.0) * 1000.0).round()
         };
         view! {
@@ -1003,19 +1029,17 @@ fn EsmFoldFields(ctx: Ctx) -> impl IntoView {
 fn CalibrationPanel(ctx: Ctx) -> impl IntoView {
     let paste = RwSignal::new(String::new());
     let status = RwSignal::new(None::<Result<String, String>>);
-    let load = move |text: String| {
-        match calib::parse_profile(&text, calib::LOADED_ID) {
-            Ok(p) => {
-                let msg = format!("Loaded “{}”: {} measured points.", p.name, p.points.len());
-                ctx.profiles.update(|ps| {
-                    ps.retain(|x| x.id != calib::LOADED_ID);
-                    ps.push(p);
-                });
-                ctx.update(|s| s.profile = calib::LOADED_ID.into());
-                status.set(Some(Ok(msg)));
-            }
-            Err(e) => status.set(Some(Err(e))),
+    let load = move |text: String| match calib::parse_profile(&text, calib::LOADED_ID) {
+        Ok(p) => {
+            let msg = format!("Loaded “{}”: {} measured points.", p.name, p.points.len());
+            ctx.profiles.update(|ps| {
+                ps.retain(|x| x.id != calib::LOADED_ID);
+                ps.push(p);
+            });
+            ctx.update(|s| s.profile = calib::LOADED_ID.into());
+            status.set(Some(Ok(msg)));
         }
+        Err(e) => status.set(Some(Err(e))),
     };
     let on_file = move |ev: leptos::ev::Event| {
         let input: HtmlInputElement = event_target(&ev);
@@ -1033,7 +1057,11 @@ fn CalibrationPanel(ctx: Ctx) -> impl IntoView {
             ("backward thread", rt.backward_library_bytes),
             ("cuDNN", rt.cudnn_library_bytes),
         ];
-        let alloc = if rt.allocator.expandable_segments { "expandable segments" } else { "default" };
+        let alloc = if rt.allocator.expandable_segments {
+            "expandable segments"
+        } else {
+            "default"
+        };
         view! {
             <table class="figures" data-testid="runtime-figures">
                 <caption>{format!("Runtime figures ({})", rt.gpu.clone().unwrap_or_else(|| "unnamed GPU".into()))}</caption>
@@ -1111,7 +1139,11 @@ fn click_link(name: &str, href: &str) {
 }
 
 fn file_stem(state: &AppState) -> String {
-    let id = if state.model.id == "custom" { "custom" } else { &state.model.id };
+    let id = if state.model.id == "custom" {
+        "custom"
+    } else {
+        &state.model.id
+    };
     format!("headroom-{id}")
 }
 
@@ -1129,7 +1161,10 @@ fn ChartPanel(ctx: Ctx) -> impl IntoView {
         let Some(el) = canvas.get() else { return };
         let el: HtmlCanvasElement = el;
         let dpr = window().device_pixel_ratio().max(1.0);
-        let (w, h) = (el.client_width().max(300) as f64, el.client_height().max(200) as f64);
+        let (w, h) = (
+            el.client_width().max(300) as f64,
+            el.client_height().max(200) as f64,
+        );
         let (pw, ph) = ((w * dpr) as u32, (h * dpr) as u32);
         if el.width() != pw || el.height() != ph {
             el.set_width(pw);
@@ -1137,12 +1172,24 @@ fn ChartPanel(ctx: Ctx) -> impl IntoView {
         }
         let theme = ctx.theme.get().resolve();
         let (from, to, log_x, x_label, length, gpu_ids) = ctx.state.with(|s| {
-            (s.view.from, s.view.to, s.view.log_x, defaults::length_label(&s.model.arch), s.length(), s.gpus.clone())
+            (
+                s.view.from,
+                s.view.to,
+                s.view.log_x,
+                defaults::length_label(&s.model.arch),
+                s.length(),
+                s.gpus.clone(),
+            )
         });
         let gpu_lines: Vec<(String, f64)> = CATALOG
             .iter()
             .filter(|g| gpu_ids.iter().any(|id| id == g.id))
-            .map(|g| (g.name.to_string(), headroom_core::Bytes(g.usable_bytes).as_gb()))
+            .map(|g| {
+                (
+                    g.name.to_string(),
+                    headroom_core::Bytes(g.usable_bytes).as_gb(),
+                )
+            })
             .collect();
         let measured: Vec<(u32, f64)> = ctx
             .measured
@@ -1150,7 +1197,9 @@ fn ChartPanel(ctx: Ctx) -> impl IntoView {
             .into_iter()
             .map(|(l, b)| (l, headroom_core::Bytes(b).as_gb()))
             .collect();
-        let total = ctx.point.with(|p| p.as_ref().ok().map(|e| e.driver_peak.as_gb()));
+        let total = ctx
+            .point
+            .with(|p| p.as_ref().ok().map(|e| e.driver_peak.as_gb()));
         let result = ctx.curve.with(|curve| {
             ctx.bands.with(|bands| {
                 let spec = ChartSpec {
@@ -1182,7 +1231,10 @@ fn ChartPanel(ctx: Ctx) -> impl IntoView {
         perf::drawn();
         let _ = el.set_attribute("data-draws", &perf::draws().to_string());
         let _ = el.set_attribute("data-measured", &measured.len().to_string());
-        let _ = el.set_attribute("data-points", &ctx.curve.with(|c| c.lengths.len()).to_string());
+        let _ = el.set_attribute(
+            "data-points",
+            &ctx.curve.with(|c| c.lengths.len()).to_string(),
+        );
     });
 
     let index_at = move |ev: &web_sys::MouseEvent| -> Option<(f64, usize)> {
@@ -1195,10 +1247,16 @@ fn ChartPanel(ctx: Ctx) -> impl IntoView {
     };
     let tooltip = move || {
         let (x, i) = hover.get()?;
-        let (length, e) = ctx.curve.with(|c| Some((*c.lengths.get(i)?, c.estimates.get(i)?.clone())))?;
-        let mut parts: Vec<(Component, headroom_core::Bytes)> =
-            e.breakdown.iter().filter(|s| s.bytes.0 > 0).map(|s| (s.component, s.bytes)).collect();
-        parts.sort_by(|a, b| b.1.cmp(&a.1));
+        let (length, e) = ctx
+            .curve
+            .with(|c| Some((*c.lengths.get(i)?, c.estimates.get(i)?.clone())))?;
+        let mut parts: Vec<(Component, headroom_core::Bytes)> = e
+            .breakdown
+            .iter()
+            .filter(|s| s.bytes.0 > 0)
+            .map(|s| (s.component, s.bytes))
+            .collect();
+        parts.sort_by_key(|p| std::cmp::Reverse(p.1));
         parts.truncate(4);
         Some(view! {
             <div class="tooltip" data-testid="tooltip" style=format!("left: {x:.0}px")>
@@ -1232,29 +1290,64 @@ fn ChartPanel(ctx: Ctx) -> impl IntoView {
     let export_csv = move |_| {
         let vision = ctx.state.with_untracked(|s| s.vision());
         let csv = ctx.curve.with_untracked(|c| export::curve_csv(c, vision));
-        download(&format!("{}-curve.csv", ctx.state.with_untracked(file_stem)), "text/csv", &csv);
+        download(
+            &format!("{}-curve.csv", ctx.state.with_untracked(file_stem)),
+            "text/csv",
+            &csv,
+        );
     };
     let export_json = move |_| {
         let link = page_url(&ctx.state.with_untracked(AppState::to_query));
         let rt = ctx.runtime.get_untracked();
         let text = ctx.point.with_untracked(|p| {
-            ctx.state.with_untracked(|s| export::estimate_json(s, &rt, p.as_ref().map_err(String::as_str), &link))
+            ctx.state.with_untracked(|s| {
+                export::estimate_json(s, &rt, p.as_ref().map_err(String::as_str), &link)
+            })
         });
-        download(&format!("{}-estimate.json", ctx.state.with_untracked(file_stem)), "application/json", &text);
+        download(
+            &format!("{}-estimate.json", ctx.state.with_untracked(file_stem)),
+            "application/json",
+            &text,
+        );
     };
 
     let range_field = move |id: &'static str, label: &'static str, is_from: bool| {
-        number_field(id, label, 1, headroom_core::workload::MAX_SEQ_LEN,
-            move || ctx.state.with(|s| if is_from { s.view.from } else { s.view.to }.to_string()),
+        number_field(
+            id,
+            label,
+            1,
+            headroom_core::workload::MAX_SEQ_LEN,
+            move || {
+                ctx.state
+                    .with(|s| if is_from { s.view.from } else { s.view.to }.to_string())
+            },
             move |t| {
-                let v = parse_u32(if is_from { "from" } else { "to" }, t, 1, headroom_core::workload::MAX_SEQ_LEN)?;
-                let (from, to) = ctx.state.with_untracked(|s| if is_from { (v, s.view.to) } else { (s.view.from, v) });
+                let v = parse_u32(
+                    if is_from { "from" } else { "to" },
+                    t,
+                    1,
+                    headroom_core::workload::MAX_SEQ_LEN,
+                )?;
+                let (from, to) = ctx.state.with_untracked(|s| {
+                    if is_from {
+                        (v, s.view.to)
+                    } else {
+                        (s.view.from, v)
+                    }
+                });
                 if from >= to {
-                    return Err(format!("`{}`: the range must run upwards ({from} to {to})", if is_from { "from" } else { "to" }));
+                    return Err(format!(
+                        "`{}`: the range must run upwards ({from} to {to})",
+                        if is_from { "from" } else { "to" }
+                    ));
                 }
-                ctx.update(|s| { s.view.from = from; s.view.to = to; });
+                ctx.update(|s| {
+                    s.view.from = from;
+                    s.view.to = to;
+                });
                 Ok(())
-            })
+            },
+        )
     };
 
     view! {

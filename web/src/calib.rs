@@ -62,12 +62,13 @@ pub fn parse_case(value: &Value, at: &str) -> Result<Option<MeasuredPoint>, Stri
         .get("model")
         .and_then(Value::as_str)
         .ok_or_else(|| format!("`{at}.model` is missing or not a string; allowed: a preset id"))?;
-    let workload =
-        parse_workload(obj.get("workload")).map_err(|e| format!("`{at}`: {e}"))?;
+    let workload = parse_workload(obj.get("workload")).map_err(|e| format!("`{at}`: {e}"))?;
     let allocator = match obj.get("runtime") {
-        Some(r) if r.is_object() => parse_runtime(r)
-            .map_err(|e| format!("`{at}`: {e}"))?
-            .allocator,
+        Some(r) if r.is_object() => {
+            parse_runtime(r)
+                .map_err(|e| format!("`{at}`: {e}"))?
+                .allocator
+        }
         _ => AllocatorConfig::default(),
     };
     let driver_peak = obj
@@ -105,11 +106,10 @@ pub fn parse_jsonl(text: &str) -> Vec<MeasuredPoint> {
 /// Reads a profile: `{"name"?, "runtime": {...}, "points"?: [cases]}`.
 /// Errors name the offending field.
 pub fn parse_profile(text: &str, id: &str) -> Result<Profile, String> {
-    let value: Value =
-        serde_json::from_str(text).map_err(|e| format!("malformed JSON: {e}"))?;
-    let obj = value
-        .as_object()
-        .ok_or("the profile is not a JSON object; allowed: {\"runtime\": {...}, \"points\": [...]}")?;
+    let value: Value = serde_json::from_str(text).map_err(|e| format!("malformed JSON: {e}"))?;
+    let obj = value.as_object().ok_or(
+        "the profile is not a JSON object; allowed: {\"runtime\": {...}, \"points\": [...]}",
+    )?;
     let runtime = match obj.get("runtime") {
         Some(r) => parse_runtime(r).map_err(|e| e.to_string())?,
         None => {
@@ -129,7 +129,9 @@ pub fn parse_profile(text: &str, id: &str) -> Result<Profile, String> {
                 }
             }
         }
-        Some(_) => return Err("`points` is not a list; allowed: a list of measurement cases".into()),
+        Some(_) => {
+            return Err("`points` is not a list; allowed: a list of measurement cases".into())
+        }
     }
     let name = obj
         .get("name")
@@ -212,7 +214,8 @@ mod tests {
     #[test]
     fn bundled_profiles_all_parse() {
         for (id, text) in bundled_files() {
-            parse_profile(text, id).unwrap_or_else(|e| panic!("calibration/profiles/{id}.json: {e}"));
+            parse_profile(text, id)
+                .unwrap_or_else(|e| panic!("calibration/profiles/{id}.json: {e}"));
         }
     }
 

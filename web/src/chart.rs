@@ -199,7 +199,8 @@ pub fn draw<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,
     spec: &ChartSpec,
 ) -> Result<Layout, String> {
-    root.fill(&spec.theme.background()).map_err(|e| e.to_string())?;
+    root.fill(&spec.theme.background())
+        .map_err(|e| e.to_string())?;
     let (from, to) = (spec.from as f64, spec.to.max(spec.from + 1) as f64);
     let (y_top, off_scale) = y_max(spec);
     let (x_px, y_px) = if spec.log_x {
@@ -264,15 +265,17 @@ where
     for band in spec.bands {
         let (r, g, b) = color(band.component);
         let fill = RGBColor(r, g, b);
-        let mut outline: Vec<(f64, f64)> = xs.iter().copied().zip(band.upper.iter().copied()).collect();
+        let mut outline: Vec<(f64, f64)> =
+            xs.iter().copied().zip(band.upper.iter().copied()).collect();
         outline.extend(xs.iter().copied().zip(band.lower.iter().copied()).rev());
         chart
-            .draw_series(std::iter::once(Polygon::new(outline, fill.mix(0.85).filled())))
+            .draw_series(std::iter::once(Polygon::new(
+                outline,
+                fill.mix(0.85).filled(),
+            )))
             .map_err(|e| err(&e))?
             .label(band.component.label())
-            .legend(move |(x, y)| {
-                Rectangle::new([(x, y - 5), (x + 10, y + 5)], fill.filled())
-            });
+            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 10, y + 5)], fill.filled()));
     }
     if let Some(top) = spec.bands.last() {
         chart
@@ -291,7 +294,10 @@ where
                 limit.stroke_width((1.5 * s).max(1.0) as u32),
             )))
             .map_err(|e| err(&e))?;
-        let style = small.clone().color(&limit).pos(Pos::new(HPos::Right, VPos::Bottom));
+        let style = small
+            .clone()
+            .color(&limit)
+            .pos(Pos::new(HPos::Right, VPos::Bottom));
         chart
             .draw_series(std::iter::once(Text::new(
                 format!("{label}: {} usable", gb(*gb_value)),
@@ -322,11 +328,16 @@ where
         let bg = spec.theme.background();
         let r = (4.5 * s) as i32;
         chart
-            .draw_series(spec.measured.iter().filter(|m| m.0 as f64 >= x0 && m.0 as f64 <= x1).map(|&(l, v)| {
-                EmptyElement::at((l as f64, v))
-                    + Circle::new((0, 0), r, bg.filled())
-                    + Circle::new((0, 0), r, fg.stroke_width((2.0 * s) as u32))
-            }))
+            .draw_series(
+                spec.measured
+                    .iter()
+                    .filter(|m| m.0 as f64 >= x0 && m.0 as f64 <= x1)
+                    .map(|&(l, v)| {
+                        EmptyElement::at((l as f64, v))
+                            + Circle::new((0, 0), r, bg.filled())
+                            + Circle::new((0, 0), r, fg.stroke_width((2.0 * s) as u32))
+                    }),
+            )
             .map_err(|e| err(&e))?
             .label("measured")
             .legend(move |(x, y)| Circle::new((x + 5, y), 4, fg.stroke_width(2)));
@@ -361,7 +372,13 @@ mod tests {
         (out, layout)
     }
 
-    fn spec<'a>(curve: &'a CurveData, b: &'a [Band], lines: &'a [(String, f64)], measured: &'a [(u32, f64)], log_x: bool) -> ChartSpec<'a> {
+    fn spec<'a>(
+        curve: &'a CurveData,
+        b: &'a [Band],
+        lines: &'a [(String, f64)],
+        measured: &'a [(u32, f64)],
+        log_x: bool,
+    ) -> ChartSpec<'a> {
         ChartSpec {
             curve,
             bands: b,
@@ -386,11 +403,24 @@ mod tests {
         for log_x in [true, false] {
             let (svg, layout) = svg(&spec(&curve, &b, &lines, &measured, log_x));
             assert!(svg.starts_with("<svg"));
-            for label in ["weights", "KV cache", "CUDA context", "measured", "peak VRAM (GB)", "tiny: 8.00 GB usable"] {
+            for label in [
+                "weights",
+                "KV cache",
+                "CUDA context",
+                "measured",
+                "peak VRAM (GB)",
+                "tiny: 8.00 GB usable",
+            ] {
                 assert!(svg.contains(label), "svg lacks {label}");
             }
-            assert!(svg.matches("<polygon").count() >= b.len(), "one polygon per band");
-            assert!(svg.contains(&css_color(Component::Weights).to_uppercase()) || svg.contains(&css_color(Component::Weights)));
+            assert!(
+                svg.matches("<polygon").count() >= b.len(),
+                "one polygon per band"
+            );
+            assert!(
+                svg.contains(&css_color(Component::Weights).to_uppercase())
+                    || svg.contains(&css_color(Component::Weights))
+            );
             // H200 (149.5 GB) is more than 3x the curve's top: listed off scale.
             assert_eq!(layout.off_scale, vec![("H200".to_string(), 149.5)]);
             assert!(layout.x_px.0 < layout.x_px.1);
@@ -402,8 +432,16 @@ mod tests {
 
     #[test]
     fn close_gpu_lines_share_one_label() {
-        let lines = vec![("A".to_string(), 25.4), ("B".to_string(), 25.45), ("C".to_string(), 48.0), ("D".to_string(), 500.0)];
-        assert_eq!(merge_close(&lines, 100.0), vec![("A, B".to_string(), 25.4), ("C".to_string(), 48.0)]);
+        let lines = vec![
+            ("A".to_string(), 25.4),
+            ("B".to_string(), 25.45),
+            ("C".to_string(), 48.0),
+            ("D".to_string(), 500.0),
+        ];
+        assert_eq!(
+            merge_close(&lines, 100.0),
+            vec![("A, B".to_string(), 25.4), ("C".to_string(), 48.0)]
+        );
     }
 
     #[test]

@@ -186,7 +186,10 @@ pub(crate) mod tests {
         for p in headroom_core::presets::all() {
             let s = crate::state::AppState::for_model(p.model());
             let c = CurveData::compute(&p.arch, &s.workload, &RuntimeProfile::h200(), &s.view, 16);
-            assert_eq!(c.lengths.len() + c.failed, lengths(s.view.from, s.view.to, 16, s.view.log_x).len());
+            assert_eq!(
+                c.lengths.len() + c.failed,
+                lengths(s.view.from, s.view.to, 16, s.view.log_x).len()
+            );
             assert_eq!(c.error.is_some(), c.failed > 0, "{}", p.id);
         }
     }

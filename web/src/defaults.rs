@@ -142,7 +142,11 @@ mod tests {
             let (min, max, _) = range_for(&p.arch);
             assert!(min >= 1 && min < max, "{}", p.id);
             let len = w.length(p.arch.is_vision());
-            assert!((min..=max).contains(&len), "{}: {len} not in {min}..{max}", p.id);
+            assert!(
+                (min..=max).contains(&len),
+                "{}: {len} not in {min}..{max}",
+                p.id
+            );
         }
     }
 

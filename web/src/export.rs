@@ -100,7 +100,12 @@ mod tests {
     fn json_export_is_a_spec_the_core_reads_back() {
         let state = AppState::default();
         let e = fake(4096);
-        let text = estimate_json(&state, &RuntimeProfile::h200(), Ok(&e), "http://x/?model=llama-3.1-8b");
+        let text = estimate_json(
+            &state,
+            &RuntimeProfile::h200(),
+            Ok(&e),
+            "http://x/?model=llama-3.1-8b",
+        );
         let v: Value = serde_json::from_str(&text).unwrap();
         assert_eq!(v["estimate"]["driver_peak"], json!(e.driver_peak.0));
         assert_eq!(v["error"], Value::Null);

@@ -109,9 +109,21 @@ mod tests {
     fn rows_cover_the_catalog_without_panicking() {
         let p = headroom_core::presets::find("gpt2").unwrap();
         let w = crate::defaults::workload_for(&p.arch);
-        let r = rows(&p.arch, &w, &RuntimeProfile::h200(), Some(Bytes(20_000_000_000)), 10);
+        let r = rows(
+            &p.arch,
+            &w,
+            &RuntimeProfile::h200(),
+            Some(Bytes(20_000_000_000)),
+            10,
+        );
         assert_eq!(r.len(), CATALOG.len());
-        assert_eq!(r[0].reservation, Some(Bytes(22_000_000_000u64.div_ceil(MIB) * MIB)));
-        assert_eq!(r[0].jobs, Some(CATALOG[0].usable_bytes / r[0].reservation.unwrap().0));
+        assert_eq!(
+            r[0].reservation,
+            Some(Bytes(22_000_000_000u64.div_ceil(MIB) * MIB))
+        );
+        assert_eq!(
+            r[0].jobs,
+            Some(CATALOG[0].usable_bytes / r[0].reservation.unwrap().0)
+        );
     }
 }

@@ -108,14 +108,24 @@ impl AppState {
             let arch = serde_json::to_value(&self.model.arch).unwrap_or(Value::Null);
             let mut leaves = Vec::new();
             query::flatten("", &arch, &mut leaves);
-            pairs.extend(leaves.into_iter().map(|(k, v)| (format!("{ARCH_PREFIX}{k}"), v)));
+            pairs.extend(
+                leaves
+                    .into_iter()
+                    .map(|(k, v)| (format!("{ARCH_PREFIX}{k}"), v)),
+            );
         } else {
             pairs.push(("model".into(), self.model.id.clone()));
         }
-        pairs.extend(workload_diff(&defaults::workload_for(&self.model.arch), &self.workload));
+        pairs.extend(workload_diff(
+            &defaults::workload_for(&self.model.arch),
+            &self.workload,
+        ));
         let (from, to, log_x) = defaults::range_for(&self.model.arch);
         if self.view.log_x != log_x {
-            pairs.push(("x".into(), if self.view.log_x { "log" } else { "lin" }.into()));
+            pairs.push((
+                "x".into(),
+                if self.view.log_x { "log" } else { "lin" }.into(),
+            ));
         }
         if self.view.from != from {
             pairs.push(("from".into(), self.view.from.to_string()));
@@ -144,7 +154,13 @@ impl AppState {
     pub fn from_query(query_text: &str, profile_ids: &[&str]) -> (AppState, Vec<String>) {
         let pairs = query::parse(query_text);
         let mut notes = Vec::new();
-        let get = |key: &str| pairs.iter().rev().find(|(k, _)| k == key).map(|(_, v)| v.as_str());
+        let get = |key: &str| {
+            pairs
+                .iter()
+                .rev()
+                .find(|(k, _)| k == key)
+                .map(|(_, v)| v.as_str())
+        };
 
         let model = read_model(&pairs, get("model"), get("name"), &mut notes);
         let mut state = AppState::for_model(model);
@@ -320,11 +336,17 @@ fn read_workload(base: &Workload, pairs: &[(&str, &str)], notes: &mut Vec<String
             Ok(w) => {
                 // Keys the parser silently ignored are unknown fields.
                 let mut known = Vec::new();
-                query::flatten("", &serde_json::to_value(&w).unwrap_or(Value::Null), &mut known);
+                query::flatten(
+                    "",
+                    &serde_json::to_value(&w).unwrap_or(Value::Null),
+                    &mut known,
+                );
                 for (k, v) in &pairs {
-                    let ok = known
-                        .iter()
-                        .any(|(kk, _)| kk == k || kk.starts_with(&format!("{k}.")) || k.starts_with(&format!("{kk}.")));
+                    let ok = known.iter().any(|(kk, _)| {
+                        kk == k
+                            || kk.starts_with(&format!("{k}."))
+                            || k.starts_with(&format!("{kk}."))
+                    });
                     if !ok {
                         notes.push(format!("ignored {k}={v}: not a setting of this page"));
                     }
@@ -334,9 +356,11 @@ fn read_workload(base: &Workload, pairs: &[(&str, &str)], notes: &mut Vec<String
             Err(e) => {
                 let key = error_key(&e);
                 let hit = key.as_deref().and_then(|key| {
-                    pairs
-                        .iter()
-                        .position(|(k, _)| *k == key || key.starts_with(&format!("{k}.")) || k.starts_with(&format!("{key}.")))
+                    pairs.iter().position(|(k, _)| {
+                        *k == key
+                            || key.starts_with(&format!("{k}."))
+                            || k.starts_with(&format!("{key}."))
+                    })
                 });
                 match hit {
                     Some(i) => {
@@ -344,9 +368,7 @@ fn read_workload(base: &Workload, pairs: &[(&str, &str)], notes: &mut Vec<String
                         notes.push(format!("ignored {k}={v}: {e}"));
                     }
                     None => {
-                        notes.push(format!(
-                            "ignored the workload settings of the link: {e}"
-                        ));
+                        notes.push(format!("ignored the workload settings of the link: {e}"));
                         return base.clone();
                     }
                 }
@@ -359,7 +381,11 @@ fn read_workload(base: &Workload, pairs: &[(&str, &str)], notes: &mut Vec<String
 pub fn workload_diff(base: &Workload, w: &Workload) -> Vec<(String, String)> {
     let mut a = Vec::new();
     let mut b = Vec::new();
-    query::flatten("", &serde_json::to_value(base).unwrap_or(Value::Null), &mut a);
+    query::flatten(
+        "",
+        &serde_json::to_value(base).unwrap_or(Value::Null),
+        &mut a,
+    );
     query::flatten("", &serde_json::to_value(w).unwrap_or(Value::Null), &mut b);
     b.into_iter().filter(|leaf| !a.contains(leaf)).collect()
 }
@@ -454,7 +480,10 @@ mod tests {
         let (state, notes) = AppState::from_query(q, IDS);
         let all = notes.join("\n");
         for needle in expect {
-            assert!(all.contains(needle), "notes for `{q}` lack `{needle}`:\n{all}");
+            assert!(
+                all.contains(needle),
+                "notes for `{q}` lack `{needle}`:\n{all}"
+            );
         }
         assert_eq!(notes.len(), expect.len(), "{q}: {notes:?}");
         state
@@ -478,13 +507,25 @@ mod tests {
         assert_eq!(s.workload.batch, 1);
         assert_eq!(s.gpus, vec!["h200".to_string()]);
 
-        let s = check_notes("model=gpt-9", &["ignored model=gpt-9: `model`: unknown preset"]);
+        let s = check_notes(
+            "model=gpt-9",
+            &["ignored model=gpt-9: `model`: unknown preset"],
+        );
         assert_eq!(s.model.id, DEFAULT_PRESET);
-        check_notes("model=custom&a.family=decoder&a.hidden_size=8", &["ignored the custom model"]);
+        check_notes(
+            "model=custom&a.family=decoder&a.hidden_size=8",
+            &["ignored the custom model"],
+        );
         check_notes("mode=flying", &["ignored mode=flying: `workload.mode`"]);
-        check_notes("training.lora.rank=0&mode=training", &["ignored training.lora.rank=0"]);
+        check_notes(
+            "training.lora.rank=0&mode=training",
+            &["ignored training.lora.rank=0"],
+        );
         check_notes("from=5000&to=10", &["from` must be below `to`"]);
         check_notes("profile=loaded", &["loaded from a file"]);
-        check_notes("%ZZ=%&&==&seq_len=1e999", &["ignored %ZZ=%", "ignored =", "ignored seq_len=1e999"]);
+        check_notes(
+            "%ZZ=%&&==&seq_len=1e999",
+            &["ignored %ZZ=%", "ignored =", "ignored seq_len=1e999"],
+        );
     }
 }

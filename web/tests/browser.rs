@@ -20,7 +20,9 @@ async fn sleep(ms: i32) {
             .set_timeout_with_callback_and_timeout_and_arguments_0(&resolve, ms)
             .expect("setTimeout");
     });
-    wasm_bindgen_futures::JsFuture::from(promise).await.expect("timer");
+    wasm_bindgen_futures::JsFuture::from(promise)
+        .await
+        .expect("timer");
 }
 
 /// Lets effects run and timers (fit table, URL) fire.
@@ -50,7 +52,11 @@ struct Page {
 impl Page {
     async fn open(query: &str) -> Page {
         let path = window().location().pathname().expect("a path");
-        let url = if query.is_empty() { path } else { format!("{path}?{query}") };
+        let url = if query.is_empty() {
+            path
+        } else {
+            format!("{path}?{query}")
+        };
         window()
             .history()
             .expect("history")
@@ -58,7 +64,10 @@ impl Page {
             .expect("replaceState");
         let doc = window().document().expect("a document");
         let root = doc.create_element("div").expect("a div");
-        doc.body().expect("a body").append_child(&root).expect("append");
+        doc.body()
+            .expect("a body")
+            .append_child(&root)
+            .expect("append");
         let handle = mount_to(root.clone().unchecked_into::<HtmlElement>(), App);
         settle().await;
         Page {
@@ -75,11 +84,14 @@ impl Page {
 
     #[track_caller]
     fn get(&self, id: &str) -> Element {
-        self.find(id).unwrap_or_else(|| panic!("no element with data-testid={id}"))
+        self.find(id)
+            .unwrap_or_else(|| panic!("no element with data-testid={id}"))
     }
 
     fn text(&self, id: &str) -> String {
-        self.find(id).and_then(|e| e.text_content()).unwrap_or_default()
+        self.find(id)
+            .and_then(|e| e.text_content())
+            .unwrap_or_default()
     }
 
     fn value(&self, id: &str) -> String {
@@ -116,12 +128,17 @@ impl Page {
 
     fn choose(&self, id: &str, value: &str) {
         let e = self.get(id);
-        e.dyn_ref::<HtmlSelectElement>().expect("a select").set_value(value);
+        e.dyn_ref::<HtmlSelectElement>()
+            .expect("a select")
+            .set_value(value);
         self.fire(&e, "change");
     }
 
     fn click(&self, id: &str) {
-        self.get(id).dyn_into::<HtmlElement>().expect("an element").click();
+        self.get(id)
+            .dyn_into::<HtmlElement>()
+            .expect("an element")
+            .click();
     }
 
     fn chart_attr(&self, name: &str) -> u32 {
@@ -132,7 +149,10 @@ impl Page {
     }
 
     async fn fit_table(&self) -> String {
-        wait_until("the GPU table", || self.get("gpu-table").get_attribute("aria-busy").as_deref() == Some("false")).await;
+        wait_until("the GPU table", || {
+            self.get("gpu-table").get_attribute("aria-busy").as_deref() == Some("false")
+        })
+        .await;
         self.text("gpu-table")
     }
 }
@@ -148,7 +168,11 @@ async fn picking_a_model_and_changing_the_length_updates_breakdown_and_gpu_table
     let page = Page::open("").await;
     page.choose("preset", "llama-3.2-1b");
     settle().await;
-    assert!(page.text("model-summary").contains("Llama 3.2 1B"), "{}", page.text("model-summary"));
+    assert!(
+        page.text("model-summary").contains("Llama 3.2 1B"),
+        "{}",
+        page.text("model-summary")
+    );
     wait_until("a peak", || !page.text("peak-total").is_empty()).await;
     let peak_before = page.text("peak-total");
     let table_before = page.fit_table().await;
@@ -161,12 +185,19 @@ async fn picking_a_model_and_changing_the_length_updates_breakdown_and_gpu_table
     assert_ne!(peak_before, peak_after, "the peak follows the length");
     assert!(page.text("breakdown").contains("32,768"));
     let table_after = page.fit_table().await;
-    assert_ne!(table_before, table_after, "the GPU table follows the length");
+    assert_ne!(
+        table_before, table_after,
+        "the GPU table follows the length"
+    );
 
     // A bad value names the field and its range, and changes nothing.
     page.type_in("batch", "0");
     settle().await;
-    assert!(page.text("batch-error").contains("1 to 65536"), "{}", page.text("batch-error"));
+    assert!(
+        page.text("batch-error").contains("1 to 65536"),
+        "{}",
+        page.text("batch-error")
+    );
     assert_eq!(page.text("peak-total"), peak_after);
 }
 
@@ -177,10 +208,21 @@ async fn a_share_link_restores_the_state() {
     assert_eq!(page.value("batch"), "3");
     assert_eq!(page.value("seq-len"), "777");
     assert_eq!(page.value("margin"), "20");
-    assert!(!page.get("log-x").dyn_into::<HtmlInputElement>().unwrap().checked());
+    assert!(!page
+        .get("log-x")
+        .dyn_into::<HtmlInputElement>()
+        .unwrap()
+        .checked());
     assert!(page.find("url-note").is_none(), "{}", page.text("url-note"));
     let link = page.value("share-link");
-    for part in ["model=gpt2", "batch=3", "seq_len=777", "x=lin", "margin=20", "gpus=h200,"] {
+    for part in [
+        "model=gpt2",
+        "batch=3",
+        "seq_len=777",
+        "x=lin",
+        "margin=20",
+        "gpus=h200,",
+    ] {
         assert!(link.contains(part), "{link} lacks {part}");
     }
     // The address bar follows the state.
@@ -209,12 +251,19 @@ async fn a_bad_link_opens_with_defaults_and_a_note() {
 async fn importing_a_profile_applies_its_runtime_and_overlays_its_points() {
     let page = Page::open("model=llama-3.1-8b&seq_len=2048").await;
     let measured_before = page.chart_attr("data-measured");
-    assert!(measured_before >= 1, "bundled H200 points match the default llama workload");
+    assert!(
+        measured_before >= 1,
+        "bundled H200 points match the default llama workload"
+    );
 
     page.type_in("profile-paste", "{\"runtime\": 3}");
     page.click("profile-load");
     settle().await;
-    assert!(page.text("profile-status").contains("runtime"), "{}", page.text("profile-status"));
+    assert!(
+        page.text("profile-status").contains("runtime"),
+        "{}",
+        page.text("profile-status")
+    );
 
     let profile = r#"{
         "name": "test card",
@@ -228,14 +277,30 @@ async fn importing_a_profile_applies_its_runtime_and_overlays_its_points() {
     page.type_in("profile-paste", profile);
     page.click("profile-load");
     settle().await;
-    assert!(page.text("profile-status").contains("Loaded"), "{}", page.text("profile-status"));
+    assert!(
+        page.text("profile-status").contains("Loaded"),
+        "{}",
+        page.text("profile-status")
+    );
     assert_eq!(page.value("profile"), "loaded");
-    assert!(page.text("runtime-figures").contains("954 MiB"), "{}", page.text("runtime-figures"));
+    assert!(
+        page.text("runtime-figures").contains("954 MiB"),
+        "{}",
+        page.text("runtime-figures")
+    );
     assert!(page.text("runtime-figures").contains("Test GPU"));
     if page.find("row-cuda_context").is_some() {
-        assert!(page.text("row-cuda_context").contains("1.00 GB"), "{}", page.text("row-cuda_context"));
+        assert!(
+            page.text("row-cuda_context").contains("1.00 GB"),
+            "{}",
+            page.text("row-cuda_context")
+        );
     }
-    assert_eq!(page.chart_attr("data-measured"), 2, "the two matching points are drawn");
+    assert_eq!(
+        page.chart_attr("data-measured"),
+        2,
+        "the two matching points are drawn"
+    );
     assert!(page.find("link-profile-note").is_some());
 }
 
@@ -246,7 +311,11 @@ async fn csv_export_holds_the_curve() {
     let (name, csv) = last_export().expect("an export");
     assert_eq!(name, "headroom-gpt2-curve.csv");
     let lines: Vec<&str> = csv.lines().collect();
-    assert!(lines[0].starts_with("seq_len,driver_peak_bytes,reserved_peak_bytes,allocated_peak_bytes,"), "{}", lines[0]);
+    assert!(
+        lines[0].starts_with("seq_len,driver_peak_bytes,reserved_peak_bytes,allocated_peak_bytes,"),
+        "{}",
+        lines[0]
+    );
     let points = page.chart_attr("data-points") as usize;
     assert_eq!(lines.len(), 1 + points);
     if points > 0 {
@@ -265,11 +334,19 @@ async fn a_bad_config_json_names_the_key() {
     page.type_in("hf-config", "{\"hidden_size\": 8}");
     page.click("hf-import");
     settle().await;
-    assert!(page.text("hf-error").contains("model_type"), "{}", page.text("hf-error"));
+    assert!(
+        page.text("hf-error").contains("model_type"),
+        "{}",
+        page.text("hf-error")
+    );
     page.type_in("hf-config", "{\"model_type\": ");
     page.click("hf-import");
     settle().await;
-    assert!(page.text("hf-error").contains("malformed JSON"), "{}", page.text("hf-error"));
+    assert!(
+        page.text("hf-error").contains("malformed JSON"),
+        "{}",
+        page.text("hf-error")
+    );
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -297,7 +374,11 @@ async fn redraw_time_after_an_input_change() {
         }
     };
     let full = run((0..60).map(|i| (2 + i % 8).to_string()).collect(), "batch").await;
-    let marker = run((0..60).map(|i| (1024 + 64 * i).to_string()).collect(), "seq-len").await;
+    let marker = run(
+        (0..60).map(|i| (1024 + 64 * i).to_string()).collect(),
+        "seq-len",
+    )
+    .await;
     let (full_n, marker_n) = (full.len(), marker.len());
     let (full_ms, marker_ms) = (median(full), median(marker));
     console_log!(
