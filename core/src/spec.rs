@@ -119,7 +119,7 @@ pub fn validate_arch(arch: &Architecture) -> Result<(), Error> {
                 ));
             }
             if let Some(m) = a.moe {
-                check_range("model.moe.num_experts", m.num_experts as u64, 1, 4096)?;
+                check_range("model.moe.num_experts", m.num_experts as u64, 1, 1024)?;
                 check_range(
                     "model.moe.experts_per_token",
                     m.experts_per_token as u64,

@@ -261,6 +261,9 @@ pub const MAX_SEQ_LEN: u64 = 4_194_304;
 pub const MAX_IMAGE_SIZE: u64 = 8_192;
 /// Most decode steps accepted.
 pub const MAX_NEW_TOKENS: u64 = 1_048_576;
+/// Most tokens (batch x sequence length) in one step: keeps every tensor
+/// size far inside `u64` (logits of a 4M-entry vocabulary included).
+pub const MAX_TOKENS_PER_STEP: u64 = 1 << 28;
 /// Most training steps accepted.
 pub const MAX_STEPS: u64 = 1_000;
 
@@ -269,6 +272,14 @@ impl Workload {
     pub fn validate(&self) -> Result<(), Error> {
         check_range("workload.batch", self.batch as u64, 1, MAX_BATCH)?;
         check_range("workload.seq_len", self.seq_len as u64, 1, MAX_SEQ_LEN)?;
+        let tokens = self.batch as u64 * self.seq_len as u64;
+        if tokens > MAX_TOKENS_PER_STEP {
+            return Err(Error::invalid(
+                "workload.batch x workload.seq_len",
+                alloc::format!("{tokens} tokens per step is too large"),
+                "at most 268435456 tokens per step",
+            ));
+        }
         if let Some(size) = self.image_size {
             check_range("workload.image_size", size as u64, 16, MAX_IMAGE_SIZE)?;
         }

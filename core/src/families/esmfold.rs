@@ -57,8 +57,21 @@ pub fn validate(workload: &Workload) -> Result<(), Error> {
             "\"inference\" for esmfold",
         ));
     }
+    // Triangle attention allocates batch x L^3 x 16 bytes: keep it in u64.
+    crate::error::check_range("workload.seq_len", workload.seq_len as u64, 1, MAX_RESIDUES)?;
+    let residues = workload.batch as u64 * workload.seq_len as u64;
+    if residues > MAX_RESIDUES {
+        return Err(Error::invalid(
+            "workload.batch x workload.seq_len",
+            alloc::format!("{residues} residues per batch is too large for ESMFold"),
+            "at most 65536 residues per batch",
+        ));
+    }
     Ok(())
 }
+
+/// Most residues (batch x length) ESMFold estimates accept.
+pub const MAX_RESIDUES: u64 = 65_536;
 
 /// One ESMFold forward in progress: the graph and the shapes.
 struct Folder<'g, 'r> {
