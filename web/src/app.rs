@@ -377,7 +377,7 @@ pub fn App() -> impl IntoView {
         <div class="page" data-testid="app">
             <Header ctx=ctx/>
             <main class="layout">
-                <section class="panel controls" aria-label="Model and workload">
+                <section class="controls" aria-label="Model and workload">
                     <ModelPanel ctx=ctx/>
                     <WorkloadPanel ctx=ctx/>
                     <CalibrationPanel ctx=ctx/>

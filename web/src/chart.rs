@@ -175,23 +175,33 @@ fn y_max(spec: &ChartSpec) -> (f64, Vec<(String, f64)>) {
     (top, off)
 }
 
-/// GPU lines inside the axis, with lines closer than 4% of the axis merged
-/// into one labelled line so their labels do not overlap.
-fn merge_close(lines: &[(String, f64)], y_top: f64) -> Vec<(String, f64)> {
+/// Labels of the GPU lines inside the axis: lines closer than 4% of the
+/// axis share one label (so labels do not overlap), which names them all
+/// and gives the range of their usable memory. Returns `(text, at GB)`.
+fn line_labels(lines: &[(String, f64)], y_top: f64) -> Vec<(String, f64)> {
     let mut sorted: Vec<&(String, f64)> = lines.iter().filter(|g| g.1 <= y_top).collect();
     sorted.sort_by(|a, b| a.1.total_cmp(&b.1));
-    let mut out: Vec<(String, f64)> = Vec::new();
+    let mut groups: Vec<(Vec<&str>, f64, f64)> = Vec::new();
     for (name, value) in sorted {
-        match out.last_mut() {
-            Some(last) if value - last.1 < 0.04 * y_top => {
-                last.0.push_str(", ");
-                last.0.push_str(name);
-                last.1 = last.1.min(*value);
+        match groups.last_mut() {
+            Some(last) if value - last.2 < 0.04 * y_top => {
+                last.0.push(name);
+                last.2 = *value;
             }
-            _ => out.push((name.clone(), *value)),
+            _ => groups.push((vec![name], *value, *value)),
         }
     }
-    out
+    groups
+        .into_iter()
+        .map(|(names, lo, hi)| {
+            let amount = if hi - lo < 0.005 {
+                gb(lo)
+            } else {
+                format!("{:.2}–{}", lo, gb(hi))
+            };
+            (format!("{}: {amount} usable", names.join(", ")), lo)
+        })
+        .collect()
 }
 
 /// Draws the chart on `root`.
@@ -287,23 +297,21 @@ where
     }
     let (x0, x1) = (spec.from as f64, spec.to.max(spec.from + 1) as f64);
     let limit = spec.theme.limit();
-    for (label, gb_value) in merge_close(spec.gpu_lines, y_top).iter() {
+    for (_, gb_value) in spec.gpu_lines.iter().filter(|g| g.1 <= y_top) {
         chart
             .draw_series(std::iter::once(PathElement::new(
                 vec![(x0, *gb_value), (x1, *gb_value)],
                 limit.stroke_width((1.5 * s).max(1.0) as u32),
             )))
             .map_err(|e| err(&e))?;
+    }
+    for (text, at) in line_labels(spec.gpu_lines, y_top) {
         let style = small
             .clone()
             .color(&limit)
             .pos(Pos::new(HPos::Right, VPos::Bottom));
         chart
-            .draw_series(std::iter::once(Text::new(
-                format!("{label}: {} usable", gb(*gb_value)),
-                (x1, *gb_value),
-                style,
-            )))
+            .draw_series(std::iter::once(Text::new(text, (x1, at), style)))
             .map_err(|e| err(&e))?;
     }
     if let Some((length, total)) = spec.marker {
@@ -434,13 +442,17 @@ mod tests {
     fn close_gpu_lines_share_one_label() {
         let lines = vec![
             ("A".to_string(), 25.4),
-            ("B".to_string(), 25.45),
-            ("C".to_string(), 48.0),
-            ("D".to_string(), 500.0),
+            ("B".to_string(), 25.4),
+            ("C".to_string(), 27.0),
+            ("D".to_string(), 48.0),
+            ("E".to_string(), 500.0),
         ];
         assert_eq!(
-            merge_close(&lines, 100.0),
-            vec![("A, B".to_string(), 25.4), ("C".to_string(), 48.0)]
+            line_labels(&lines, 100.0),
+            vec![
+                ("A, B, C: 25.40–27.00 GB usable".to_string(), 25.4),
+                ("D: 48.00 GB usable".to_string(), 48.0)
+            ]
         );
     }
 
