@@ -70,7 +70,7 @@ mkdir -p screenshots
 timeout 120 chromium --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
     --disable-background-networking --disable-component-update --disable-sync \
     --user-data-dir="$PROFILE_DIR" --virtual-time-budget=5000 --hide-scrollbars \
-    --window-size=1400,1300 --screenshot=screenshots/calculator.png \
+    --window-size=1400,1800 --screenshot=screenshots/calculator.png \
     "http://127.0.0.1:$PORT/?model=llama-3.1-8b" 2>/dev/null
 ls -l screenshots/calculator.png
 cleanup
