@@ -36,7 +36,12 @@ pub fn compare_file(text: &str) -> (Vec<Compared>, Vec<(String, String)>) {
     for line in text.lines().filter(|l| !l.trim().is_empty()) {
         let value: Value = serde_json::from_str(line).expect("valid JSON line");
         let case = value["case"].as_str().unwrap_or("?").to_string();
-        if case == "runtime_overheads" || value.get("measured").and_then(|m| m.get("driver_peak")).is_none() {
+        if case == "runtime_overheads"
+            || value
+                .get("measured")
+                .and_then(|m| m.get("driver_peak"))
+                .is_none()
+        {
             continue;
         }
         let spec = match Spec::from_value(&value) {

@@ -2,6 +2,7 @@
 //!
 //! Each curve is computed `ROUNDS` times; the median is reported. Target:
 //! under 5 ms per curve on the development machine (2 cores).
+#![allow(clippy::field_reassign_with_default)]
 
 use headroom_core::search::{curve, lengths};
 use headroom_core::workload::{InferenceKind, Mode};
@@ -37,11 +38,21 @@ fn main() {
     let mut train = Workload::default();
     train.mode = Mode::Training;
     train.batch = 1;
-    time_curve("llama-3.1-8b training (amp_bf16, AdamW)", "llama-3.1-8b", &train, 32_768);
+    time_curve(
+        "llama-3.1-8b training (amp_bf16, AdamW)",
+        "llama-3.1-8b",
+        &train,
+        32_768,
+    );
 
     let mut infer = Workload::default();
     infer.mode = Mode::Inference;
     infer.inference.kind = InferenceKind::Generate;
     infer.inference.new_tokens = 16;
-    time_curve("mixtral-8x7b generate (bf16, 16 tokens)", "mixtral-8x7b", &infer, 131_072);
+    time_curve(
+        "mixtral-8x7b generate (bf16, 16 tokens)",
+        "mixtral-8x7b",
+        &infer,
+        131_072,
+    );
 }

@@ -242,7 +242,11 @@ impl CachingAllocator {
 
     /// Best-fit search with the `max_split_size` refusals of `get_free_block`.
     fn find_free(&self, size: u64, small: bool) -> Option<u32> {
-        let pool = if small { &self.small_free } else { &self.large_free };
+        let pool = if small {
+            &self.small_free
+        } else {
+            &self.large_free
+        };
         let &(found, _, b) = pool.range((size, 0, 0)..).next()?;
         if let Some(max_split) = self.config.max_split_size {
             if size < max_split && found >= max_split {
@@ -370,17 +374,15 @@ impl CachingAllocator {
                 self.remove_free(b);
                 b
             }
-            None if self.config.expandable_segments => {
-                match self.grow_expandable(size, small) {
-                    Some(b) => b,
-                    None => {
-                        self.stats.cache_flushes += 1;
-                        self.empty_cache();
-                        self.grow_expandable(size, small)
-                            .ok_or(OutOfMemory { request: size })?
-                    }
+            None if self.config.expandable_segments => match self.grow_expandable(size, small) {
+                Some(b) => b,
+                None => {
+                    self.stats.cache_flushes += 1;
+                    self.empty_cache();
+                    self.grow_expandable(size, small)
+                        .ok_or(OutOfMemory { request: size })?
                 }
-            }
+            },
             None => {
                 let bytes = segment_size(size);
                 if !self.can_reserve(bytes) {
@@ -490,7 +492,11 @@ mod tests {
             let mut a = fresh();
             a.malloc(request).unwrap();
             let s = a.stats();
-            assert_eq!((s.allocated, s.reserved), (allocated, reserved), "request {request}");
+            assert_eq!(
+                (s.allocated, s.reserved),
+                (allocated, reserved),
+                "request {request}"
+            );
         }
     }
 

@@ -85,7 +85,10 @@ impl fmt::Display for Error {
                 write!(f, "`{field}` is missing; allowed: {allowed}")
             }
             Error::UnknownPreset { id, known } => {
-                write!(f, "`model`: unknown preset `{id}`; known presets include: {known}")
+                write!(
+                    f,
+                    "`model`: unknown preset `{id}`; known presets include: {known}"
+                )
             }
             Error::UnsupportedModelType {
                 model_type,
@@ -107,7 +110,7 @@ impl std::error::Error for Error {}
 pub fn check_range(field: &str, value: u64, min: u64, max: u64) -> Result<(), Error> {
     if value < min || value > max {
         let problem = if value == 0 {
-            alloc::format!("must not be 0")
+            "must not be 0".into()
         } else {
             alloc::format!("{value} is out of range")
         };

@@ -329,6 +329,6 @@ pub fn live_at_peak(
             }),
         }
     }
-    groups.sort_by(|a, b| b.bytes.cmp(&a.bytes));
+    groups.sort_by_key(|g| core::cmp::Reverse(g.bytes));
     Ok(groups)
 }

@@ -253,7 +253,16 @@ impl<'r> Graph<'r> {
         extra_saved: u64,
         backward_workspace: u64,
     ) -> Value {
-        self.op_full(name, inputs, saved, false, out_bytes, component, extra_saved, backward_workspace)
+        self.op_full(
+            name,
+            inputs,
+            saved,
+            false,
+            out_bytes,
+            component,
+            extra_saved,
+            backward_workspace,
+        )
     }
 
     /// An op whose backward needs its own output (softmax, log_softmax, tanh).
@@ -433,7 +442,8 @@ impl<'r> Graph<'r> {
         };
         if grad_out.is_some() {
             if node.backward_workspace > 0 {
-                self.replay.touch(node.backward_workspace, Component::Transient);
+                self.replay
+                    .touch(node.backward_workspace, Component::Transient);
             }
             for input in node.inputs.iter().flatten() {
                 let s = &self.values[input.0 as usize];

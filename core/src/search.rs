@@ -138,7 +138,12 @@ pub fn max_length(
         if vision && len < 16 {
             return Ok(true);
         }
-        fits(arch, &workload.with_length(vision, len as u32), runtime, capacity)
+        fits(
+            arch,
+            &workload.with_length(vision, len as u32),
+            runtime,
+            capacity,
+        )
     })?;
     Ok(found.map(|l| l as u32))
 }

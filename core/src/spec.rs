@@ -106,15 +106,28 @@ pub fn validate_arch(arch: &Architecture) -> Result<(), Error> {
         Architecture::Decoder(a) => {
             check_range("model.vocab_size", a.vocab_size as u64, 1, 4 * DIM)?;
             check_range("model.hidden_size", a.hidden_size as u64, 1, DIM)?;
-            check_range("model.intermediate_size", a.intermediate_size as u64, 1, 4 * DIM)?;
+            check_range(
+                "model.intermediate_size",
+                a.intermediate_size as u64,
+                1,
+                4 * DIM,
+            )?;
             check_range("model.num_layers", a.num_layers as u64, 1, 1024)?;
             check_range("model.num_heads", a.num_heads as u64, 1, 4096)?;
-            check_range("model.num_kv_heads", a.num_kv_heads as u64, 1, a.num_heads as u64)?;
+            check_range(
+                "model.num_kv_heads",
+                a.num_kv_heads as u64,
+                1,
+                a.num_heads as u64,
+            )?;
             check_range("model.head_dim", a.head_dim as u64, 1, 4096)?;
             if a.num_heads % a.num_kv_heads != 0 {
                 return Err(Error::invalid(
                     "model.num_kv_heads",
-                    format!("{} does not divide num_heads {}", a.num_kv_heads, a.num_heads),
+                    format!(
+                        "{} does not divide num_heads {}",
+                        a.num_kv_heads, a.num_heads
+                    ),
                     "a divisor of num_heads",
                 ));
             }
@@ -137,13 +150,21 @@ pub fn validate_arch(arch: &Architecture) -> Result<(), Error> {
         Architecture::Encoder(a) => {
             check_range("model.vocab_size", a.vocab_size as u64, 1, 4 * DIM)?;
             check_range("model.hidden_size", a.hidden_size as u64, 1, DIM)?;
-            check_range("model.intermediate_size", a.intermediate_size as u64, 1, 4 * DIM)?;
+            check_range(
+                "model.intermediate_size",
+                a.intermediate_size as u64,
+                1,
+                4 * DIM,
+            )?;
             check_range("model.num_layers", a.num_layers as u64, 1, 1024)?;
             check_range("model.num_heads", a.num_heads as u64, 1, 4096)?;
             if a.hidden_size % a.num_heads != 0 {
                 return Err(Error::invalid(
                     "model.num_heads",
-                    format!("{} does not divide hidden_size {}", a.num_heads, a.hidden_size),
+                    format!(
+                        "{} does not divide hidden_size {}",
+                        a.num_heads, a.hidden_size
+                    ),
                     "a divisor of hidden_size",
                 ));
             }
@@ -154,12 +175,27 @@ pub fn validate_arch(arch: &Architecture) -> Result<(), Error> {
             check_range("model.mlp_dim", a.mlp_dim as u64, 1, 4 * DIM)?;
             check_range("model.num_layers", a.num_layers as u64, 1, 1024)?;
             check_range("model.num_heads", a.num_heads as u64, 1, 4096)?;
-            check_range("model.image_size", a.image_size as u64, a.patch_size as u64, 8192)?;
+            check_range(
+                "model.image_size",
+                a.image_size as u64,
+                a.patch_size as u64,
+                8192,
+            )?;
         }
         Architecture::EsmFold(a) => {
             check_range("model.trunk_blocks", a.trunk_blocks as u64, 1, 1024)?;
-            check_range("model.pairwise_state_dim", a.pairwise_state_dim as u64, 1, 4096)?;
-            check_range("model.sequence_state_dim", a.sequence_state_dim as u64, 1, 65536)?;
+            check_range(
+                "model.pairwise_state_dim",
+                a.pairwise_state_dim as u64,
+                1,
+                4096,
+            )?;
+            check_range(
+                "model.sequence_state_dim",
+                a.sequence_state_dim as u64,
+                1,
+                65536,
+            )?;
         }
         Architecture::Cnn(_) => {}
     }
@@ -197,7 +233,8 @@ fn object<'a>(value: &'a Value, name: &str) -> Result<&'a Map<String, Value>, Er
 
 /// Parses the `workload` field, naming each bad field.
 pub fn parse_workload(value: Option<&Value>) -> Result<Workload, Error> {
-    let value = value.ok_or_else(|| Error::missing("workload", "an object with mode, batch, seq_len, ..."))?;
+    let value = value
+        .ok_or_else(|| Error::missing("workload", "an object with mode, batch, seq_len, ..."))?;
     let map = object(value, "workload")?;
     let mut w = Workload::default();
     const INT: &str = "a positive integer";
@@ -212,9 +249,16 @@ pub fn parse_workload(value: Option<&Value>) -> Result<Workload, Error> {
         crate::error::check_range("workload.seq_len", seq, 1, crate::workload::MAX_SEQ_LEN)?;
         w.seq_len = seq as u32;
     }
-    if let Some(size) = field::<Option<u64>>(map, "workload", "image_size", "an integer from 16 to 8192")? {
+    if let Some(size) =
+        field::<Option<u64>>(map, "workload", "image_size", "an integer from 16 to 8192")?
+    {
         if let Some(size) = size {
-            crate::error::check_range("workload.image_size", size, 16, crate::workload::MAX_IMAGE_SIZE)?;
+            crate::error::check_range(
+                "workload.image_size",
+                size,
+                16,
+                crate::workload::MAX_IMAGE_SIZE,
+            )?;
         }
         w.image_size = size.map(|s| s as u32);
     }
@@ -224,7 +268,12 @@ pub fn parse_workload(value: Option<&Value>) -> Result<Workload, Error> {
     if let Some(attention) = field(map, "workload", "attention", "\"sdpa\" or \"eager\"")? {
         w.attention = attention;
     }
-    if let Some(load) = field(map, "workload", "load", "\"compact\" or \"build_then_cast\"")? {
+    if let Some(load) = field(
+        map,
+        "workload",
+        "load",
+        "\"compact\" or \"build_then_cast\"",
+    )? {
         w.load = load;
     }
     if let Some(v) = map.get("inference") {
@@ -240,7 +289,12 @@ pub fn parse_workload(value: Option<&Value>) -> Result<Workload, Error> {
             w.inference.kv_cache = kv;
         }
         if let Some(n) = field::<u64>(m, p, "new_tokens", "an integer from 0 to 1048576")? {
-            crate::error::check_range("workload.inference.new_tokens", n, 0, crate::workload::MAX_NEW_TOKENS)?;
+            crate::error::check_range(
+                "workload.inference.new_tokens",
+                n,
+                0,
+                crate::workload::MAX_NEW_TOKENS,
+            )?;
             w.inference.new_tokens = n as u32;
         }
         if let Some(kv) = field(m, p, "kv_dtype", "null, fp32, fp16, bf16, int8 or int4")? {
@@ -250,7 +304,12 @@ pub fn parse_workload(value: Option<&Value>) -> Result<Workload, Error> {
     if let Some(v) = map.get("training") {
         let m = object(v, "workload.training")?;
         let p = "workload.training";
-        if let Some(o) = field(m, p, "optimizer", "\"adamw\", \"sgd\", \"sgd_momentum\" or \"adafactor\"")? {
+        if let Some(o) = field(
+            m,
+            p,
+            "optimizer",
+            "\"adamw\", \"sgd\", \"sgd_momentum\" or \"adafactor\"",
+        )? {
             w.training.optimizer = o;
         }
         if let Some(s) = field::<u64>(m, p, "steps", "an integer from 1 to 1000")? {
@@ -282,13 +341,22 @@ pub fn parse_workload(value: Option<&Value>) -> Result<Workload, Error> {
         if let Some(d) = field(m, p, "stem_dtype", "fp32, fp16 or bf16")? {
             w.esmfold.stem_dtype = d;
         }
-        if let Some(c) = field::<Option<u64>>(m, p, "chunk_size", "null or an integer from 1 to 4194304")? {
+        if let Some(c) =
+            field::<Option<u64>>(m, p, "chunk_size", "null or an integer from 1 to 4194304")?
+        {
             if let Some(c) = c {
-                crate::error::check_range("workload.esmfold.chunk_size", c, 1, crate::workload::MAX_SEQ_LEN)?;
+                crate::error::check_range(
+                    "workload.esmfold.chunk_size",
+                    c,
+                    1,
+                    crate::workload::MAX_SEQ_LEN,
+                )?;
             }
             w.esmfold.chunk_size = c.map(|c| c as u32);
         }
-        if let Some(r) = field::<Option<u64>>(m, p, "num_recycles", "null or an integer from 0 to 64")? {
+        if let Some(r) =
+            field::<Option<u64>>(m, p, "num_recycles", "null or an integer from 0 to 64")?
+        {
             if let Some(r) = r {
                 crate::error::check_range("workload.esmfold.num_recycles", r, 0, 64)?;
             }
@@ -329,19 +397,43 @@ mod tests {
         let spec = Spec::from_json(case).unwrap();
         assert_eq!(spec.workload.batch, 8);
         assert_eq!(spec.workload.seq_len, 4096);
-        assert_eq!(spec.runtime.cuda_context_bytes, RuntimeProfile::h200().cuda_context_bytes);
+        assert_eq!(
+            spec.runtime.cuda_context_bytes,
+            RuntimeProfile::h200().cuda_context_bytes
+        );
     }
 
     #[test]
     fn bad_inputs_name_the_field_and_range() {
-        check_err(r#"{"model": "llama-3.1-8b", "workload": {"batch": 0}}"#, &["workload.batch", "1 to 65536"]);
-        check_err(r#"{"model": "llama-3.1-8b", "workload": {"batch": -3}}"#, &["workload.batch", "1 to 65536"]);
-        check_err(r#"{"model": "llama-3.1-8b", "workload": {"seq_len": 1e30}}"#, &["workload.seq_len"]);
-        check_err(r#"{"model": "llama-3.1-8b", "workload": {"seq_len": 99999999999}}"#, &["workload.seq_len", "4194304"]);
-        check_err(r#"{"model": "llama-3.1-8b", "workload": {"dtype": "fp8"}}"#, &["workload.dtype", "fp16"]);
-        check_err(r#"{"model": "nope", "workload": {}}"#, &["unknown preset `nope`", "llama-3.1-8b"]);
+        check_err(
+            r#"{"model": "llama-3.1-8b", "workload": {"batch": 0}}"#,
+            &["workload.batch", "1 to 65536"],
+        );
+        check_err(
+            r#"{"model": "llama-3.1-8b", "workload": {"batch": -3}}"#,
+            &["workload.batch", "1 to 65536"],
+        );
+        check_err(
+            r#"{"model": "llama-3.1-8b", "workload": {"seq_len": 1e30}}"#,
+            &["workload.seq_len"],
+        );
+        check_err(
+            r#"{"model": "llama-3.1-8b", "workload": {"seq_len": 99999999999}}"#,
+            &["workload.seq_len", "4194304"],
+        );
+        check_err(
+            r#"{"model": "llama-3.1-8b", "workload": {"dtype": "fp8"}}"#,
+            &["workload.dtype", "fp16"],
+        );
+        check_err(
+            r#"{"model": "nope", "workload": {}}"#,
+            &["unknown preset `nope`", "llama-3.1-8b"],
+        );
         check_err(r#"{"model": "llama-3.1-8b""#, &["malformed JSON"]);
-        check_err(r#"{"model": "llama-3.1-8b", "workload": {"seq_len": NaN}}"#, &["malformed JSON"]);
+        check_err(
+            r#"{"model": "llama-3.1-8b", "workload": {"seq_len": NaN}}"#,
+            &["malformed JSON"],
+        );
         check_err(r#"{"workload": {}}"#, &["`model` is missing"]);
         check_err(r#"[1, 2]"#, &["not a JSON object"]);
         check_err(

@@ -136,7 +136,8 @@ impl Replay {
         if self.inspect_at.is_some() {
             let i = block.index();
             if self.owners.len() <= i {
-                self.owners.resize(i + 1, (Op::default(), Component::Transient));
+                self.owners
+                    .resize(i + 1, (Op::default(), Component::Transient));
             }
             self.owners[i] = (self.op, component);
             if self.inspect_at == Some(self.allocations) {

@@ -290,7 +290,12 @@ impl Workload {
             MAX_NEW_TOKENS,
         )?;
         if self.mode == Mode::Training {
-            check_range("workload.training.steps", self.training.steps as u64, 1, MAX_STEPS)?;
+            check_range(
+                "workload.training.steps",
+                self.training.steps as u64,
+                1,
+                MAX_STEPS,
+            )?;
             if let Some(lora) = &self.training.lora {
                 check_range("workload.training.lora.rank", lora.rank as u64, 1, 65_536)?;
             }

@@ -1,16 +1,22 @@
 //! Bad input gets an error naming the field and what it accepts; nothing panics.
+#![allow(clippy::field_reassign_with_default)]
 
 use headroom_core::spec::Spec;
 use headroom_core::{estimate, hf_config};
 
 #[track_caller]
 fn check(json: &str, expect: &[&str]) {
-    match Spec::from_json(json).and_then(|s| estimate(&s.model.arch, &s.workload, &s.runtime).map(|_| ())) {
+    match Spec::from_json(json)
+        .and_then(|s| estimate(&s.model.arch, &s.workload, &s.runtime).map(|_| ()))
+    {
         Ok(()) => panic!("accepted: {json}"),
         Err(e) => {
             let msg = e.to_string();
             for needle in expect {
-                assert!(msg.contains(needle), "`{msg}` lacks `{needle}` (input {json})");
+                assert!(
+                    msg.contains(needle),
+                    "`{msg}` lacks `{needle}` (input {json})"
+                );
             }
         }
     }
@@ -19,27 +25,94 @@ fn check(json: &str, expect: &[&str]) {
 #[test]
 fn bad_workloads_name_field_and_range() {
     let m = r#""model": "llama-3.1-8b""#;
-    check(&format!(r#"{{{m}, "workload": {{"batch": 0}}}}"#), &["workload.batch", "must not be 0", "1 to 65536"]);
-    check(&format!(r#"{{{m}, "workload": {{"batch": -1}}}}"#), &["workload.batch", "1 to 65536"]);
-    check(&format!(r#"{{{m}, "workload": {{"batch": 1.5}}}}"#), &["workload.batch"]);
-    check(&format!(r#"{{{m}, "workload": {{"batch": "8"}}}}"#), &["workload.batch"]);
-    check(&format!(r#"{{{m}, "workload": {{"seq_len": 0}}}}"#), &["workload.seq_len", "1 to 4194304"]);
-    check(&format!(r#"{{{m}, "workload": {{"seq_len": 18446744073709551615}}}}"#), &["workload.seq_len"]);
-    check(&format!(r#"{{{m}, "workload": {{"seq_len": 4194304, "batch": 65536}}}}"#), &["workload.batch x workload.seq_len", "268435456"]);
-    check(&format!(r#"{{{m}, "workload": {{"mode": "serving"}}}}"#), &["workload.mode", "inference"]);
-    check(&format!(r#"{{{m}, "workload": {{"dtype": "fp8"}}}}"#), &["workload.dtype", "bf16"]);
-    check(&format!(r#"{{{m}, "workload": {{"attention": "flash3"}}}}"#), &["workload.attention", "sdpa"]);
-    check(&format!(r#"{{{m}, "workload": {{"inference": {{"new_tokens": -4}}}}}}"#), &["workload.inference.new_tokens"]);
-    check(&format!(r#"{{{m}, "workload": {{"mode": "training", "training": {{"steps": 0}}}}}}"#), &["workload.training.steps", "1 to 1000"]);
-    check(&format!(r#"{{{m}, "workload": {{"mode": "training", "training": {{"optimizer": "lion"}}}}}}"#), &["workload.training.optimizer", "adamw"]);
-    check(&format!(r#"{{{m}, "workload": {{"mode": "training", "training": {{"lora": {{"rank": 0}}}}}}}}"#), &["workload.training.lora.rank"]);
-    check(&format!(r#"{{{m}, "workload": {{"mode": "training", "dtype": "int4"}}}}"#), &["workload.dtype", "LoRA"]);
-    check(r#"{"model": "esmfold-v1", "workload": {"seq_len": 100000}}"#, &["workload.seq_len", "65536"]);
-    check(r#"{"model": "esmfold-v1", "workload": {"esmfold": {"chunk_size": 0}}}"#, &["workload.esmfold.chunk_size"]);
-    check(r#"{"model": "esmfold-v1", "workload": {"mode": "training"}}"#, &["workload.mode"]);
-    check(r#"{"model": "bert-base-uncased", "workload": {"inference": {"kind": "generate"}}}"#, &["workload.inference.kind", "forward"]);
-    check(r#"{"model": "resnet-50", "workload": {"image_size": 8}}"#, &["workload.image_size", "16 to 8192"]);
-    check(r#"{"model": "resnet-50", "workload": {"mode": "training", "training": {"grad_checkpointing": true}}}"#, &["grad_checkpointing"]);
+    check(
+        &format!(r#"{{{m}, "workload": {{"batch": 0}}}}"#),
+        &["workload.batch", "must not be 0", "1 to 65536"],
+    );
+    check(
+        &format!(r#"{{{m}, "workload": {{"batch": -1}}}}"#),
+        &["workload.batch", "1 to 65536"],
+    );
+    check(
+        &format!(r#"{{{m}, "workload": {{"batch": 1.5}}}}"#),
+        &["workload.batch"],
+    );
+    check(
+        &format!(r#"{{{m}, "workload": {{"batch": "8"}}}}"#),
+        &["workload.batch"],
+    );
+    check(
+        &format!(r#"{{{m}, "workload": {{"seq_len": 0}}}}"#),
+        &["workload.seq_len", "1 to 4194304"],
+    );
+    check(
+        &format!(r#"{{{m}, "workload": {{"seq_len": 18446744073709551615}}}}"#),
+        &["workload.seq_len"],
+    );
+    check(
+        &format!(r#"{{{m}, "workload": {{"seq_len": 4194304, "batch": 65536}}}}"#),
+        &["workload.batch x workload.seq_len", "268435456"],
+    );
+    check(
+        &format!(r#"{{{m}, "workload": {{"mode": "serving"}}}}"#),
+        &["workload.mode", "inference"],
+    );
+    check(
+        &format!(r#"{{{m}, "workload": {{"dtype": "fp8"}}}}"#),
+        &["workload.dtype", "bf16"],
+    );
+    check(
+        &format!(r#"{{{m}, "workload": {{"attention": "flash3"}}}}"#),
+        &["workload.attention", "sdpa"],
+    );
+    check(
+        &format!(r#"{{{m}, "workload": {{"inference": {{"new_tokens": -4}}}}}}"#),
+        &["workload.inference.new_tokens"],
+    );
+    check(
+        &format!(r#"{{{m}, "workload": {{"mode": "training", "training": {{"steps": 0}}}}}}"#),
+        &["workload.training.steps", "1 to 1000"],
+    );
+    check(
+        &format!(
+            r#"{{{m}, "workload": {{"mode": "training", "training": {{"optimizer": "lion"}}}}}}"#
+        ),
+        &["workload.training.optimizer", "adamw"],
+    );
+    check(
+        &format!(
+            r#"{{{m}, "workload": {{"mode": "training", "training": {{"lora": {{"rank": 0}}}}}}}}"#
+        ),
+        &["workload.training.lora.rank"],
+    );
+    check(
+        &format!(r#"{{{m}, "workload": {{"mode": "training", "dtype": "int4"}}}}"#),
+        &["workload.dtype", "LoRA"],
+    );
+    check(
+        r#"{"model": "esmfold-v1", "workload": {"seq_len": 100000}}"#,
+        &["workload.seq_len", "65536"],
+    );
+    check(
+        r#"{"model": "esmfold-v1", "workload": {"esmfold": {"chunk_size": 0}}}"#,
+        &["workload.esmfold.chunk_size"],
+    );
+    check(
+        r#"{"model": "esmfold-v1", "workload": {"mode": "training"}}"#,
+        &["workload.mode"],
+    );
+    check(
+        r#"{"model": "bert-base-uncased", "workload": {"inference": {"kind": "generate"}}}"#,
+        &["workload.inference.kind", "forward"],
+    );
+    check(
+        r#"{"model": "resnet-50", "workload": {"image_size": 8}}"#,
+        &["workload.image_size", "16 to 8192"],
+    );
+    check(
+        r#"{"model": "resnet-50", "workload": {"mode": "training", "training": {"grad_checkpointing": true}}}"#,
+        &["grad_checkpointing"],
+    );
 }
 
 #[test]
@@ -47,26 +120,54 @@ fn bad_documents_and_models_are_named() {
     check("", &["malformed JSON"]);
     check("{", &["malformed JSON"]);
     check("[]", &["not a JSON object"]);
-    check(r#"{"model": "llama-3.1-8b", "workload": {"seq_len": NaN}}"#, &["malformed JSON"]);
+    check(
+        r#"{"model": "llama-3.1-8b", "workload": {"seq_len": NaN}}"#,
+        &["malformed JSON"],
+    );
     check(r#"{"workload": {}}"#, &["`model` is missing"]);
-    check(r#"{"model": 42, "workload": {}}"#, &["`model`", "preset id"]);
-    check(r#"{"model": "gpt-7", "workload": {}}"#, &["unknown preset `gpt-7`", "llama-3.1-8b"]);
+    check(
+        r#"{"model": 42, "workload": {}}"#,
+        &["`model`", "preset id"],
+    );
+    check(
+        r#"{"model": "gpt-7", "workload": {}}"#,
+        &["unknown preset `gpt-7`", "llama-3.1-8b"],
+    );
     check(r#"{"model": "llama-3.1-8b"}"#, &["`workload` is missing"]);
-    check(r#"{"model": "llama-3.1-8b", "workload": []}"#, &["workload", "not a JSON object"]);
-    check(r#"{"model": "llama-3.1-8b", "workload": {}, "runtime": {"cuda_context_bytes": -1}}"#, &["runtime"]);
-    check(r#"{"model": "llama-3.1-8b", "workload": {}, "runtime": {"allocator": "magic"}}"#, &["runtime", "allocator"]);
+    check(
+        r#"{"model": "llama-3.1-8b", "workload": []}"#,
+        &["workload", "not a JSON object"],
+    );
+    check(
+        r#"{"model": "llama-3.1-8b", "workload": {}, "runtime": {"cuda_context_bytes": -1}}"#,
+        &["runtime"],
+    );
+    check(
+        r#"{"model": "llama-3.1-8b", "workload": {}, "runtime": {"allocator": "magic"}}"#,
+        &["runtime", "allocator"],
+    );
     check(
         r#"{"model": {"family": "decoder", "vocab_size": 0, "hidden_size": 64, "intermediate_size": 128, "num_layers": 2, "num_heads": 4, "num_kv_heads": 4, "head_dim": 16, "tie_word_embeddings": true, "mlp": "gated", "norm": "rms_norm"}, "workload": {}}"#,
         &["model.vocab_size", "must not be 0"],
     );
-    check(r#"{"model": {"family": "transformer"}, "workload": {}}"#, &["model", "family"]);
-    check(r#"{"model": {"hf_config": {"model_type": "t5"}}, "workload": {}}"#, &["model_type", "t5", "llama"]);
+    check(
+        r#"{"model": {"family": "transformer"}, "workload": {}}"#,
+        &["model", "family"],
+    );
+    check(
+        r#"{"model": {"hf_config": {"model_type": "t5"}}, "workload": {}}"#,
+        &["model_type", "t5", "llama"],
+    );
 }
 
 #[test]
 fn hf_config_errors_name_the_key() {
-    let err = hf_config::import(r#"{"model_type": "llama", "hidden_size": -8}"#).unwrap_err().to_string();
+    let err = hf_config::import(r#"{"model_type": "llama", "hidden_size": -8}"#)
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("hidden_size"), "{err}");
-    let err = hf_config::import(r#"{"model_type": "whisper"}"#).unwrap_err().to_string();
+    let err = hf_config::import(r#"{"model_type": "whisper"}"#)
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("whisper"), "{err}");
 }

@@ -2,6 +2,7 @@
 //! readable table in `tests/golden/<preset>.txt`. A change in the model that
 //! moves any byte shows up as a diff to review. To accept new numbers:
 //! `HEADROOM_BLESS=1 cargo test -p headroom-core --test golden`.
+#![allow(clippy::field_reassign_with_default)]
 
 use headroom_core::arch::Architecture;
 use headroom_core::workload::{InferenceKind, Logits, Mode};
@@ -30,7 +31,11 @@ fn workloads(arch: &Architecture) -> Vec<(&'static str, Workload)> {
         Architecture::Encoder(e) => {
             let mut fwd = Workload::default();
             fwd.inference.kind = InferenceKind::Forward;
-            fwd.inference.logits = if e.kind == headroom_core::arch::EncoderKind::Bert { Logits::All } else { Logits::None };
+            fwd.inference.logits = if e.kind == headroom_core::arch::EncoderKind::Bert {
+                Logits::All
+            } else {
+                Logits::None
+            };
             fwd.dtype = headroom_core::arch::Dtype::Fp32;
             fwd.batch = 8;
             fwd.seq_len = 512;
@@ -61,13 +66,25 @@ fn workloads(arch: &Architecture) -> Vec<(&'static str, Workload)> {
 fn render(id: &str) -> String {
     let preset = presets::find(id).unwrap();
     let mut text = String::new();
-    writeln!(text, "{} ({}), {} parameters", preset.name, preset.id, preset.arch.params()).unwrap();
+    writeln!(
+        text,
+        "{} ({}), {} parameters",
+        preset.name,
+        preset.id,
+        preset.arch.params()
+    )
+    .unwrap();
     for (label, w) in workloads(&preset.arch) {
         writeln!(text, "\n## {label}").unwrap();
         match estimate(&preset.arch, &w, &RuntimeProfile::h200()) {
             Err(e) => writeln!(text, "error: {e}").unwrap(),
             Ok(e) => {
-                writeln!(text, "driver peak    {:>16} B  ({})", e.driver_peak.0, e.driver_peak).unwrap();
+                writeln!(
+                    text,
+                    "driver peak    {:>16} B  ({})",
+                    e.driver_peak.0, e.driver_peak
+                )
+                .unwrap();
                 writeln!(text, "reserved peak  {:>16} B", e.reserved_peak.0).unwrap();
                 writeln!(text, "allocated peak {:>16} B", e.allocated_peak.0).unwrap();
                 writeln!(text, "peak op        {}", e.peak_op).unwrap();
@@ -96,9 +113,16 @@ fn every_preset_matches_its_golden_file() {
         }
         match std::fs::read_to_string(&path) {
             Ok(expected) if expected == actual => {}
-            Ok(expected) => failures.push(format!("{}: golden differs\n--- expected\n{expected}\n--- actual\n{actual}", preset.id)),
+            Ok(expected) => failures.push(format!(
+                "{}: golden differs\n--- expected\n{expected}\n--- actual\n{actual}",
+                preset.id
+            )),
             Err(_) => failures.push(format!("{}: missing {}", preset.id, path.display())),
         }
     }
-    assert!(failures.is_empty(), "{}\n(rerun with HEADROOM_BLESS=1 to accept)", failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{}\n(rerun with HEADROOM_BLESS=1 to accept)",
+        failures.join("\n")
+    );
 }

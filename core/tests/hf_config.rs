@@ -1,5 +1,6 @@
 //! Import of published Hugging Face `config.json` files (fixtures copied from
 //! the model repositories) and the errors bad configs get.
+#![allow(clippy::field_reassign_with_default)]
 
 use headroom_core::arch::Architecture;
 use headroom_core::hf_config::{import, import_value};
@@ -165,9 +166,9 @@ fn defaults_follow_transformers() {
     };
     assert_eq!(e.max_position_embeddings, 1026);
     // explicit layer_types: full attention every third layer.
-    let Architecture::Decoder(a) = arch(&format!(
-        r#"{{"model_type": "gemma2", "num_key_value_heads": 2, "num_hidden_layers": 3, "layer_types": ["sliding_attention", "sliding_attention", "full_attention"], "hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4, "vocab_size": 100}}"#
-    )) else {
+    let Architecture::Decoder(a) = arch(
+        r#"{"model_type": "gemma2", "num_key_value_heads": 2, "num_hidden_layers": 3, "layer_types": ["sliding_attention", "sliding_attention", "full_attention"], "hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4, "vocab_size": 100}"#,
+    ) else {
         panic!()
     };
     assert_eq!(a.full_attention_every, 3);

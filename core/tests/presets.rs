@@ -1,5 +1,6 @@
 //! The preset catalog: ids, groups and parameter counts against published
 //! or calibration totals.
+#![allow(clippy::field_reassign_with_default)]
 
 use headroom_core::arch::{Architecture, DecoderArch, MlpKind, NormKind};
 use headroom_core::presets::{self, Preset};

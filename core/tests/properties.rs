@@ -1,4 +1,5 @@
 //! Invariants of the estimate, checked on random workloads.
+#![allow(clippy::field_reassign_with_default)]
 
 use headroom_core::arch::Dtype;
 use headroom_core::workload::{Attention, InferenceKind, Logits, Mode, Optimizer, Precision};
@@ -16,37 +17,76 @@ fn workload() -> impl Strategy<Value = Workload> {
         prop_oneof![Just(Mode::Inference), Just(Mode::Training)],
         1u32..8,
         1u32..3000,
-        prop_oneof![Just(Dtype::Bf16), Just(Dtype::Fp16), Just(Dtype::Fp32), Just(Dtype::Int8), Just(Dtype::Int4)],
+        prop_oneof![
+            Just(Dtype::Bf16),
+            Just(Dtype::Fp16),
+            Just(Dtype::Fp32),
+            Just(Dtype::Int8),
+            Just(Dtype::Int4)
+        ],
         prop_oneof![Just(Attention::Sdpa), Just(Attention::Eager)],
         prop_oneof![Just(InferenceKind::Generate), Just(InferenceKind::Forward)],
         prop_oneof![Just(Logits::Last), Just(Logits::All), Just(Logits::None)],
-        prop_oneof![Just(Optimizer::Adamw), Just(Optimizer::Sgd), Just(Optimizer::SgdMomentum), Just(Optimizer::Adafactor)],
-        prop_oneof![Just(Precision::AmpBf16), Just(Precision::Bf16), Just(Precision::Fp32)],
+        prop_oneof![
+            Just(Optimizer::Adamw),
+            Just(Optimizer::Sgd),
+            Just(Optimizer::SgdMomentum),
+            Just(Optimizer::Adafactor)
+        ],
+        prop_oneof![
+            Just(Precision::AmpBf16),
+            Just(Precision::Bf16),
+            Just(Precision::Fp32)
+        ],
         any::<bool>(),
         (0u32..4, 64u32..512),
     )
-        .prop_map(|(mode, batch, seq_len, dtype, attention, kind, logits, optimizer, precision, ckpt, (tokens, image))| {
-            let mut w = Workload::default();
-            w.mode = mode;
-            w.batch = batch;
-            w.seq_len = seq_len;
-            w.image_size = Some(image);
-            w.dtype = dtype;
-            w.attention = attention;
-            w.inference.kind = kind;
-            w.inference.logits = logits;
-            w.inference.new_tokens = tokens;
-            w.training.optimizer = optimizer;
-            w.training.precision = precision;
-            w.training.grad_checkpointing = ckpt;
-            w.training.steps = 2;
-            w
-        })
+        .prop_map(
+            |(
+                mode,
+                batch,
+                seq_len,
+                dtype,
+                attention,
+                kind,
+                logits,
+                optimizer,
+                precision,
+                ckpt,
+                (tokens, image),
+            )| {
+                let mut w = Workload::default();
+                w.mode = mode;
+                w.batch = batch;
+                w.seq_len = seq_len;
+                w.image_size = Some(image);
+                w.dtype = dtype;
+                w.attention = attention;
+                w.inference.kind = kind;
+                w.inference.logits = logits;
+                w.inference.new_tokens = tokens;
+                w.training.optimizer = optimizer;
+                w.training.precision = precision;
+                w.training.grad_checkpointing = ckpt;
+                w.training.steps = 2;
+                w
+            },
+        )
 }
 
 fn small_preset() -> impl Strategy<Value = &'static str> {
     // Presets small enough to replay hundreds of times in a test run.
-    prop::sample::select(vec!["llama-3.2-1b", "gpt2", "bert-base-uncased", "esm2-t33-650m", "vit-b-16", "resnet-50", "esmfold-v1", "mixtral-8x7b", "qwen2.5-0.5b"])
+    prop::sample::select(vec![
+        "llama-3.2-1b",
+        "gpt2",
+        "bert-base-uncased",
+        "esm2-t33-650m",
+        "vit-b-16",
+        "resnet-50",
+        "esmfold-v1",
+        "mixtral-8x7b",
+        "qwen2.5-0.5b",
+    ])
 }
 
 proptest! {
@@ -124,7 +164,10 @@ fn every_preset_estimates_its_default_workload() {
         if p.arch.is_vision() {
             w.image_size = Some(224);
         }
-        if matches!(p.arch, headroom_core::Architecture::Encoder(_) | headroom_core::Architecture::EsmFold(_)) {
+        if matches!(
+            p.arch,
+            headroom_core::Architecture::Encoder(_) | headroom_core::Architecture::EsmFold(_)
+        ) {
             w.inference.kind = InferenceKind::Forward;
             w.inference.logits = Logits::None;
         }

@@ -20,7 +20,8 @@ fn report(rows: &[Compared]) {
 
 #[test]
 fn public_h200_cases_within_bounds() {
-    let text = public_measurements().expect("h200-public.jsonl (../shared/calibration or measurements/h200/public)");
+    let text = public_measurements()
+        .expect("h200-public.jsonl (../shared/calibration or measurements/h200/public)");
     let (rows, skipped) = compare_file(&text);
     report(&rows);
     for (case, why) in &skipped {

@@ -86,13 +86,31 @@ fn conv_out(hw: u64, k: u64, stride: u64) -> u64 {
 /// Unrolls a network for a square input of `image` pixels.
 pub fn layers(arch: &CnnArch, image: u64) -> Vec<Layer> {
     let mut v = Vec::new();
-    let conv = |v: &mut Vec<Layer>, cin: u64, cout: u64, k: u64, stride: u64, groups: u64, hw: u64| -> u64 {
+    let conv = |v: &mut Vec<Layer>,
+                cin: u64,
+                cout: u64,
+                k: u64,
+                stride: u64,
+                groups: u64,
+                hw: u64|
+     -> u64 {
         let out_hw = conv_out(hw, k, stride);
-        v.push(Layer::Conv { cin, cout, k, groups, out_hw, in_hw: hw });
+        v.push(Layer::Conv {
+            cin,
+            cout,
+            k,
+            groups,
+            out_hw,
+            in_hw: hw,
+        });
         out_hw
     };
     match *arch {
-        CnnArch::ResNet { blocks, bottleneck, num_classes } => {
+        CnnArch::ResNet {
+            blocks,
+            bottleneck,
+            num_classes,
+        } => {
             let mut hw = conv(&mut v, 3, 64, 7, 2, 1, image);
             v.push(Layer::BatchNorm { c: 64 });
             v.push(Layer::Relu);
@@ -125,7 +143,14 @@ pub fn layers(arch: &CnnArch, image: u64) -> Vec<Layer> {
                     }
                     if stride != 1 || cin != cout {
                         v.push(Layer::BranchStart);
-                        v.push(Layer::Conv { cin, cout, k: 1, groups: 1, out_hw: hw, in_hw });
+                        v.push(Layer::Conv {
+                            cin,
+                            cout,
+                            k: 1,
+                            groups: 1,
+                            out_hw: hw,
+                            in_hw,
+                        });
                         v.push(Layer::BatchNorm { c: cout });
                     }
                     v.push(Layer::BlockEnd { inplace: true });
@@ -133,14 +158,25 @@ pub fn layers(arch: &CnnArch, image: u64) -> Vec<Layer> {
                     cin = cout;
                 }
             }
-            v.push(Layer::Head { features: cin, classes: num_classes as u64 });
+            v.push(Layer::Head {
+                features: cin,
+                classes: num_classes as u64,
+            });
         }
         CnnArch::MobileNetV2 { num_classes } => {
             let mut hw = conv(&mut v, 3, 32, 3, 2, 1, image);
             v.push(Layer::BatchNorm { c: 32 });
             v.push(Layer::Relu);
             let mut cin = 32u64;
-            for &(t, c, n, s) in &[(1u64, 16u64, 1u32, 1u64), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1), (6, 160, 3, 2), (6, 320, 1, 1)] {
+            for &(t, c, n, s) in &[
+                (1u64, 16u64, 1u32, 1u64),
+                (6, 24, 2, 2),
+                (6, 32, 3, 2),
+                (6, 64, 4, 2),
+                (6, 96, 3, 1),
+                (6, 160, 3, 2),
+                (6, 320, 1, 1),
+            ] {
                 for i in 0..n {
                     let stride = if i == 0 { s } else { 1 };
                     let hidden = cin * t;
@@ -156,14 +192,21 @@ pub fn layers(arch: &CnnArch, image: u64) -> Vec<Layer> {
                     v.push(Layer::Relu);
                     conv(&mut v, hidden, c, 1, 1, 1, hw);
                     v.push(Layer::BatchNorm { c });
-                    v.push(if residual { Layer::BlockEnd { inplace: false } } else { Layer::BlockEndNoResidual });
+                    v.push(if residual {
+                        Layer::BlockEnd { inplace: false }
+                    } else {
+                        Layer::BlockEndNoResidual
+                    });
                     cin = c;
                 }
             }
             conv(&mut v, cin, 1280, 1, 1, 1, hw);
             v.push(Layer::BatchNorm { c: 1280 });
             v.push(Layer::Relu);
-            v.push(Layer::Head { features: 1280, classes: num_classes as u64 });
+            v.push(Layer::Head {
+                features: 1280,
+                classes: num_classes as u64,
+            });
         }
     }
     v
@@ -174,7 +217,13 @@ pub fn params(arch: &CnnArch) -> u64 {
     layers(arch, 224)
         .iter()
         .map(|l| match *l {
-            Layer::Conv { cin, cout, k, groups, .. } => cout * (cin / groups) * k * k,
+            Layer::Conv {
+                cin,
+                cout,
+                k,
+                groups,
+                ..
+            } => cout * (cin / groups) * k * k,
             Layer::BatchNorm { c } => 2 * c,
             Layer::Head { features, classes } => features * classes + classes,
             _ => 0,
@@ -189,7 +238,12 @@ pub fn conv_workspace(runtime: &RuntimeProfile, input: u64, output: u64) -> u64 
 }
 
 /// Replays a CNN run.
-pub fn replay(arch: &CnnArch, workload: &Workload, runtime: &RuntimeProfile, replay: &mut Replay) -> Result<ReplaySummary, Error> {
+pub fn replay(
+    arch: &CnnArch,
+    workload: &Workload,
+    runtime: &RuntimeProfile,
+    replay: &mut Replay,
+) -> Result<ReplaySummary, Error> {
     let training = workload.mode == Mode::Training;
     let dsize = if training {
         match workload.training.precision {
@@ -199,7 +253,11 @@ pub fn replay(arch: &CnnArch, workload: &Workload, runtime: &RuntimeProfile, rep
     } else {
         workload.dtype.bytes()
     };
-    let act_dsize = if training && workload.training.precision == Precision::AmpBf16 { BF16 } else { dsize };
+    let act_dsize = if training && workload.training.precision == Precision::AmpBf16 {
+        BF16
+    } else {
+        dsize
+    };
     let image = workload.image_size.unwrap_or(224) as u64;
     let net = layers(arch, image);
     let mut g = Graph::new(replay);
@@ -210,18 +268,30 @@ pub fn replay(arch: &CnnArch, workload: &Workload, runtime: &RuntimeProfile, rep
     let mut params = 0u64;
     let mut bytes = 0u64;
     let mut buffers = 0u64;
-    let mut param = |g: &mut Graph, rows: u64, cols: u64, trainable_list: &mut Vec<Trainable>| -> Value {
-        let v = g.param(rows * cols * dsize, training);
-        params += rows * cols;
-        bytes += rows * cols * dsize;
-        if training {
-            trainable_list.push(Trainable { value: v, dsize, rows, cols });
-        }
-        v
-    };
+    let mut param =
+        |g: &mut Graph, rows: u64, cols: u64, trainable_list: &mut Vec<Trainable>| -> Value {
+            let v = g.param(rows * cols * dsize, training);
+            params += rows * cols;
+            bytes += rows * cols * dsize;
+            if training {
+                trainable_list.push(Trainable {
+                    value: v,
+                    dsize,
+                    rows,
+                    cols,
+                });
+            }
+            v
+        };
     for l in &net {
         match *l {
-            Layer::Conv { cin, cout, k, groups, .. } => weights.push(param(&mut g, cout, cin / groups * k * k, &mut trainable)),
+            Layer::Conv {
+                cin,
+                cout,
+                k,
+                groups,
+                ..
+            } => weights.push(param(&mut g, cout, cin / groups * k * k, &mut trainable)),
             Layer::BatchNorm { c } => {
                 weights.push(param(&mut g, c, 1, &mut trainable));
                 param(&mut g, c, 1, &mut trainable);
@@ -237,18 +307,33 @@ pub fn replay(arch: &CnnArch, workload: &Workload, runtime: &RuntimeProfile, rep
             _ => {}
         }
     }
-    let summary = ReplaySummary { params, weight_bytes: bytes + buffers, ..ReplaySummary::default() };
+    let summary = ReplaySummary {
+        params,
+        weight_bytes: bytes + buffers,
+        ..ReplaySummary::default()
+    };
     g.at("cuBLAS workspace", None);
-    let _ws = g.replay.alloc(runtime.cublas_workspace_bytes, Component::LibraryWorkspace);
+    let _ws = g
+        .replay
+        .alloc(runtime.cublas_workspace_bytes, Component::LibraryWorkspace);
     let b = workload.batch as u64;
-    let run = Run { net: &net, weights: &weights, b, image, act_dsize, runtime };
+    let run = Run {
+        net: &net,
+        weights: &weights,
+        b,
+        image,
+        act_dsize,
+        runtime,
+    };
     if !training {
         let mut cx = Ctx::plain(dsize);
         let out = run.forward(&mut g, &mut cx);
         g.drop(out.v);
         return Ok(summary);
     }
-    let _ws2 = g.replay.alloc(runtime.cublas_workspace_bytes, Component::LibraryWorkspace);
+    let _ws2 = g
+        .replay
+        .alloc(runtime.cublas_workspace_bytes, Component::LibraryWorkspace);
     let t = &workload.training;
     let mut state = OptimizerState::default();
     if t.optimizer_state_resident {
@@ -265,7 +350,12 @@ pub fn replay(arch: &CnnArch, workload: &Workload, runtime: &RuntimeProfile, rep
         let logits = run.forward(&mut g, &mut cx);
         g.at("loss: cross entropy", None);
         let labels = g.input(b * INT64, Component::Transient);
-        let lsm = g.op_saving_output("loss: log_softmax", &[logits.v], logits.elems * FP32, Component::Transient);
+        let lsm = g.op_saving_output(
+            "loss: log_softmax",
+            &[logits.v],
+            logits.elems * FP32,
+            Component::Transient,
+        );
         let loss = g.op("loss: nll", &[lsm], &[labels], 4, Component::Transient);
         g.drop_all(&[lsm, logits.v, labels]);
         cx.exit_autocast(&mut g);
@@ -293,13 +383,30 @@ impl Run<'_> {
     fn forward(&self, g: &mut Graph, cx: &mut Ctx) -> T {
         let b = self.b;
         g.at("input images", None);
-        let images = g.input(b * 3 * self.image * self.image * FP32, Component::Activations);
+        let images = g.input(
+            b * 3 * self.image * self.image * FP32,
+            Component::Activations,
+        );
         let mut x = if cx.autocast {
-            let c = g.op("autocast: input cast to bf16", &[images], &[], b * 3 * self.image * self.image * BF16, Component::Transient);
+            let c = g.op(
+                "autocast: input cast to bf16",
+                &[images],
+                &[],
+                b * 3 * self.image * self.image * BF16,
+                Component::Transient,
+            );
             g.drop(images);
-            T { v: c, elems: b * 3 * self.image * self.image, dsize: BF16 }
+            T {
+                v: c,
+                elems: b * 3 * self.image * self.image,
+                dsize: BF16,
+            }
         } else {
-            T { v: images, elems: b * 3 * self.image * self.image, dsize: FP32 }
+            T {
+                v: images,
+                elems: b * 3 * self.image * self.image,
+                dsize: FP32,
+            }
         };
         let mut w = self.weights.iter();
         let mut block_input: Option<T> = None;
@@ -318,15 +425,39 @@ impl Run<'_> {
                     if ws > 0 {
                         g.workspace("convolution: cuDNN workspace", ws);
                     }
-                    let saved: &[Value] = if g.requires_grad(weight) { &[x.v, weight] } else { &[weight] };
-                    let v = g.op_with("convolution", &[x.v, weight], saved, out_elems * self.act_dsize, Component::Transient, 0, ws);
+                    let saved: &[Value] = if g.requires_grad(weight) {
+                        &[x.v, weight]
+                    } else {
+                        &[weight]
+                    };
+                    let v = g.op_with(
+                        "convolution",
+                        &[x.v, weight],
+                        saved,
+                        out_elems * self.act_dsize,
+                        Component::Transient,
+                        0,
+                        ws,
+                    );
                     g.drop(x.v);
-                    x = T { v, elems: out_elems, dsize: self.act_dsize };
+                    x = T {
+                        v,
+                        elems: out_elems,
+                        dsize: self.act_dsize,
+                    };
                 }
                 Layer::BatchNorm { c } => {
                     let weight = *w.next().expect("bn weight");
                     g.at("batch norm", Some(layer));
-                    let v = g.op_with("batch norm", &[x.v, weight], &[x.v, weight], x.bytes(), Component::Transient, 2 * c * FP32, 0);
+                    let v = g.op_with(
+                        "batch norm",
+                        &[x.v, weight],
+                        &[x.v, weight],
+                        x.bytes(),
+                        Component::Transient,
+                        2 * c * FP32,
+                        0,
+                    );
                     g.drop(x.v);
                     x = T { v, ..x };
                 }
@@ -335,9 +466,21 @@ impl Run<'_> {
                     g.at("max pool", Some(layer));
                     // Saves its input and int64 indices of the output's shape.
                     let out_elems = b * channels * out_hw * out_hw;
-                    let v = g.op_with("max pool", &[x.v], &[x.v], out_elems * x.dsize, Component::Transient, out_elems * INT64, 0);
+                    let v = g.op_with(
+                        "max pool",
+                        &[x.v],
+                        &[x.v],
+                        out_elems * x.dsize,
+                        Component::Transient,
+                        out_elems * INT64,
+                        0,
+                    );
                     g.drop(x.v);
-                    x = T { v, elems: out_elems, dsize: x.dsize };
+                    x = T {
+                        v,
+                        elems: out_elems,
+                        dsize: x.dsize,
+                    };
                 }
                 Layer::BlockStart => {
                     g.hold(x.v);
@@ -384,13 +527,33 @@ impl Run<'_> {
                 Layer::Head { features, classes } => {
                     let weight = *w.next().expect("fc weight");
                     g.at("avgpool + fc", None);
-                    let pooled = g.op("adaptive avg pool", &[x.v], &[], b * features * x.dsize, Component::Transient);
+                    let pooled = g.op(
+                        "adaptive avg pool",
+                        &[x.v],
+                        &[],
+                        b * features * x.dsize,
+                        Component::Transient,
+                    );
                     g.drop(x.v);
-                    let saved: &[Value] = if g.requires_grad(weight) { &[pooled, weight] } else { &[weight] };
+                    let saved: &[Value] = if g.requires_grad(weight) {
+                        &[pooled, weight]
+                    } else {
+                        &[weight]
+                    };
                     let out_dsize = if cx.autocast { BF16 } else { x.dsize };
-                    let logits = g.op("fc", &[pooled, weight], saved, b * classes * out_dsize, Component::Transient);
+                    let logits = g.op(
+                        "fc",
+                        &[pooled, weight],
+                        saved,
+                        b * classes * out_dsize,
+                        Component::Transient,
+                    );
                     g.drop(pooled);
-                    x = T { v: logits, elems: b * classes, dsize: out_dsize };
+                    x = T {
+                        v: logits,
+                        elems: b * classes,
+                        dsize: out_dsize,
+                    };
                 }
             }
         }

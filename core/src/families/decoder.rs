@@ -25,7 +25,8 @@ use crate::workload::{Attention, InferenceKind, LoadPath, Logits, Mode, Precisio
 use alloc::vec::Vec;
 
 /// Test hook: forces full replays of decode steps.
-pub static DISABLE_DECODE_SHORTCUT: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
+pub static DISABLE_DECODE_SHORTCUT: core::sync::atomic::AtomicBool =
+    core::sync::atomic::AtomicBool::new(false);
 
 /// Rejects workloads the decoder family cannot run.
 pub fn validate(workload: &Workload) -> Result<(), Error> {
@@ -44,9 +45,23 @@ pub fn validate(workload: &Workload) -> Result<(), Error> {
 
 #[derive(Clone, Copy, Debug)]
 enum Mlp {
-    Gated { gate: Linear, up: Linear, down: Linear },
-    Plain { fc: Linear, proj: Linear },
-    Moe { router: Value, experts: u64, top_k: u64, gate_up: Linear, down: Linear, shared: Option<(Linear, Linear, Linear)> },
+    Gated {
+        gate: Linear,
+        up: Linear,
+        down: Linear,
+    },
+    Plain {
+        fc: Linear,
+        proj: Linear,
+    },
+    Moe {
+        router: Value,
+        experts: u64,
+        top_k: u64,
+        gate_up: Linear,
+        down: Linear,
+        shared: Option<(Linear, Linear, Linear)>,
+    },
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -104,22 +119,41 @@ impl Builder<'_, '_> {
         self.params += elems;
         self.bytes += bytes;
         if train {
-            self.trainable.push(Trainable { value: v, dsize: self.s.dsize, rows, cols });
+            self.trainable.push(Trainable {
+                value: v,
+                dsize: self.s.dsize,
+                rows,
+                cols,
+            });
         }
         v
     }
 
     fn linear(&mut self, inp: u64, out: u64, bias: bool, lora_target: bool) -> Linear {
         let weight = self.tensor(out, inp, true);
-        let bias = if bias { Some(self.tensor(out, 1, false)) } else { None };
+        let bias = if bias {
+            Some(self.tensor(out, 1, false))
+        } else {
+            None
+        };
         let lora = if lora_target && self.s.lora_rank > 0 {
             let r = self.s.lora_rank;
             let a = self.g.param(r * inp * FP32, true);
             let b = self.g.param(out * r * FP32, true);
             self.params += r * (inp + out);
             self.bytes += r * (inp + out) * FP32;
-            self.trainable.push(Trainable { value: a, dsize: FP32, rows: r, cols: inp });
-            self.trainable.push(Trainable { value: b, dsize: FP32, rows: out, cols: r });
+            self.trainable.push(Trainable {
+                value: a,
+                dsize: FP32,
+                rows: r,
+                cols: inp,
+            });
+            self.trainable.push(Trainable {
+                value: b,
+                dsize: FP32,
+                rows: out,
+                cols: r,
+            });
             Some((a, b, r))
         } else {
             None
@@ -162,15 +196,28 @@ fn build(g: &mut Graph, a: &DecoderArch, workload: &Workload) -> Weights {
     } else {
         BF16
     };
-    let quant = if workload.dtype.is_float() { None } else { Some(workload.dtype) };
+    let quant = if workload.dtype.is_float() {
+        None
+    } else {
+        Some(workload.dtype)
+    };
     let (h, v) = (a.hidden_size as u64, a.vocab_size as u64);
     let qd = a.num_heads as u64 * a.head_dim as u64;
     let kvd = a.num_kv_heads as u64 * a.head_dim as u64;
     let (rank, targets) = lora.unwrap_or((0, Vec::new()));
-    let is = |name: &str| targets.iter().any(|t| *t == name || (name == "c_attn" && (*t == "q_proj" || *t == "qkv_proj")));
+    let is = |name: &str| {
+        targets
+            .iter()
+            .any(|t| *t == name || (name == "c_attn" && (*t == "q_proj" || *t == "qkv_proj")))
+    };
     let mut b = Builder {
         g,
-        s: Storage { dsize, quant, frozen: rank > 0, lora_rank: rank },
+        s: Storage {
+            dsize,
+            quant,
+            frozen: rank > 0,
+            lora_rank: rank,
+        },
         trainable: Vec::new(),
         params: 0,
         bytes: 0,
@@ -209,7 +256,14 @@ fn build(g: &mut Graph, a: &DecoderArch, workload: &Workload) -> Weights {
                 } else {
                     None
                 };
-                Mlp::Moe { router, experts: e, top_k: m.experts_per_token as u64, gate_up, down, shared }
+                Mlp::Moe {
+                    router,
+                    experts: e,
+                    top_k: m.experts_per_token as u64,
+                    gate_up,
+                    down,
+                    shared,
+                }
             }
             (_, MlpKind::Gated) => {
                 let i = a.intermediate_size as u64;
@@ -232,7 +286,15 @@ fn build(g: &mut Graph, a: &DecoderArch, workload: &Workload) -> Weights {
         for _ in 0..a.extra_norms_per_layer {
             let _ = b.tensor(h * norm_len, 1, false);
         }
-        layers.push(Layer { norm1, q, k, v: vv, o, norm2, mlp });
+        layers.push(Layer {
+            norm1,
+            q,
+            k,
+            v: vv,
+            o,
+            norm2,
+            mlp,
+        });
     }
     let norm = b.tensor(h * norm_len, 1, false);
     if a.learned_positions == 0 {
@@ -242,14 +304,31 @@ fn build(g: &mut Graph, a: &DecoderArch, workload: &Workload) -> Weights {
         b.bytes += inv;
     }
     let lm_head = if a.tie_word_embeddings {
-        Linear { weight: embed, weight_dsize: dsize, bias: None, in_features: h, out_features: v, lora: None, quantized: false }
+        Linear {
+            weight: embed,
+            weight_dsize: dsize,
+            bias: None,
+            in_features: h,
+            out_features: v,
+            lora: None,
+            quantized: false,
+        }
     } else {
         let mut l = b.linear(h, v, false, false);
         l.quantized = false;
         l
     };
     let (trainable, params, bytes) = (b.trainable, b.params, b.bytes);
-    Weights { embed, positions, layers, norm, lm_head, trainable, params, bytes }
+    Weights {
+        embed,
+        positions,
+        layers,
+        norm,
+        lm_head,
+        trainable,
+        params,
+        bytes,
+    }
 }
 
 /// One layer's cache: keys and values storage and the tokens kept.
@@ -275,7 +354,14 @@ impl KvCache {
 
     /// `update`: cat onto the kept tokens (keys, then values, each replacing
     /// the old storage). Returns the new keys/values and their length.
-    fn update(&mut self, g: &mut Graph, l: usize, new_tokens: u64, per_token_elems: u64, window: Option<u32>) -> (Value, Value, u64, u64) {
+    fn update(
+        &mut self,
+        g: &mut Graph,
+        l: usize,
+        new_tokens: u64,
+        per_token_elems: u64,
+        window: Option<u32>,
+    ) -> (Value, Value, u64, u64) {
         let total = self.kept(l) + new_tokens;
         let elems = per_token_elems * total;
         let bytes = self.dtype.storage_bytes(elems);
@@ -332,7 +418,16 @@ impl Model<'_> {
 
     /// One decoder layer; `x` is held by the caller.
     #[allow(clippy::too_many_arguments)]
-    fn layer(&self, g: &mut Graph, cx: &mut Ctx, l: usize, x: T, call: &Call, rope: Option<(T, T)>, cache: &mut Option<KvCache>) -> T {
+    fn layer(
+        &self,
+        g: &mut Graph,
+        cx: &mut Ctx,
+        l: usize,
+        x: T,
+        call: &Call,
+        rope: Option<(T, T)>,
+        cache: &mut Option<KvCache>,
+    ) -> T {
         let a = self.a;
         let lw = self.w.layers[l];
         let layer = Some(l as u32);
@@ -369,20 +464,68 @@ impl Model<'_> {
                     // Quantised caches dequantise the layer's keys and values per call.
                     g.workspace("KV cache: dequantize", 2 * elems * dsize);
                 }
-                (T { v: nk, elems, dsize }, T { v: nv, elems, dsize }, total)
+                (
+                    T {
+                        v: nk,
+                        elems,
+                        dsize,
+                    },
+                    T {
+                        v: nv,
+                        elems,
+                        dsize,
+                    },
+                    total,
+                )
             }
             None => (k, v, s),
         };
         g.at("attention: scaled dot product", layer);
-        let shape = AttnShape { batch: b, heads: nh, kv_heads: kvh, q_len: s, kv_len, head_dim: hd };
+        let shape = AttnShape {
+            batch: b,
+            heads: nh,
+            kv_heads: kvh,
+            q_len: s,
+            kv_len,
+            head_dim: hd,
+        };
         let masked = window.is_some() && s > 1;
         let attn = match self.attention {
             Attention::Sdpa if masked && kvh < nh => {
                 // A sliding-window mask is passed to sdpa, so transformers
                 // repeats keys and values per query head (no enable_gqa).
-                let kr = nn::unary(g, T { elems: b * nh * kv_len * hd, ..k }, "attention: repeat_kv (keys)", false, k.dsize);
-                let vr = nn::unary(g, T { elems: b * nh * kv_len * hd, ..v }, "attention: repeat_kv (values)", false, v.dsize);
-                let out = nn::sdpa(g, cx, q, kr, vr, AttnShape { kv_heads: nh, ..shape }, rope.is_some());
+                let kr = nn::unary(
+                    g,
+                    T {
+                        elems: b * nh * kv_len * hd,
+                        ..k
+                    },
+                    "attention: repeat_kv (keys)",
+                    false,
+                    k.dsize,
+                );
+                let vr = nn::unary(
+                    g,
+                    T {
+                        elems: b * nh * kv_len * hd,
+                        ..v
+                    },
+                    "attention: repeat_kv (values)",
+                    false,
+                    v.dsize,
+                );
+                let out = nn::sdpa(
+                    g,
+                    cx,
+                    q,
+                    kr,
+                    vr,
+                    AttnShape {
+                        kv_heads: nh,
+                        ..shape
+                    },
+                    rope.is_some(),
+                );
                 g.drop_all(&[kr.v, vr.v]);
                 out
             }
@@ -424,7 +567,11 @@ impl Model<'_> {
     /// `decode_shortcut_matches_full_replay`.
     fn decode_shortcut(&self, call: &Call, cache: &Option<KvCache>) -> bool {
         let Some(c) = cache else { return false };
-        if call.tokens != 1 || c.layers.len() != self.a.num_layers as usize || !c.dtype.is_float() || DISABLE_DECODE_SHORTCUT.load(core::sync::atomic::Ordering::Relaxed) {
+        if call.tokens != 1
+            || c.layers.len() != self.a.num_layers as usize
+            || !c.dtype.is_float()
+            || DISABLE_DECODE_SHORTCUT.load(core::sync::atomic::Ordering::Relaxed)
+        {
             return false;
         }
         let a = self.a;
@@ -433,12 +580,16 @@ impl Model<'_> {
             .max()
             .unwrap_or(0) as u64;
         let widest = match a.moe {
-            Some(m) => widest.max(2 * m.expert_intermediate_size as u64).max(m.num_experts as u64 * m.experts_per_token as u64),
+            Some(m) => widest
+                .max(2 * m.expert_intermediate_size as u64)
+                .max(m.num_experts as u64 * m.experts_per_token as u64),
             None => widest,
         };
         let transient = call.batch * widest * FP32;
         let shortest = c.layers.iter().map(|l| l.kept).min().unwrap_or(0);
-        let kv = c.dtype.storage_bytes(call.batch * a.num_kv_heads as u64 * shortest * a.head_dim as u64);
+        let kv = c
+            .dtype
+            .storage_bytes(call.batch * a.num_kv_heads as u64 * shortest * a.head_dim as u64);
         transient <= crate::allocator::SMALL_SIZE && kv > crate::allocator::SMALL_SIZE
     }
 
@@ -447,7 +598,13 @@ impl Model<'_> {
         let Some(c) = cache.as_mut() else { return };
         let a = self.a;
         g.at("attention: KV cache update (torch.cat)", Some(l as u32));
-        c.update(g, l, call.tokens, call.batch * a.num_kv_heads as u64 * a.head_dim as u64, a.layer_sliding_window(l as u32));
+        c.update(
+            g,
+            l,
+            call.tokens,
+            call.batch * a.num_kv_heads as u64 * a.head_dim as u64,
+            a.layer_sliding_window(l as u32),
+        );
     }
 
     fn mlp(&self, g: &mut Graph, cx: &mut Ctx, x: T, mlp: &Mlp, layer: Option<u32>) -> T {
@@ -479,17 +636,44 @@ impl Model<'_> {
                 g.drop(act.v);
                 d
             }
-            Mlp::Moe { router, experts, top_k, gate_up, down, shared } => {
+            Mlp::Moe {
+                router,
+                experts,
+                top_k,
+                gate_up,
+                down,
+                shared,
+            } => {
                 let h = self.a.hidden_size as u64;
                 let rows = x.elems / h;
                 g.at("moe: router", layer);
-                let rl = nn::linear(g, cx, x, &Linear { weight: router, weight_dsize: gate_up.weight_dsize, bias: None, in_features: h, out_features: experts, lora: None, quantized: false }, "moe: router");
+                let rl = nn::linear(
+                    g,
+                    cx,
+                    x,
+                    &Linear {
+                        weight: router,
+                        weight_dsize: gate_up.weight_dsize,
+                        bias: None,
+                        in_features: h,
+                        out_features: experts,
+                        lora: None,
+                        quantized: false,
+                    },
+                    "moe: router",
+                );
                 let probs = nn::unary(g, rl, "moe: router softmax", false, FP32);
                 g.drop_all(&[rl.v]);
                 let onehot = g.input(rows * top_k * experts * INT64, Component::Transient);
                 g.drop(probs.v);
                 g.at("moe: experts", layer);
-                let out = g.op("moe: final_hidden_states = zeros_like", &[x.v], &[], x.bytes(), Component::Transient);
+                let out = g.op(
+                    "moe: final_hidden_states = zeros_like",
+                    &[x.v],
+                    &[],
+                    x.bytes(),
+                    Component::Transient,
+                );
                 let out = T { v: out, ..x };
                 let i = gate_up.out_features / experts / 2;
                 // Only experts that receive tokens run (`expert_hit`); routing
@@ -497,11 +681,31 @@ impl Model<'_> {
                 let assignments = rows * top_k;
                 let hit = experts.min(assignments);
                 let n = assignments.div_ceil(hit);
-                let per_gu = Linear { in_features: h, out_features: 2 * i, lora: None, ..gate_up };
-                let per_down = Linear { in_features: i, out_features: h, lora: None, ..down };
+                let per_gu = Linear {
+                    in_features: h,
+                    out_features: 2 * i,
+                    lora: None,
+                    ..gate_up
+                };
+                let per_down = Linear {
+                    in_features: i,
+                    out_features: h,
+                    lora: None,
+                    ..down
+                };
                 for _ in 0..hit {
-                    let cur = g.op("moe: gather tokens", &[x.v], &[], n * h * x.dsize, Component::Transient);
-                    let cur = T { v: cur, elems: n * h, dsize: x.dsize };
+                    let cur = g.op(
+                        "moe: gather tokens",
+                        &[x.v],
+                        &[],
+                        n * h * x.dsize,
+                        Component::Transient,
+                    );
+                    let cur = T {
+                        v: cur,
+                        elems: n * h,
+                        dsize: x.dsize,
+                    };
                     let gu = nn::linear(g, cx, cur, &per_gu, "moe: expert gate_up");
                     let gate = T { elems: n * i, ..gu };
                     let act = nn::unary(g, gate, "moe: expert act", true, gu.dsize);
@@ -534,7 +738,14 @@ impl Model<'_> {
     }
 
     /// A full model call. Returns logits (or the final hidden states).
-    fn forward(&self, g: &mut Graph, cx: &mut Ctx, call: &Call, cache: &mut Option<KvCache>, kept: &mut Option<(T, T)>) -> T {
+    fn forward(
+        &self,
+        g: &mut Graph,
+        cx: &mut Ctx,
+        call: &Call,
+        cache: &mut Option<KvCache>,
+        kept: &mut Option<(T, T)>,
+    ) -> T {
         let a = self.a;
         let (b, s, h) = (call.batch, call.tokens, a.hidden_size as u64);
         let rows = b * s;
@@ -542,12 +753,38 @@ impl Model<'_> {
         let ids = g.input(rows * INT64, Component::Activations);
         let emb_dsize = self.w.lm_head.weight_dsize;
         let mut x = {
-            let v = g.op("embedding", &[ids, self.w.embed], &[ids], rows * h * emb_dsize, Component::Activations);
-            T { v, elems: rows * h, dsize: emb_dsize }
+            let v = g.op(
+                "embedding",
+                &[ids, self.w.embed],
+                &[ids],
+                rows * h * emb_dsize,
+                Component::Activations,
+            );
+            T {
+                v,
+                elems: rows * h,
+                dsize: emb_dsize,
+            }
         };
         if let Some(p) = self.w.positions {
-            let pe = g.op("position embedding", &[p], &[], s * h * emb_dsize, Component::Transient);
-            let sum = nn::binary(g, x, T { v: pe, elems: s * h, dsize: emb_dsize }, "embedding + positions", false);
+            let pe = g.op(
+                "position embedding",
+                &[p],
+                &[],
+                s * h * emb_dsize,
+                Component::Transient,
+            );
+            let sum = nn::binary(
+                g,
+                x,
+                T {
+                    v: pe,
+                    elems: s * h,
+                    dsize: emb_dsize,
+                },
+                "embedding + positions",
+                false,
+            );
             g.drop_all(&[x.v, pe]);
             x = sum;
             if call.gpt2_dropout {
@@ -574,8 +811,26 @@ impl Model<'_> {
             let c32 = g.input(s * hd * FP32, Component::Transient);
             let s32 = g.input(s * hd * FP32, Component::Transient);
             g.drop(emb);
-            let cos = nn::cast(g, T { v: c32, elems: s * hd, dsize: FP32 }, x.dsize, "rotary cos");
-            let sin = nn::cast(g, T { v: s32, elems: s * hd, dsize: FP32 }, x.dsize, "rotary sin");
+            let cos = nn::cast(
+                g,
+                T {
+                    v: c32,
+                    elems: s * hd,
+                    dsize: FP32,
+                },
+                x.dsize,
+                "rotary cos",
+            );
+            let sin = nn::cast(
+                g,
+                T {
+                    v: s32,
+                    elems: s * hd,
+                    dsize: FP32,
+                },
+                x.dsize,
+                "rotary sin",
+            );
             g.drop_all(&[c32, s32]);
             Some((cos, sin))
         } else {
@@ -583,12 +838,13 @@ impl Model<'_> {
         };
         // Sliding-window layers get an explicit boolean mask (b, 1, s, s),
         // built once per call and kept for every layer.
-        let sliding_mask = if s > 1 && (0..a.num_layers).any(|l| a.layer_sliding_window(l).is_some()) {
-            g.at("sliding-window attention mask", None);
-            Some(g.input(b * s * s, Component::Transient))
-        } else {
-            None
-        };
+        let sliding_mask =
+            if s > 1 && (0..a.num_layers).any(|l| a.layer_sliding_window(l).is_some()) {
+                g.at("sliding-window attention mask", None);
+                Some(g.input(b * s * s, Component::Transient))
+            } else {
+                None
+            };
         let decode_shortcut = self.decode_shortcut(call, cache);
         for l in 0..a.num_layers as usize {
             if decode_shortcut && l > 0 {
@@ -629,8 +885,18 @@ impl Model<'_> {
         let out = match call.logits {
             Logits::None => return hn,
             Logits::Last => {
-                let last = g.op("lm_head input: last position", &[hn.v], &[], b * h * hn.dsize, Component::Transient);
-                let last = T { v: last, elems: b * h, dsize: hn.dsize };
+                let last = g.op(
+                    "lm_head input: last position",
+                    &[hn.v],
+                    &[],
+                    b * h * hn.dsize,
+                    Component::Transient,
+                );
+                let last = T {
+                    v: last,
+                    elems: b * h,
+                    dsize: hn.dsize,
+                };
                 g.at("lm_head (last position)", None);
                 let lg = nn::linear(g, cx, last, &self.w.lm_head, "lm_head");
                 g.drop(last.v);
@@ -647,7 +913,12 @@ impl Model<'_> {
             g.at("final logit softcapping", None);
             let scaled = nn::unary(g, out, "logits / softcap", false, out.dsize);
             g.drop(out.v);
-            let th = g.op_saving_output("tanh(logits / softcap)", &[scaled.v], scaled.bytes(), Component::Transient);
+            let th = g.op_saving_output(
+                "tanh(logits / softcap)",
+                &[scaled.v],
+                scaled.bytes(),
+                Component::Transient,
+            );
             g.drop(scaled.v);
             let th = T { v: th, ..scaled };
             let capped = nn::unary(g, th, "* softcap", false, th.dsize);
@@ -670,7 +941,12 @@ fn gelu_new(g: &mut Graph, cx: &Ctx, x: T) -> T {
     g.drop(scaled.v);
     let arg = nn::unary(g, inner, "gelu_new: sqrt(2/pi) * ...", false, inner.dsize);
     g.drop(inner.v);
-    let th = g.op_saving_output("gelu_new: tanh", &[arg.v], arg.bytes(), Component::Transient);
+    let th = g.op_saving_output(
+        "gelu_new: tanh",
+        &[arg.v],
+        arg.bytes(),
+        Component::Transient,
+    );
     g.drop(arg.v);
     let th = T { v: th, ..arg };
     let one = nn::unary(g, th, "gelu_new: 1 + tanh", false, th.dsize);
@@ -681,9 +957,18 @@ fn gelu_new(g: &mut Graph, cx: &Ctx, x: T) -> T {
 }
 
 /// Replays a decoder run.
-pub fn replay(a: &DecoderArch, workload: &Workload, runtime: &RuntimeProfile, replay: &mut Replay) -> Result<ReplaySummary, Error> {
+pub fn replay(
+    a: &DecoderArch,
+    workload: &Workload,
+    runtime: &RuntimeProfile,
+    replay: &mut Replay,
+) -> Result<ReplaySummary, Error> {
     let mut g = Graph::new(replay);
-    if workload.load == LoadPath::BuildThenCast && workload.mode == Mode::Inference && workload.dtype.is_float() && workload.dtype != Dtype::Fp32 {
+    if workload.load == LoadPath::BuildThenCast
+        && workload.mode == Mode::Inference
+        && workload.dtype.is_float()
+        && workload.dtype != Dtype::Fp32
+    {
         // Constructed on the GPU in fp32, then `model.to(dtype)`.
         let mut scratch_replay = Replay::new(runtime.allocator, None);
         let mut scratch = Graph::new(&mut scratch_replay);
@@ -695,22 +980,42 @@ pub fn replay(a: &DecoderArch, workload: &Workload, runtime: &RuntimeProfile, re
         g.stage_fp32_construction(&sizes);
     }
     let w = build(&mut g, a, workload);
-    let summary = ReplaySummary { params: w.params, weight_bytes: w.bytes, ..ReplaySummary::default() };
+    let summary = ReplaySummary {
+        params: w.params,
+        weight_bytes: w.bytes,
+        ..ReplaySummary::default()
+    };
     // cuBLAS workspace of the forward thread, allocated by the first matmul
     // and kept by the handle for the life of the process.
     g.at("cuBLAS workspace", None);
-    let _ws = g.replay.alloc(runtime.cublas_workspace_bytes, Component::LibraryWorkspace);
+    let _ws = g
+        .replay
+        .alloc(runtime.cublas_workspace_bytes, Component::LibraryWorkspace);
     let gpt2 = a.norm == NormKind::LayerNorm;
-    let model = Model { a, w, attention: workload.attention };
+    let model = Model {
+        a,
+        w,
+        attention: workload.attention,
+    };
     let b = workload.batch as u64;
     let s = workload.seq_len as u64;
     match workload.mode {
         Mode::Inference => {
-            let dsize = if workload.dtype.is_float() { workload.dtype.bytes() } else { BF16 };
+            let dsize = if workload.dtype.is_float() {
+                workload.dtype.bytes()
+            } else {
+                BF16
+            };
             let mut cx = Ctx::plain(dsize);
             match workload.inference.kind {
                 InferenceKind::Forward => {
-                    let call = Call { batch: b, tokens: s, logits: workload.inference.logits, checkpointing: false, gpt2_dropout: false };
+                    let call = Call {
+                        batch: b,
+                        tokens: s,
+                        logits: workload.inference.logits,
+                        checkpointing: false,
+                        gpt2_dropout: false,
+                    };
                     let mut cache = None;
                     let out = model.forward(&mut g, &mut cx, &call, &mut cache, &mut None);
                     g.drop(out.v);
@@ -724,18 +1029,40 @@ pub fn replay(a: &DecoderArch, workload: &Workload, runtime: &RuntimeProfile, re
 }
 
 fn generate(g: &mut Graph, model: &Model, cx: &mut Ctx, workload: &Workload, b: u64, s: u64) {
-    let kv_dtype = workload.inference.kv_dtype.unwrap_or(if workload.dtype.is_float() { workload.dtype } else { Dtype::Bf16 });
-    let mut cache = Some(KvCache { layers: Vec::new(), dtype: kv_dtype });
+    let kv_dtype = workload
+        .inference
+        .kv_dtype
+        .unwrap_or(if workload.dtype.is_float() {
+            workload.dtype
+        } else {
+            Dtype::Bf16
+        });
+    let mut cache = Some(KvCache {
+        layers: Vec::new(),
+        dtype: kv_dtype,
+    });
     let v = model.a.vocab_size as u64;
     let new_tokens = workload.inference.new_tokens.max(1) as u64;
     let mut ids = g.input(b * s * INT64, Component::Activations);
     let mut tokens = s;
     for step in 0..new_tokens {
         g.replay.step(None);
-        let call = Call { batch: b, tokens: if step == 0 { s } else { 1 }, logits: workload.inference.logits, checkpointing: false, gpt2_dropout: false };
+        let call = Call {
+            batch: b,
+            tokens: if step == 0 { s } else { 1 },
+            logits: workload.inference.logits,
+            checkpointing: false,
+            gpt2_dropout: false,
+        };
         let logits = model.forward(g, cx, &call, &mut cache, &mut None);
         g.at("generate: next-token logits to fp32", None);
-        let next = g.op("generate: logits[:, -1].float()", &[logits.v], &[], b * v * FP32, Component::Transient);
+        let next = g.op(
+            "generate: logits[:, -1].float()",
+            &[logits.v],
+            &[],
+            b * v * FP32,
+            Component::Transient,
+        );
         g.drop(logits.v);
         g.drop(next);
         if step + 1 == new_tokens {
@@ -765,7 +1092,13 @@ fn train(g: &mut Graph, model: &Model, workload: &Workload, b: u64, s: u64, gpt2
             (Precision::Fp32, false) => Ctx::plain(FP32),
             _ => Ctx::plain(BF16),
         };
-        let call = Call { batch: b, tokens: s, logits: Logits::All, checkpointing: t.grad_checkpointing, gpt2_dropout: gpt2 };
+        let call = Call {
+            batch: b,
+            tokens: s,
+            logits: Logits::All,
+            checkpointing: t.grad_checkpointing,
+            gpt2_dropout: gpt2,
+        };
         let mut rope = None;
         let mut no_cache = None;
         let logits = model.forward(g, &mut cx, &call, &mut no_cache, &mut rope);
@@ -778,12 +1111,23 @@ fn train(g: &mut Graph, model: &Model, workload: &Workload, b: u64, s: u64, gpt2
         while let Some(hit) = g.backward_run(0) {
             // Recompute the layer with saving, then backward through it.
             let mark = g.mark();
-            let x = T { v: hit.input, elems: b * s * model.a.hidden_size as u64, dsize: layer_input_dsize(&cx, model) };
+            let x = T {
+                v: hit.input,
+                elems: b * s * model.a.hidden_size as u64,
+                dsize: layer_input_dsize(&cx, model),
+            };
             g.at("backward: recompute checkpointed layer", Some(hit.segment));
-            let out = model.layer(g, &mut cx, hit.segment as usize, x, &call, rope, &mut no_cache);
-            match hit.grad {
-                Some(grad) => g.set_grad(out.v, grad),
-                None => {}
+            let out = model.layer(
+                g,
+                &mut cx,
+                hit.segment as usize,
+                x,
+                &call,
+                rope,
+                &mut no_cache,
+            );
+            if let Some(grad) = hit.grad {
+                g.set_grad(out.v, grad);
             }
             g.drop(out.v);
             while let Some(inner) = g.backward_run(mark) {

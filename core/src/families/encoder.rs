@@ -55,7 +55,13 @@ pub(crate) struct Weights {
     dsize: u64,
 }
 
-pub(crate) fn build(g: &mut Graph, a: &EncoderArch, dsize: u64, trainable: bool, with_head: bool) -> Weights {
+pub(crate) fn build(
+    g: &mut Graph,
+    a: &EncoderArch,
+    dsize: u64,
+    trainable: bool,
+    with_head: bool,
+) -> Weights {
     let h = a.hidden_size as u64;
     let i = a.intermediate_size as u64;
     let mut params = 0u64;
@@ -64,14 +70,31 @@ pub(crate) fn build(g: &mut Graph, a: &EncoderArch, dsize: u64, trainable: bool,
         let v = g.param(rows * cols * dsize, trainable);
         params += rows * cols;
         if trainable {
-            out.push(Trainable { value: v, dsize, rows, cols });
+            out.push(Trainable {
+                value: v,
+                dsize,
+                rows,
+                cols,
+            });
         }
         v
     };
-    let mut lin = |g: &mut Graph, tensor: &mut dyn FnMut(&mut Graph, u64, u64) -> Value, inp: u64, outf: u64| -> Linear {
+    let lin = |g: &mut Graph,
+               tensor: &mut dyn FnMut(&mut Graph, u64, u64) -> Value,
+               inp: u64,
+               outf: u64|
+     -> Linear {
         let weight = tensor(g, outf, inp);
         let bias = Some(tensor(g, outf, 1));
-        Linear { weight, weight_dsize: dsize, bias, in_features: inp, out_features: outf, lora: None, quantized: false }
+        Linear {
+            weight,
+            weight_dsize: dsize,
+            bias,
+            in_features: inp,
+            out_features: outf,
+            lora: None,
+            quantized: false,
+        }
     };
     g.at("load weights", None);
     let embed = tensor(g, a.vocab_size as u64, h);
@@ -81,7 +104,11 @@ pub(crate) fn build(g: &mut Graph, a: &EncoderArch, dsize: u64, trainable: bool,
     if a.type_vocab_size > 0 {
         tensor(g, a.type_vocab_size as u64, h);
     }
-    let emb_ln = if a.kind == EncoderKind::Bert { tensor(g, 2 * h, 1) } else { embed };
+    let emb_ln = if a.kind == EncoderKind::Bert {
+        tensor(g, 2 * h, 1)
+    } else {
+        embed
+    };
     let mut layers = Vec::new();
     for _ in 0..a.num_layers {
         let q = lin(g, &mut tensor, h, h);
@@ -92,7 +119,16 @@ pub(crate) fn build(g: &mut Graph, a: &EncoderArch, dsize: u64, trainable: bool,
         let fc = lin(g, &mut tensor, h, i);
         let proj = lin(g, &mut tensor, i, h);
         let ln_out = tensor(g, 2 * h, 1);
-        layers.push(Layer { ln_attn, q, k, v, o, ln_out, fc, proj });
+        layers.push(Layer {
+            ln_attn,
+            q,
+            k,
+            v,
+            o,
+            ln_out,
+            fc,
+            proj,
+        });
     }
     let final_ln = if a.kind == EncoderKind::Esm {
         let ln = tensor(g, 2 * h, 1);
@@ -105,7 +141,15 @@ pub(crate) fn build(g: &mut Graph, a: &EncoderArch, dsize: u64, trainable: bool,
         let transform = lin(g, &mut tensor, h, h);
         let ln = tensor(g, 2 * h, 1);
         let bias = tensor(g, a.vocab_size as u64, 1);
-        let decoder = Linear { weight: embed, weight_dsize: dsize, bias: Some(bias), in_features: h, out_features: a.vocab_size as u64, lora: None, quantized: false };
+        let decoder = Linear {
+            weight: embed,
+            weight_dsize: dsize,
+            bias: Some(bias),
+            in_features: h,
+            out_features: a.vocab_size as u64,
+            lora: None,
+            quantized: false,
+        };
         Some((transform, ln, decoder))
     } else {
         None
@@ -117,26 +161,79 @@ pub(crate) fn build(g: &mut Graph, a: &EncoderArch, dsize: u64, trainable: bool,
     };
     g.param(buffers, false);
     let bytes = params * dsize + buffers;
-    Weights { embed, emb_ln, layers, final_ln, head, trainable: out, params, bytes, dsize }
+    Weights {
+        embed,
+        emb_ln,
+        layers,
+        final_ln,
+        head,
+        trainable: out,
+        params,
+        bytes,
+        dsize,
+    }
 }
 
 /// The forward of an encoder body (and head). Returns the output (logits or hidden states).
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn forward(g: &mut Graph, cx: &mut Ctx, a: &EncoderArch, w: &Weights, b: u64, s: u64, attention: Attention, training: bool, head: bool, mut hidden: Option<&mut Vec<T>>) -> T {
+pub(crate) fn forward(
+    g: &mut Graph,
+    cx: &mut Ctx,
+    a: &EncoderArch,
+    w: &Weights,
+    b: u64,
+    s: u64,
+    attention: Attention,
+    training: bool,
+    head: bool,
+    mut hidden: Option<&mut Vec<T>>,
+) -> T {
     let h = a.hidden_size as u64;
     let heads = a.num_heads as u64;
     let rows = b * s;
     g.at("embeddings", None);
     let ids = g.input(rows * INT64, Component::Activations);
-    let e0 = g.op("embeddings: word", &[ids, w.embed], &[ids], rows * h * w.dsize, Component::Activations);
-    let e0 = T { v: e0, elems: rows * h, dsize: w.dsize };
+    let e0 = g.op(
+        "embeddings: word",
+        &[ids, w.embed],
+        &[ids],
+        rows * h * w.dsize,
+        Component::Activations,
+    );
+    let e0 = T {
+        v: e0,
+        elems: rows * h,
+        dsize: w.dsize,
+    };
     let mut x = match a.kind {
         EncoderKind::Bert => {
-            let tt = g.op("embeddings: token type", &[w.embed], &[], rows * h * w.dsize, Component::Transient);
+            let tt = g.op(
+                "embeddings: token type",
+                &[w.embed],
+                &[],
+                rows * h * w.dsize,
+                Component::Transient,
+            );
             let sum = nn::binary(g, e0, T { v: tt, ..e0 }, "embeddings: sum", false);
             g.drop(tt);
-            let pos = g.op("embeddings: position", &[w.embed], &[], s * h * w.dsize, Component::Transient);
-            let sum2 = nn::binary(g, sum, T { v: pos, elems: s * h, dsize: w.dsize }, "embeddings: + positions", false);
+            let pos = g.op(
+                "embeddings: position",
+                &[w.embed],
+                &[],
+                s * h * w.dsize,
+                Component::Transient,
+            );
+            let sum2 = nn::binary(
+                g,
+                sum,
+                T {
+                    v: pos,
+                    elems: s * h,
+                    dsize: w.dsize,
+                },
+                "embeddings: + positions",
+                false,
+            );
             g.drop_all(&[sum.v, pos]);
             let ln = nn::layer_norm(g, cx, sum2, w.emb_ln, h, "embeddings: LayerNorm");
             g.drop(sum2.v);
@@ -144,9 +241,27 @@ pub(crate) fn forward(g: &mut Graph, cx: &mut Ctx, a: &EncoderArch, w: &Weights,
         }
         EncoderKind::Esm => {
             // token_dropout: masked_fill, then rescale by the observed mask ratio (fp32 division).
-            let e1 = nn::unary(g, e0, "embeddings: token-dropout masked_fill", false, e0.dsize);
-            let e2 = nn::unary(g, e1, "embeddings: * (1 - mask_ratio_train)", false, e1.dsize);
-            let e3 = nn::unary(g, e2, "embeddings: / (1 - mask_ratio_observed)", false, FP32.max(e2.dsize));
+            let e1 = nn::unary(
+                g,
+                e0,
+                "embeddings: token-dropout masked_fill",
+                false,
+                e0.dsize,
+            );
+            let e2 = nn::unary(
+                g,
+                e1,
+                "embeddings: * (1 - mask_ratio_train)",
+                false,
+                e1.dsize,
+            );
+            let e3 = nn::unary(
+                g,
+                e2,
+                "embeddings: / (1 - mask_ratio_observed)",
+                false,
+                FP32.max(e2.dsize),
+            );
             g.drop(e2.v);
             let e4 = nn::cast(g, e3, e1.dsize, "embeddings: .to(dtype)");
             g.drop_all(&[e3.v, e1.v]);
@@ -158,8 +273,26 @@ pub(crate) fn forward(g: &mut Graph, cx: &mut Ctx, a: &EncoderArch, w: &Weights,
         let hd = h / heads;
         let c32 = g.input(s * hd * FP32, Component::Transient);
         let s32 = g.input(s * hd * FP32, Component::Transient);
-        let cos = nn::cast(g, T { v: c32, elems: s * hd, dsize: FP32 }, x.dsize, "rotary cos");
-        let sin = nn::cast(g, T { v: s32, elems: s * hd, dsize: FP32 }, x.dsize, "rotary sin");
+        let cos = nn::cast(
+            g,
+            T {
+                v: c32,
+                elems: s * hd,
+                dsize: FP32,
+            },
+            x.dsize,
+            "rotary cos",
+        );
+        let sin = nn::cast(
+            g,
+            T {
+                v: s32,
+                elems: s * hd,
+                dsize: FP32,
+            },
+            x.dsize,
+            "rotary sin",
+        );
         g.drop_all(&[c32, s32]);
         Some((cos, sin))
     } else {
@@ -237,7 +370,7 @@ pub(crate) fn forward(g: &mut Graph, cx: &mut Ctx, a: &EncoderArch, w: &Weights,
         let ln = nn::layer_norm(g, cx, x, w.final_ln, h, "emb_layer_norm_after");
         g.drop(x.v);
         x = ln;
-        if let Some(h) = hidden.as_deref_mut() {
+        if let Some(h) = hidden {
             g.hold(x.v);
             h.push(x);
         }
@@ -261,7 +394,18 @@ pub(crate) fn forward(g: &mut Graph, cx: &mut Ctx, a: &EncoderArch, w: &Weights,
 }
 
 #[allow(clippy::too_many_arguments)]
-fn self_attention(g: &mut Graph, cx: &mut Ctx, x: T, lw: &Layer, b: u64, s: u64, heads: u64, attention: Attention, rope: Option<(T, T)>, layer: Option<u32>) -> T {
+fn self_attention(
+    g: &mut Graph,
+    cx: &mut Ctx,
+    x: T,
+    lw: &Layer,
+    b: u64,
+    s: u64,
+    heads: u64,
+    attention: Attention,
+    rope: Option<(T, T)>,
+    layer: Option<u32>,
+) -> T {
     let h = x.elems / (b * s);
     g.at("attention: q/k/v projections", layer);
     let q = nn::linear(g, cx, x, &lw.q, "attention: query");
@@ -281,7 +425,14 @@ fn self_attention(g: &mut Graph, cx: &mut Ctx, x: T, lw: &Layer, b: u64, s: u64,
         None => (q, k),
     };
     g.at("attention: scaled dot product", layer);
-    let shape = AttnShape { batch: b, heads, kv_heads: heads, q_len: s, kv_len: s, head_dim: h / heads };
+    let shape = AttnShape {
+        batch: b,
+        heads,
+        kv_heads: heads,
+        q_len: s,
+        kv_len: s,
+        head_dim: h / heads,
+    };
     let out = match attention {
         Attention::Sdpa => nn::sdpa(g, cx, q, k, v, shape, rope.is_some()),
         Attention::Eager => nn::eager_attention(g, q, k, v, shape, None),
@@ -314,11 +465,18 @@ fn dropout_if(g: &mut Graph, x: T, training: bool, name: &'static str) -> T {
 }
 
 /// Replays an encoder run.
-pub fn replay(a: &EncoderArch, workload: &Workload, runtime: &RuntimeProfile, replay: &mut Replay) -> Result<ReplaySummary, Error> {
+pub fn replay(
+    a: &EncoderArch,
+    workload: &Workload,
+    runtime: &RuntimeProfile,
+    replay: &mut Replay,
+) -> Result<ReplaySummary, Error> {
     let mut g = Graph::new(replay);
     let training = workload.mode == Mode::Training;
     if training && workload.training.lora.is_some() {
-        return Err(Error::unsupported("LoRA on encoder presets (use full fine-tuning)"));
+        return Err(Error::unsupported(
+            "LoRA on encoder presets (use full fine-tuning)",
+        ));
     }
     let dsize = if training {
         match workload.training.precision {
@@ -328,22 +486,49 @@ pub fn replay(a: &EncoderArch, workload: &Workload, runtime: &RuntimeProfile, re
     } else if workload.dtype.is_float() {
         workload.dtype.bytes()
     } else {
-        return Err(Error::invalid("workload.dtype", "quantised encoders are not modelled", "fp32, fp16 or bf16"));
+        return Err(Error::invalid(
+            "workload.dtype",
+            "quantised encoders are not modelled",
+            "fp32, fp16 or bf16",
+        ));
     };
-    let head = if training { true } else { workload.inference.logits == Logits::All };
+    let head = if training {
+        true
+    } else {
+        workload.inference.logits == Logits::All
+    };
     let w = build(&mut g, a, dsize, training, true);
-    let summary = ReplaySummary { params: w.params, weight_bytes: w.bytes, ..ReplaySummary::default() };
+    let summary = ReplaySummary {
+        params: w.params,
+        weight_bytes: w.bytes,
+        ..ReplaySummary::default()
+    };
     g.at("cuBLAS workspace", None);
-    let _ws = g.replay.alloc(runtime.cublas_workspace_bytes, Component::LibraryWorkspace);
+    let _ws = g
+        .replay
+        .alloc(runtime.cublas_workspace_bytes, Component::LibraryWorkspace);
     let (b, s) = (workload.batch as u64, workload.seq_len as u64);
     if !training {
         let mut cx = Ctx::plain(dsize);
-        let out = forward(&mut g, &mut cx, a, &w, b, s, workload.attention, false, head, None);
+        let out = forward(
+            &mut g,
+            &mut cx,
+            a,
+            &w,
+            b,
+            s,
+            workload.attention,
+            false,
+            head,
+            None,
+        );
         g.drop(out.v);
         return Ok(summary);
     }
     let t = &workload.training;
-    let _ws2 = g.replay.alloc(runtime.cublas_workspace_bytes, Component::LibraryWorkspace);
+    let _ws2 = g
+        .replay
+        .alloc(runtime.cublas_workspace_bytes, Component::LibraryWorkspace);
     let mut state = OptimizerState::default();
     if t.optimizer_state_resident {
         optim::preallocate(&mut g, t.optimizer, &w.trainable, &mut state);
@@ -356,7 +541,18 @@ pub fn replay(a: &EncoderArch, workload: &Workload, runtime: &RuntimeProfile, re
             Precision::Fp32 => Ctx::plain(FP32),
             Precision::Bf16 => Ctx::plain(BF16),
         };
-        let logits = forward(&mut g, &mut cx, a, &w, b, s, workload.attention, true, true, None);
+        let logits = forward(
+            &mut g,
+            &mut cx,
+            a,
+            &w,
+            b,
+            s,
+            workload.attention,
+            true,
+            true,
+            None,
+        );
         g.at("loss: cross entropy over all tokens", None);
         let loss = if a.kind == EncoderKind::Bert {
             let l = nn::causal_lm_loss(&mut g, logits, b * s);
@@ -364,9 +560,19 @@ pub fn replay(a: &EncoderArch, workload: &Workload, runtime: &RuntimeProfile, re
             l
         } else {
             // No head on ESM-2 presets: a mean of the hidden states as the loss.
-            let l = g.op("loss: mean of hidden states", &[logits.v], &[], 4, Component::Transient);
+            let l = g.op(
+                "loss: mean of hidden states",
+                &[logits.v],
+                &[],
+                4,
+                Component::Transient,
+            );
             g.drop(logits.v);
-            T { v: l, elems: 1, dsize: FP32 }
+            T {
+                v: l,
+                elems: 1,
+                dsize: FP32,
+            }
         };
         cx.exit_autocast(&mut g);
         g.at("backward", None);

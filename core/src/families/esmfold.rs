@@ -106,7 +106,11 @@ impl Folder<'_, '_> {
 
     /// A new pair state (the representation itself).
     fn state(&mut self, name: &'static str) -> Value {
-        self.alloc(name, self.pairs * self.cz * FP32, Component::PairRepresentation)
+        self.alloc(
+            name,
+            self.pairs * self.cz * FP32,
+            Component::PairRepresentation,
+        )
     }
 
     fn drop(&mut self, vs: &[Value]) {
@@ -175,20 +179,60 @@ impl Folder<'_, '_> {
     fn triangle_mha(&mut self, rows: u64, heads: u64) -> Value {
         let l = self.l;
         let per_row = l * self.cz * FP32;
-        let q = self.alloc("triangle attention: q", rows * per_row, Component::PairTransient);
-        let k = self.alloc("triangle attention: k", rows * per_row, Component::PairTransient);
-        let v = self.alloc("triangle attention: v", rows * per_row, Component::PairTransient);
-        let logits = self.alloc("triangle attention: logits q.k (+ biases in place)", rows * heads * l * l * FP32, Component::PairTransient);
-        let probs = self.alloc("triangle attention: softmax", rows * heads * l * l * FP32, Component::PairTransient);
+        let q = self.alloc(
+            "triangle attention: q",
+            rows * per_row,
+            Component::PairTransient,
+        );
+        let k = self.alloc(
+            "triangle attention: k",
+            rows * per_row,
+            Component::PairTransient,
+        );
+        let v = self.alloc(
+            "triangle attention: v",
+            rows * per_row,
+            Component::PairTransient,
+        );
+        let logits = self.alloc(
+            "triangle attention: logits q.k (+ biases in place)",
+            rows * heads * l * l * FP32,
+            Component::PairTransient,
+        );
+        let probs = self.alloc(
+            "triangle attention: softmax",
+            rows * heads * l * l * FP32,
+            Component::PairTransient,
+        );
         self.drop(&[logits, q, k]);
-        let o = self.alloc("triangle attention: probs @ v", rows * per_row, Component::PairTransient);
+        let o = self.alloc(
+            "triangle attention: probs @ v",
+            rows * per_row,
+            Component::PairTransient,
+        );
         self.drop(&[probs, v]);
-        let gl = self.alloc("triangle attention: gate linear", rows * per_row, Component::PairTransient);
-        let g = self.alloc("triangle attention: sigmoid(gate)", rows * per_row, Component::PairTransient);
+        let gl = self.alloc(
+            "triangle attention: gate linear",
+            rows * per_row,
+            Component::PairTransient,
+        );
+        let g = self.alloc(
+            "triangle attention: sigmoid(gate)",
+            rows * per_row,
+            Component::PairTransient,
+        );
         self.drop(&[gl]);
-        let og = self.alloc("triangle attention: output * gate", rows * per_row, Component::PairTransient);
+        let og = self.alloc(
+            "triangle attention: output * gate",
+            rows * per_row,
+            Component::PairTransient,
+        );
         self.drop(&[o, g]);
-        let out = self.alloc("triangle attention: linear_o", rows * per_row, Component::PairTransient);
+        let out = self.alloc(
+            "triangle attention: linear_o",
+            rows * per_row,
+            Component::PairTransient,
+        );
         self.drop(&[og]);
         out
     }
@@ -231,7 +275,7 @@ impl Folder<'_, '_> {
     }
 
     /// `EsmFoldTriangularSelfAttentionBlock.forward`; `z` is held by the caller.
-    fn block(&mut self, z: Value, block: u32) -> Value {
+    fn block(&mut self, block: u32) -> Value {
         let layer = Some(block);
         let (b, l) = (self.b, self.l);
         let seq_heads = 32;
@@ -257,14 +301,21 @@ impl Folder<'_, '_> {
         self.drop(&[cat]);
         let z1 = self.state("trunk: pair + sequence_to_pair");
         self.drop(&[s2p]);
-        let tri_mask = self.alloc("trunk: triangle mask (int64)", self.pairs * INT64, Component::PairTransient);
-        self.g.at("trunk: triangle multiplication (outgoing)", layer);
+        let tri_mask = self.alloc(
+            "trunk: triangle mask (int64)",
+            self.pairs * INT64,
+            Component::PairTransient,
+        );
+        self.g
+            .at("trunk: triangle multiplication (outgoing)", layer);
         let t = self.triangle_multiplication();
         let z2 = self.residual(z1, t, "trunk: pair + triangle multiplication (outgoing)");
-        self.g.at("trunk: triangle multiplication (incoming)", layer);
+        self.g
+            .at("trunk: triangle multiplication (incoming)", layer);
         let t = self.triangle_multiplication();
         let z3 = self.residual(z2, t, "trunk: pair + triangle multiplication (incoming)");
-        self.g.at("trunk: triangle attention (starting node)", layer);
+        self.g
+            .at("trunk: triangle attention (starting node)", layer);
         let t = self.triangle_attention(false);
         let z4 = self.residual(z3, t, "trunk: pair + triangle attention (starting node)");
         self.g.at("trunk: triangle attention (ending node)", layer);
@@ -287,13 +338,15 @@ impl Folder<'_, '_> {
 
     /// The structure module's pair-sized work for one recycle.
     fn structure_module(&mut self, s_z: Value) {
-        self.g.at("structure module: trunk2sm_z and layer_norm_z", None);
+        self.g
+            .at("structure module: trunk2sm_z and layer_norm_z", None);
         let _ = s_z;
         let z_sm = self.pz("structure module: trunk2sm_z");
         let z_ln = self.pz("structure module: layer_norm_z");
         let heads = 12;
         for block in 0..8u32 {
-            self.g.at("structure module: invariant point attention", Some(block));
+            self.g
+                .at("structure module: invariant point attention", Some(block));
             let b = self.pw("IPA: pair bias linear_b", heads);
             let a = self.pw("IPA: q.k logits", heads);
             let diff = self.pw("IPA: q_pts - k_pts", heads * 4 * 3);
@@ -314,7 +367,8 @@ impl Folder<'_, '_> {
             let o_pt = self.pw("IPA: probs x value points", heads * 3 * 8);
             self.drop(&[o_pt, probs, b]);
         }
-        self.g.at("structure module: distogram for the next recycle", None);
+        self.g
+            .at("structure module: distogram for the next recycle", None);
         let d = self.pw("distogram: squared CB distances", 3);
         let bins = self.pw("distogram: dists > boundaries (bool)", 14);
         self.drop(&[d]);
@@ -331,7 +385,12 @@ pub fn passes(arch: &EsmFoldArch, workload: &Workload) -> u32 {
 }
 
 /// Replays an ESMFold run.
-pub fn replay(arch: &EsmFoldArch, workload: &Workload, runtime: &RuntimeProfile, replay: &mut Replay) -> Result<ReplaySummary, Error> {
+pub fn replay(
+    arch: &EsmFoldArch,
+    workload: &Workload,
+    runtime: &RuntimeProfile,
+    replay: &mut Replay,
+) -> Result<ReplaySummary, Error> {
     let mut g = Graph::new(replay);
     let stem_dsize = workload.esmfold.stem_dtype.bytes();
     let folding = folding_tensors(arch);
@@ -357,9 +416,15 @@ pub fn replay(arch: &EsmFoldArch, workload: &Workload, runtime: &RuntimeProfile,
     let buffers = 8_448;
     g.param(buffers, false);
     let weight_bytes = stem.bytes + arch.folding_params * FP32 + buffers;
-    let summary = ReplaySummary { params: stem.params + arch.folding_params, weight_bytes, ..ReplaySummary::default() };
+    let summary = ReplaySummary {
+        params: stem.params + arch.folding_params,
+        weight_bytes,
+        ..ReplaySummary::default()
+    };
     g.at("cuBLAS workspace", None);
-    let _ws = g.replay.alloc(runtime.cublas_workspace_bytes, Component::LibraryWorkspace);
+    let _ws = g
+        .replay
+        .alloc(runtime.cublas_workspace_bytes, Component::LibraryWorkspace);
 
     let b = workload.batch as u64;
     let l = workload.seq_len as u64;
@@ -369,34 +434,98 @@ pub fn replay(arch: &EsmFoldArch, workload: &Workload, runtime: &RuntimeProfile,
     // 1. The language-model stem with every hidden state kept.
     let mut cx = Ctx::plain(stem_dsize);
     let mut hidden: Vec<T> = Vec::new();
-    let last = encoder::forward(&mut g, &mut cx, &arch.stem, &stem, b, l + 2, Attention::Sdpa, false, false, Some(&mut hidden));
+    let last = encoder::forward(
+        &mut g,
+        &mut cx,
+        &arch.stem,
+        &stem,
+        b,
+        l + 2,
+        Attention::Sdpa,
+        false,
+        false,
+        Some(&mut hidden),
+    );
     g.drop(last.v);
     g.at("stem: torch.stack(hidden_states, dim=2)", None);
-    let stacked = g.op("stem: torch.stack(hidden_states)", &[], &[], b * (l + 2) * layers * h * stem_dsize, Component::Activations);
+    let stacked = g.op(
+        "stem: torch.stack(hidden_states)",
+        &[],
+        &[],
+        b * (l + 2) * layers * h * stem_dsize,
+        Component::Activations,
+    );
     for t in hidden.drain(..) {
         g.drop(t.v);
     }
-    let esm_s = g.op("stem: esm_s.to(fp32)", &[], &[], b * l * layers * h * FP32, Component::Activations);
+    let esm_s = g.op(
+        "stem: esm_s.to(fp32)",
+        &[],
+        &[],
+        b * l * layers * h * FP32,
+        Component::Activations,
+    );
     g.drop(stacked);
-    let combined = g.op("stem: softmax(esm_s_combine) @ esm_s", &[], &[], b * l * h * FP32, Component::Activations);
+    let combined = g.op(
+        "stem: softmax(esm_s_combine) @ esm_s",
+        &[],
+        &[],
+        b * l * h * FP32,
+        Component::Activations,
+    );
     g.drop(esm_s);
     g.at("esm_s_mlp", None);
-    let ln = g.op("esm_s_mlp: layernorm", &[], &[], b * l * h * FP32, Component::Transient);
+    let ln = g.op(
+        "esm_s_mlp: layernorm",
+        &[],
+        &[],
+        b * l * h * FP32,
+        Component::Transient,
+    );
     g.drop(combined);
-    let h1 = g.op("esm_s_mlp: linear", &[], &[], b * l * cs * FP32, Component::Transient);
+    let h1 = g.op(
+        "esm_s_mlp: linear",
+        &[],
+        &[],
+        b * l * cs * FP32,
+        Component::Transient,
+    );
     g.drop(ln);
-    let r = g.op("esm_s_mlp: relu", &[], &[], b * l * cs * FP32, Component::Transient);
+    let r = g.op(
+        "esm_s_mlp: relu",
+        &[],
+        &[],
+        b * l * cs * FP32,
+        Component::Transient,
+    );
     g.drop(h1);
-    let s_s_0 = g.op("esm_s_mlp: linear (s_s_0)", &[], &[], b * l * cs * FP32, Component::Activations);
+    let s_s_0 = g.op(
+        "esm_s_mlp: linear (s_s_0)",
+        &[],
+        &[],
+        b * l * cs * FP32,
+        Component::Activations,
+    );
     g.drop(r);
 
     // 2. The trunk with recycling.
     let cz = arch.pairwise_state_dim as u64;
-    let mut f = Folder { g: &mut g, pairs: b * l * l, cz, b, l, chunk: workload.esmfold.chunk_size.map(u64::from) };
+    let mut f = Folder {
+        g: &mut g,
+        pairs: b * l * l,
+        cz,
+        b,
+        l,
+        chunk: workload.esmfold.chunk_size.map(u64::from),
+    };
     f.g.at("trunk: s_z_0 = zeros", None);
     let s_z_0 = f.state("trunk: s_z_0 (zeros)");
     let mut recycle_z = f.state("trunk: recycle_z (zeros_like)");
-    let mut recycle_bins = f.alloc("trunk: recycle_bins (int64)", b * l * l * INT64, Component::PairTransient);
+    let mut recycle_bins = f.alloc(
+        "trunk: recycle_bins (int64)",
+        b * l * l * INT64,
+        Component::PairTransient,
+    );
     let mut s_z: Option<Value> = None;
     for pass in 0..passes(arch, workload) {
         f.g.replay.step(Some(pass));
@@ -408,13 +537,17 @@ pub fn replay(arch: &EsmFoldArch, workload: &Workload, runtime: &RuntimeProfile,
         f.drop(&[emb, recycle_bins]);
         let z_in = f.state("trunk: s_z_0 + recycle_z");
         f.g.at("trunk: relative position embedding", None);
-        let diff = f.alloc("trunk: relative positions (int64)", b * l * l * INT64, Component::PairTransient);
+        let diff = f.alloc(
+            "trunk: relative positions (int64)",
+            b * l * l * INT64,
+            Component::PairTransient,
+        );
         let pos = f.pz("trunk: relative position embedding");
         f.drop(&[diff]);
         let mut z = f.state("trunk: z + positional embedding");
         f.drop(&[pos]);
         for block in 0..arch.trunk_blocks {
-            let next = f.block(z, block);
+            let next = f.block(block);
             f.drop(&[z]);
             z = next;
         }
@@ -428,7 +561,11 @@ pub fn replay(arch: &EsmFoldArch, workload: &Workload, runtime: &RuntimeProfile,
         recycle_z = z;
         s_z = Some(z);
         f.drop(&[rz]);
-        recycle_bins = f.alloc("trunk: recycle_bins = distogram(...)", b * l * l * INT64, Component::PairTransient);
+        recycle_bins = f.alloc(
+            "trunk: recycle_bins = distogram(...)",
+            b * l * l * INT64,
+            Component::PairTransient,
+        );
     }
     f.drop(&[recycle_z, recycle_bins, s_z_0]);
     // 5. Heads over the final pair.

@@ -113,7 +113,13 @@ fn autocast_weight(g: &mut Graph, cx: &mut Ctx, w: Value, elems: u64, dsize: u64
         g.hold(w);
         source
     } else {
-        let v = g.op("autocast: weight cast to bf16", &[w], &[], elems * BF16, Component::Weights);
+        let v = g.op(
+            "autocast: weight cast to bf16",
+            &[w],
+            &[],
+            elems * BF16,
+            Component::Weights,
+        );
         T {
             v,
             elems,
@@ -160,7 +166,13 @@ pub fn linear(g: &mut Graph, cx: &mut Ctx, x: T, l: &Linear, name: &'static str)
     if let Some(b) = l.bias {
         inputs.push(b);
     }
-    let v = g.op(name, &inputs, &saved, rows * l.out_features * out_dsize, Component::Transient);
+    let v = g.op(
+        name,
+        &inputs,
+        &saved,
+        rows * l.out_features * out_dsize,
+        Component::Transient,
+    );
     g.drop(xin.v);
     let out = T {
         v,
@@ -171,13 +183,37 @@ pub fn linear(g: &mut Graph, cx: &mut Ctx, x: T, l: &Linear, name: &'static str)
         None => out,
         Some((a, b, rank)) => {
             let x32 = cast(g, x, FP32, "lora: input cast to fp32");
-            let ha = g.op("lora_A", &[x32.v, a], &[x32.v], rows * rank * FP32, Component::Transient);
+            let ha = g.op(
+                "lora_A",
+                &[x32.v, a],
+                &[x32.v],
+                rows * rank * FP32,
+                Component::Transient,
+            );
             g.drop(x32.v);
-            let hb = g.op("lora_B", &[ha, b], &[ha], rows * l.out_features * FP32, Component::Transient);
+            let hb = g.op(
+                "lora_B",
+                &[ha, b],
+                &[ha],
+                rows * l.out_features * FP32,
+                Component::Transient,
+            );
             g.drop(ha);
-            let scaled = g.op("lora scaling", &[hb], &[], rows * l.out_features * FP32, Component::Transient);
+            let scaled = g.op(
+                "lora scaling",
+                &[hb],
+                &[],
+                rows * l.out_features * FP32,
+                Component::Transient,
+            );
             g.drop(hb);
-            let sum = g.op("lora: result + delta", &[out.v, scaled], &[], rows * l.out_features * FP32, Component::Transient);
+            let sum = g.op(
+                "lora: result + delta",
+                &[out.v, scaled],
+                &[],
+                rows * l.out_features * FP32,
+                Component::Transient,
+            );
             g.drop_all(&[out.v, scaled]);
             let back = cast(
                 g,
@@ -209,14 +245,26 @@ pub fn binary(g: &mut Graph, a: T, b: T, name: &'static str, save_operands: bool
             saved.push(b.v);
         }
     }
-    let v = g.op(name, &[a.v, b.v], &saved, elems * dsize, Component::Transient);
+    let v = g.op(
+        name,
+        &[a.v, b.v],
+        &saved,
+        elems * dsize,
+        Component::Transient,
+    );
     T { v, elems, dsize }
 }
 
 /// Elementwise unary op. `saves`: 0 nothing, 1 input, 2 output.
 pub fn unary(g: &mut Graph, x: T, name: &'static str, saves_input: bool, out_dsize: u64) -> T {
     let saved: &[Value] = if saves_input { &[x.v] } else { &[] };
-    let v = g.op(name, &[x.v], saved, x.elems * out_dsize, Component::Transient);
+    let v = g.op(
+        name,
+        &[x.v],
+        saved,
+        x.elems * out_dsize,
+        Component::Transient,
+    );
     T {
         v,
         elems: x.elems,
@@ -225,7 +273,14 @@ pub fn unary(g: &mut Graph, x: T, name: &'static str, saves_input: bool, out_dsi
 }
 
 /// HF's RMSNorm: `w * (x.float() * rsqrt(x.float().pow(2).mean(-1) + eps)).to(x.dtype)`.
-pub fn rms_norm(g: &mut Graph, x: T, weight: Value, weight_dsize: u64, hidden: u64, name: &'static str) -> T {
+pub fn rms_norm(
+    g: &mut Graph,
+    x: T,
+    weight: Value,
+    weight_dsize: u64,
+    hidden: u64,
+    name: &'static str,
+) -> T {
     let rows = x.elems / hidden;
     let x32 = cast(g, x, FP32, name);
     let p = unary(g, x32, name, true, FP32);
@@ -254,9 +309,18 @@ pub fn rms_norm(g: &mut Graph, x: T, weight: Value, weight_dsize: u64, hidden: u
 
 /// `F.layer_norm`: output in the input dtype (fp32 under autocast); saves
 /// input, weight and the per-row mean and rstd (fp32).
-pub fn layer_norm(g: &mut Graph, cx: &Ctx, x: T, weight: Value, hidden: u64, name: &'static str) -> T {
+pub fn layer_norm(
+    g: &mut Graph,
+    cx: &Ctx,
+    x: T,
+    weight: Value,
+    hidden: u64,
+    name: &'static str,
+) -> T {
     let rows = x.elems / hidden;
-    let xin = if cx.autocast { cast(g, x, FP32, "autocast: cast to fp32") } else {
+    let xin = if cx.autocast {
+        cast(g, x, FP32, "autocast: cast to fp32")
+    } else {
         g.hold(x.v);
         x
     };
@@ -279,7 +343,15 @@ pub fn layer_norm(g: &mut Graph, cx: &Ctx, x: T, weight: Value, hidden: u64, nam
 
 /// `F.dropout` in training with p > 0: output plus a saved bool mask.
 pub fn dropout(g: &mut Graph, x: T, name: &'static str) -> T {
-    let v = g.op_with(name, &[x.v], &[], x.bytes(), Component::Transient, x.elems, 0);
+    let v = g.op_with(
+        name,
+        &[x.v],
+        &[],
+        x.bytes(),
+        Component::Transient,
+        x.elems,
+        0,
+    );
     T {
         v,
         elems: x.elems,
@@ -321,8 +393,20 @@ pub fn sdpa(g: &mut Graph, cx: &Ctx, q: T, k: T, v: T, s: AttnShape, copy_qk: bo
         let v = cast(g, v, BF16, "attention (sdpa): autocast cast of value");
         (q, k, v)
     } else if copy_qk {
-        let qc = g.op("attention (sdpa): query layout copy", &[q.v], &[], q.bytes(), Component::Transient);
-        let kc = g.op("attention (sdpa): key layout copy", &[k.v], &[], k.bytes(), Component::Transient);
+        let qc = g.op(
+            "attention (sdpa): query layout copy",
+            &[q.v],
+            &[],
+            q.bytes(),
+            Component::Transient,
+        );
+        let kc = g.op(
+            "attention (sdpa): key layout copy",
+            &[k.v],
+            &[],
+            k.bytes(),
+            Component::Transient,
+        );
         g.hold(v.v);
         (T { v: qc, ..q }, T { v: kc, ..k }, v)
     } else {
@@ -355,8 +439,26 @@ pub fn sdpa(g: &mut Graph, cx: &Ctx, q: T, k: T, v: T, s: AttnShape, copy_qk: bo
 pub fn eager_attention(g: &mut Graph, q: T, k: T, v: T, s: AttnShape, mask: Option<T>) -> T {
     let groups = s.heads / s.kv_heads.max(1);
     let (kr, vr) = if groups > 1 {
-        let kr = unary(g, T { elems: s.batch * s.heads * s.kv_len * s.head_dim, ..k }, "repeat_kv", false, k.dsize);
-        let vr = unary(g, T { elems: s.batch * s.heads * s.kv_len * s.head_dim, ..v }, "repeat_kv", false, v.dsize);
+        let kr = unary(
+            g,
+            T {
+                elems: s.batch * s.heads * s.kv_len * s.head_dim,
+                ..k
+            },
+            "repeat_kv",
+            false,
+            k.dsize,
+        );
+        let vr = unary(
+            g,
+            T {
+                elems: s.batch * s.heads * s.kv_len * s.head_dim,
+                ..v
+            },
+            "repeat_kv",
+            false,
+            v.dsize,
+        );
         (kr, vr)
     } else {
         g.hold(k.v);
@@ -364,7 +466,13 @@ pub fn eager_attention(g: &mut Graph, q: T, k: T, v: T, s: AttnShape, mask: Opti
         (k, v)
     };
     let score_elems = s.batch * s.heads * s.q_len * s.kv_len;
-    let scores = g.op("attention scores QK^T", &[q.v, kr.v], &[q.v, kr.v], score_elems * q.dsize, Component::Transient);
+    let scores = g.op(
+        "attention scores QK^T",
+        &[q.v, kr.v],
+        &[q.v, kr.v],
+        score_elems * q.dsize,
+        Component::Transient,
+    );
     g.drop(kr.v);
     let scores = T {
         v: scores,
@@ -381,7 +489,12 @@ pub fn eager_attention(g: &mut Graph, q: T, k: T, v: T, s: AttnShape, mask: Opti
         }
         None => scaled,
     };
-    let sm = g.op_saving_output("softmax (fp32)", &[masked.v], score_elems * FP32, Component::Transient);
+    let sm = g.op_saving_output(
+        "softmax (fp32)",
+        &[masked.v],
+        score_elems * FP32,
+        Component::Transient,
+    );
     g.drop(masked.v);
     let sm = T {
         v: sm,
@@ -391,9 +504,21 @@ pub fn eager_attention(g: &mut Graph, q: T, k: T, v: T, s: AttnShape, mask: Opti
     let smc = cast(g, sm, q.dsize, "attention probs to q dtype");
     g.drop(sm.v);
     let out_elems = s.batch * s.heads * s.q_len * s.head_dim;
-    let out = g.op("attention probs @ V", &[smc.v, vr.v], &[smc.v, vr.v], out_elems * q.dsize, Component::Transient);
+    let out = g.op(
+        "attention probs @ V",
+        &[smc.v, vr.v],
+        &[smc.v, vr.v],
+        out_elems * q.dsize,
+        Component::Transient,
+    );
     g.drop_all(&[smc.v, vr.v]);
-    let t = g.op("attention output transpose", &[out], &[], out_elems * q.dsize, Component::Transient);
+    let t = g.op(
+        "attention output transpose",
+        &[out],
+        &[],
+        out_elems * q.dsize,
+        Component::Transient,
+    );
     g.drop(out);
     T {
         v: t,
@@ -406,8 +531,20 @@ pub fn eager_attention(g: &mut Graph, q: T, k: T, v: T, s: AttnShape, mask: Opti
 /// is `cat(-x2, x1)`. `cos`/`sin` are shared (b, s, hd) tensors.
 pub fn rotary(g: &mut Graph, x: T, cos: T, sin: T) -> T {
     let a = binary(g, x, cos, "rotary: x * cos", true);
-    let neg = g.op("rotary: rotate_half", &[x.v], &[], x.bytes() / 2, Component::Transient);
-    let rot = g.op("rotary: rotate_half", &[neg, x.v], &[], x.bytes(), Component::Transient);
+    let neg = g.op(
+        "rotary: rotate_half",
+        &[x.v],
+        &[],
+        x.bytes() / 2,
+        Component::Transient,
+    );
+    let rot = g.op(
+        "rotary: rotate_half",
+        &[neg, x.v],
+        &[],
+        x.bytes(),
+        Component::Transient,
+    );
     g.drop(neg);
     let rot = T { v: rot, ..x };
     let b = binary(g, rot, sin, "rotary: rotate_half(x) * sin", true);
@@ -423,8 +560,17 @@ pub fn rotary(g: &mut Graph, x: T, cos: T, sin: T) -> T {
 pub fn causal_lm_loss(g: &mut Graph, logits: T, rows: u64) -> T {
     let l32 = cast(g, logits, FP32, "loss: logits.float()");
     let labels = g.input(rows * INT64, Component::Transient);
-    let lsm = g.op_saving_output("loss: log_softmax", &[l32.v], l32.elems * FP32, Component::Transient);
-    let lsm = T { v: lsm, elems: l32.elems, dsize: FP32 };
+    let lsm = g.op_saving_output(
+        "loss: log_softmax",
+        &[l32.v],
+        l32.elems * FP32,
+        Component::Transient,
+    );
+    let lsm = T {
+        v: lsm,
+        elems: l32.elems,
+        dsize: FP32,
+    };
     g.drop(l32.v);
     let loss = g.op("loss: nll", &[lsm.v], &[labels], 4, Component::Transient);
     g.drop_all(&[lsm.v, labels]);

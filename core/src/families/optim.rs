@@ -35,22 +35,39 @@ pub struct OptimizerState {
 
 /// Allocates the optimizer state up front (a run resumed with its
 /// optimizer state already on the GPU).
-pub fn preallocate(g: &mut Graph, optimizer: Optimizer, params: &[Trainable], state: &mut OptimizerState) {
+pub fn preallocate(
+    g: &mut Graph,
+    optimizer: Optimizer,
+    params: &[Trainable],
+    state: &mut OptimizerState,
+) {
     g.at("optimizer state (resident)", None);
     for p in params {
         match optimizer {
             Optimizer::Adamw => {
-                state.tensors.push(g.replay.alloc(p.bytes(), Component::OptimizerState));
-                state.tensors.push(g.replay.alloc(p.bytes(), Component::OptimizerState));
+                state
+                    .tensors
+                    .push(g.replay.alloc(p.bytes(), Component::OptimizerState));
+                state
+                    .tensors
+                    .push(g.replay.alloc(p.bytes(), Component::OptimizerState));
             }
-            Optimizer::SgdMomentum => state.tensors.push(g.replay.alloc(p.bytes(), Component::OptimizerState)),
+            Optimizer::SgdMomentum => state
+                .tensors
+                .push(g.replay.alloc(p.bytes(), Component::OptimizerState)),
             Optimizer::Sgd => {}
             Optimizer::Adafactor => {
                 if p.cols > 1 {
-                    state.tensors.push(g.replay.alloc(p.rows * 4, Component::OptimizerState));
-                    state.tensors.push(g.replay.alloc(p.cols * 4, Component::OptimizerState));
+                    state
+                        .tensors
+                        .push(g.replay.alloc(p.rows * 4, Component::OptimizerState));
+                    state
+                        .tensors
+                        .push(g.replay.alloc(p.cols * 4, Component::OptimizerState));
                 } else {
-                    state.tensors.push(g.replay.alloc(p.bytes(), Component::OptimizerState));
+                    state
+                        .tensors
+                        .push(g.replay.alloc(p.bytes(), Component::OptimizerState));
                 }
             }
         }
@@ -66,8 +83,12 @@ pub fn step(g: &mut Graph, optimizer: Optimizer, params: &[Trainable], state: &m
             if first {
                 g.at("optimizer: AdamW state init (exp_avg, exp_avg_sq)", None);
                 for p in params {
-                    state.tensors.push(g.replay.alloc(p.bytes(), Component::OptimizerState));
-                    state.tensors.push(g.replay.alloc(p.bytes(), Component::OptimizerState));
+                    state
+                        .tensors
+                        .push(g.replay.alloc(p.bytes(), Component::OptimizerState));
+                    state
+                        .tensors
+                        .push(g.replay.alloc(p.bytes(), Component::OptimizerState));
                 }
             }
             // _multi_tensor_adam: exp_avg_sq_sqrt = torch._foreach_sqrt(exp_avg_sqs),
@@ -84,7 +105,9 @@ pub fn step(g: &mut Graph, optimizer: Optimizer, params: &[Trainable], state: &m
                 // momentum_buffer = torch.clone(grad).detach() on the first step.
                 g.at("optimizer: SGD momentum buffers", None);
                 for p in params {
-                    state.tensors.push(g.replay.alloc(p.bytes(), Component::OptimizerState));
+                    state
+                        .tensors
+                        .push(g.replay.alloc(p.bytes(), Component::OptimizerState));
                 }
             }
         }
@@ -94,10 +117,16 @@ pub fn step(g: &mut Graph, optimizer: Optimizer, params: &[Trainable], state: &m
                 g.at("optimizer: Adafactor state init (row/col variances)", None);
                 for p in params {
                     if p.cols > 1 {
-                        state.tensors.push(g.replay.alloc(p.rows * 4, Component::OptimizerState));
-                        state.tensors.push(g.replay.alloc(p.cols * 4, Component::OptimizerState));
+                        state
+                            .tensors
+                            .push(g.replay.alloc(p.rows * 4, Component::OptimizerState));
+                        state
+                            .tensors
+                            .push(g.replay.alloc(p.cols * 4, Component::OptimizerState));
                     } else {
-                        state.tensors.push(g.replay.alloc(p.bytes(), Component::OptimizerState));
+                        state
+                            .tensors
+                            .push(g.replay.alloc(p.bytes(), Component::OptimizerState));
                     }
                 }
             }
@@ -106,7 +135,10 @@ pub fn step(g: &mut Graph, optimizer: Optimizer, params: &[Trainable], state: &m
             g.at("optimizer: Adafactor step (variance estimates)", None);
             let temps: Vec<Tensor> = params
                 .iter()
-                .map(|p| g.replay.alloc(p.rows * p.cols * 4, Component::OptimizerState))
+                .map(|p| {
+                    g.replay
+                        .alloc(p.rows * p.cols * 4, Component::OptimizerState)
+                })
                 .collect();
             g.replay.free_all(temps);
         }

@@ -32,7 +32,11 @@ pub fn validate_vision(workload: &Workload) -> Result<(), Error> {
         ));
     }
     if !workload.dtype.is_float() {
-        return Err(Error::invalid("workload.dtype", "quantised vision models are not modelled", "fp32, fp16 or bf16"));
+        return Err(Error::invalid(
+            "workload.dtype",
+            "quantised vision models are not modelled",
+            "fp32, fp16 or bf16",
+        ));
     }
     Ok(())
 }
@@ -48,7 +52,12 @@ struct Block {
 }
 
 /// Replays a ViT run.
-pub fn replay(a: &VitArch, workload: &Workload, runtime: &RuntimeProfile, replay: &mut Replay) -> Result<ReplaySummary, Error> {
+pub fn replay(
+    a: &VitArch,
+    workload: &Workload,
+    runtime: &RuntimeProfile,
+    replay: &mut Replay,
+) -> Result<ReplaySummary, Error> {
     let mut g = Graph::new(replay);
     let training = workload.mode == Mode::Training;
     let dsize = if training {
@@ -66,11 +75,19 @@ pub fn replay(a: &VitArch, workload: &Workload, runtime: &RuntimeProfile, replay
         let v = g.param(rows * cols * dsize, training);
         params += rows * cols;
         if training {
-            trainable.push(Trainable { value: v, dsize, rows, cols });
+            trainable.push(Trainable {
+                value: v,
+                dsize,
+                rows,
+                cols,
+            });
         }
         v
     };
-    let lin = |g: &mut Graph, tensor: &mut dyn FnMut(&mut Graph, u64, u64) -> Value, inp: u64, out: u64| Linear {
+    let lin = |g: &mut Graph,
+               tensor: &mut dyn FnMut(&mut Graph, u64, u64) -> Value,
+               inp: u64,
+               out: u64| Linear {
         weight: tensor(g, out, inp),
         weight_dsize: dsize,
         bias: Some(tensor(g, out, 1)),
@@ -92,25 +109,54 @@ pub fn replay(a: &VitArch, workload: &Workload, runtime: &RuntimeProfile, replay
         let ln2 = tensor(&mut g, 2 * h, 1);
         let fc1 = lin(&mut g, &mut tensor, h, m);
         let fc2 = lin(&mut g, &mut tensor, m, h);
-        blocks.push(Block { ln1, in_proj, out_proj, ln2, fc1, fc2 });
+        blocks.push(Block {
+            ln1,
+            in_proj,
+            out_proj,
+            ln2,
+            fc1,
+            fc2,
+        });
     }
     let ln = tensor(&mut g, 2 * h, 1);
     let head = lin(&mut g, &mut tensor, h, a.num_classes as u64);
-    let summary = ReplaySummary { params, weight_bytes: params * dsize, ..ReplaySummary::default() };
+    let summary = ReplaySummary {
+        params,
+        weight_bytes: params * dsize,
+        ..ReplaySummary::default()
+    };
     g.at("cuBLAS workspace", None);
-    let _ws = g.replay.alloc(runtime.cublas_workspace_bytes, Component::LibraryWorkspace);
+    let _ws = g
+        .replay
+        .alloc(runtime.cublas_workspace_bytes, Component::LibraryWorkspace);
     let b = workload.batch as u64;
     let image = workload.image_size.unwrap_or(a.image_size) as u64;
     let side = image / p;
     let n = side * side + 1;
-    let net = Net { conv, cls, pos, blocks, ln, head, h, heads: a.num_heads as u64, pos_dsize: dsize, n, side, b, image };
+    let net = Net {
+        conv,
+        cls,
+        pos,
+        blocks,
+        ln,
+        head,
+        h,
+        heads: a.num_heads as u64,
+        pos_dsize: dsize,
+        n,
+        side,
+        b,
+        image,
+    };
     if !training {
         let mut cx = Ctx::plain(dsize);
         let out = net.forward(&mut g, &mut cx, false);
         g.drop(out.v);
         return Ok(summary);
     }
-    let _ws2 = g.replay.alloc(runtime.cublas_workspace_bytes, Component::LibraryWorkspace);
+    let _ws2 = g
+        .replay
+        .alloc(runtime.cublas_workspace_bytes, Component::LibraryWorkspace);
     let t = &workload.training;
     let mut state = OptimizerState::default();
     if t.optimizer_state_resident {
@@ -128,7 +174,12 @@ pub fn replay(a: &VitArch, workload: &Workload, runtime: &RuntimeProfile, replay
         g.at("loss: cross entropy", None);
         let labels = g.input(b * INT64, Component::Transient);
         let l32 = nn::cast(&mut g, logits, FP32, "loss: logits");
-        let lsm = g.op_saving_output("loss: log_softmax", &[l32.v], l32.bytes(), Component::Transient);
+        let lsm = g.op_saving_output(
+            "loss: log_softmax",
+            &[l32.v],
+            l32.bytes(),
+            Component::Transient,
+        );
         let loss = g.op("loss: nll", &[lsm], &[labels], 4, Component::Transient);
         g.drop_all(&[lsm, l32.v, logits.v, labels]);
         cx.exit_autocast(&mut g);
@@ -163,18 +214,42 @@ impl Net {
     fn forward(&self, g: &mut Graph, cx: &mut Ctx, training: bool) -> T {
         let (b, h, n) = (self.b, self.h, self.n);
         g.at("input images", None);
-        let images = g.input(b * 3 * self.image * self.image * FP32, Component::Activations);
-        let images = T { v: images, elems: b * 3 * self.image * self.image, dsize: FP32 };
+        let images = g.input(
+            b * 3 * self.image * self.image * FP32,
+            Component::Activations,
+        );
+        let images = T {
+            v: images,
+            elems: b * 3 * self.image * self.image,
+            dsize: FP32,
+        };
         g.at("patch embedding (conv_proj)", None);
         // A stride-p convolution is a linear map of each patch.
-        let patches = T { elems: b * self.side * self.side * self.conv.in_features, ..images };
+        let patches = T {
+            elems: b * self.side * self.side * self.conv.in_features,
+            ..images
+        };
         let x = nn::linear(g, cx, patches, &self.conv, "patch embedding (conv_proj)");
         g.drop(images.v);
         g.at("class token + positions", None);
-        let with_cls = g.op("torch.cat([class_token, x])", &[x.v, self.cls], &[], b * n * h * x.dsize, Component::Transient);
+        let with_cls = g.op(
+            "torch.cat([class_token, x])",
+            &[x.v, self.cls],
+            &[],
+            b * n * h * x.dsize,
+            Component::Transient,
+        );
         g.drop(x.v);
-        let with_cls = T { v: with_cls, elems: b * n * h, dsize: x.dsize };
-        let posv = T { v: self.pos, elems: n * h, dsize: self.pos_dsize };
+        let with_cls = T {
+            v: with_cls,
+            elems: b * n * h,
+            dsize: x.dsize,
+        };
+        let posv = T {
+            v: self.pos,
+            elems: n * h,
+            dsize: self.pos_dsize,
+        };
         let mut x = nn::binary(g, with_cls, posv, "input + pos_embedding", false);
         g.drop(with_cls.v);
         for (l, blk) in self.blocks.iter().enumerate() {
@@ -205,42 +280,108 @@ impl Net {
         g.at("final ln", None);
         let y = nn::layer_norm(g, cx, x, self.ln, h, "final ln");
         g.drop(x.v);
-        let cls = g.op("class token x[:, 0]", &[y.v], &[], b * h * y.dsize, Component::Transient);
+        let cls = g.op(
+            "class token x[:, 0]",
+            &[y.v],
+            &[],
+            b * h * y.dsize,
+            Component::Transient,
+        );
         g.drop(y.v);
-        let cls = T { v: cls, elems: b * h, dsize: y.dsize };
+        let cls = T {
+            v: cls,
+            elems: b * h,
+            dsize: y.dsize,
+        };
         g.at("heads", None);
         let logits = nn::linear(g, cx, cls, &self.head, "heads");
         g.drop(cls.v);
         logits
     }
 
-    fn attention(&self, g: &mut Graph, cx: &mut Ctx, y: T, blk: &Block, training: bool, layer: Option<u32>) -> T {
+    fn attention(
+        &self,
+        g: &mut Graph,
+        cx: &mut Ctx,
+        y: T,
+        blk: &Block,
+        training: bool,
+        layer: Option<u32>,
+    ) -> T {
         let (b, h, n) = (self.b, self.h, self.n);
         let proj = nn::linear(g, cx, y, &blk.in_proj, "self_attention: in_proj");
         let ds = proj.dsize;
-        let third = T { elems: b * n * h, ..proj };
+        let third = T {
+            elems: b * n * h,
+            ..proj
+        };
         let (q, k, v) = if training {
             // unflatten(-1, (3, E)).unsqueeze(0).transpose(0, -2).squeeze(-2).contiguous()
-            let packed = g.op("self_attention: q/k/v contiguous", &[proj.v], &[], proj.bytes(), Component::Transient);
+            let packed = g.op(
+                "self_attention: q/k/v contiguous",
+                &[proj.v],
+                &[],
+                proj.bytes(),
+                Component::Transient,
+            );
             g.drop(proj.v);
             g.hold(packed);
             g.hold(packed);
-            (T { v: packed, ..third }, T { v: packed, ..third }, T { v: packed, ..third })
+            (
+                T { v: packed, ..third },
+                T { v: packed, ..third },
+                T { v: packed, ..third },
+            )
         } else {
             // _transform_bias_rescale_qkv: three fresh (b, heads, n, hd) tensors.
-            let q = g.op("self_attention: q", &[proj.v], &[], third.bytes(), Component::Transient);
-            let k = g.op("self_attention: k", &[proj.v], &[], third.bytes(), Component::Transient);
-            let v = g.op("self_attention: v", &[proj.v], &[], third.bytes(), Component::Transient);
+            let q = g.op(
+                "self_attention: q",
+                &[proj.v],
+                &[],
+                third.bytes(),
+                Component::Transient,
+            );
+            let k = g.op(
+                "self_attention: k",
+                &[proj.v],
+                &[],
+                third.bytes(),
+                Component::Transient,
+            );
+            let v = g.op(
+                "self_attention: v",
+                &[proj.v],
+                &[],
+                third.bytes(),
+                Component::Transient,
+            );
             g.drop(proj.v);
-            (T { v: q, ..third }, T { v: k, ..third }, T { v: v, ..third })
+            (T { v: q, ..third }, T { v: k, ..third }, T { v, ..third })
         };
         let _ = layer;
-        let shape = AttnShape { batch: b, heads: self.heads, kv_heads: self.heads, q_len: n, kv_len: n, head_dim: h / self.heads };
+        let shape = AttnShape {
+            batch: b,
+            heads: self.heads,
+            kv_heads: self.heads,
+            q_len: n,
+            kv_len: n,
+            head_dim: h / self.heads,
+        };
         let attn = nn::sdpa(g, cx, q, k, v, shape, false);
         g.drop_all(&[q.v, k.v, v.v]);
-        let merged = g.op("self_attention: merge heads", &[attn.v], &[], attn.bytes(), Component::Transient);
+        let merged = g.op(
+            "self_attention: merge heads",
+            &[attn.v],
+            &[],
+            attn.bytes(),
+            Component::Transient,
+        );
         g.drop(attn.v);
-        let merged = T { v: merged, elems: b * n * h, dsize: ds };
+        let merged = T {
+            v: merged,
+            elems: b * n * h,
+            dsize: ds,
+        };
         let out = nn::linear(g, cx, merged, &blk.out_proj, "self_attention: out_proj");
         g.drop(merged.v);
         out
