@@ -544,7 +544,8 @@ def install_block_markers(model, mark):
         return hook
 
     def last_pre(module, args, kwargs):
-        t = first_tensor(args) if args else first_tensor(kwargs)
+        t = args[0] if args else kwargs.get("hidden_states", first_tensor(kwargs))
+        t = first_tensor(t)
         if t is not None and t.requires_grad:
             t.register_hook(grad_marker("last block backward end"))
 
@@ -800,7 +801,9 @@ def result_line(case, runner, runtime, measured):
 # Snapshot summary
 # ----------------------------------------------------------------------------
 
-SKIP_FRAME_PARTS = ("torch/nn/modules/module.py", "torch/utils/", "torch/_", "contextlib.py",
+# nn.Module internals (Linear, Conv, ... forward) are skipped too, so a Linear's
+# output is attributed to the model line that called it.
+SKIP_FRAME_PARTS = ("torch/nn/modules/", "torch/utils/", "torch/_", "contextlib.py",
                     "torch/amp/", "torch/autograd/graph.py", "torch/autograd/function.py",
                     "torch/cuda/", "functools.py", "threading.py", "<frozen")
 
@@ -958,7 +961,7 @@ def block_window(events, start_label, end_label, lo, hi, min_size=MiB, max_lines
             continue
         if inside and size > min_size:
             sign = "+" if kind == "alloc" else "-"
-            lines.append(f"{sign}{size / MiB:9.1f} MiB  (live {(cur - base) / MiB:9.1f})  {label}")
+            lines.append(f"{sign}{size / MiB:9.1f} MiB  (net {(cur - base) / MiB:9.1f})  {label}")
             if len(lines) >= max_lines:
                 return lines, False
     return lines, not inside and base is None
@@ -1031,7 +1034,8 @@ class Snapshotter:
                 lines, complete = block_window(events, start_l, end_l, sec["start"], end)
                 if not lines and complete:
                     continue
-                out += [f"alloc (+) / free (-) > 1 MiB during the {title}"
+                out += [f"alloc (+) / free (-) > 1 MiB during the {title}; net = MiB allocated "
+                        "since the window opened (frees of older blocks make it negative)"
                         + ("" if complete else " (no end marker: cut)") + ":", "```"]
                 out += lines or ["(none)"]
                 out.append("```")
