@@ -435,7 +435,20 @@ pub fn all() -> Vec<Preset> {
 /// Finds a preset by id.
 pub fn find(id: &str) -> Result<Preset, Error> {
     let presets = all();
-    match presets.iter().find(|p| p.id == id) {
+    // Ids compare without case and without '-', '_' or '.' ("mobilenetv2",
+    // "Llama-3.1-8B" and "llama_3.1_8b" all find their preset).
+    let key = |s: &str| -> String {
+        s.chars()
+            .filter(|c| !matches!(c, '-' | '_' | '.'))
+            .flat_map(char::to_lowercase)
+            .collect()
+    };
+    let wanted = key(id);
+    match presets
+        .iter()
+        .find(|p| p.id == id)
+        .or_else(|| presets.iter().find(|p| key(p.id) == wanted))
+    {
         Some(p) => Ok(p.clone()),
         None => {
             let known: Vec<&str> = presets.iter().map(|p| p.id).collect();

@@ -11,7 +11,7 @@ use crate::arch::{Architecture, Model};
 use crate::error::Error;
 use crate::presets;
 use crate::runtime::RuntimeProfile;
-use crate::workload::Workload;
+use crate::workload::{Optimizer, Workload};
 use alloc::format;
 use alloc::string::{String, ToString};
 use serde_json::{Map, Value};
@@ -231,6 +231,8 @@ fn object<'a>(value: &'a Value, name: &str) -> Result<&'a Map<String, Value>, Er
         .ok_or_else(|| Error::invalid(name, "is not a JSON object", "an object"))
 }
 
+const OPTIMIZERS: &str = "\"adamw\", \"sgd\" (momentum 0.9; `momentum: 0` for plain SGD), \"sgd_plain\" or \"adafactor\"";
+
 /// Parses the `workload` field, naming each bad field.
 pub fn parse_workload(value: Option<&Value>) -> Result<Workload, Error> {
     let value = value
@@ -304,13 +306,36 @@ pub fn parse_workload(value: Option<&Value>) -> Result<Workload, Error> {
     if let Some(v) = map.get("training") {
         let m = object(v, "workload.training")?;
         let p = "workload.training";
-        if let Some(o) = field(
-            m,
-            p,
-            "optimizer",
-            "\"adamw\", \"sgd\", \"sgd_momentum\" or \"adafactor\"",
-        )? {
-            w.training.optimizer = o;
+        if let Some(o) = field::<String>(m, p, "optimizer", OPTIMIZERS)? {
+            w.training.optimizer = match o.as_str() {
+                "adamw" => Optimizer::Adamw,
+                "sgd" | "sgd_momentum" => Optimizer::SgdMomentum,
+                "sgd_plain" => Optimizer::Sgd,
+                "adafactor" => Optimizer::Adafactor,
+                other => {
+                    return Err(Error::invalid(
+                        "workload.training.optimizer",
+                        format!("unknown optimizer `{other}`"),
+                        OPTIMIZERS,
+                    ))
+                }
+            };
+        }
+        // `"sgd"` is SGD with momentum (0.9) as the measurement format
+        // describes it; `"momentum": 0` makes it plain SGD.
+        if let Some(momentum) = field::<f64>(m, p, "momentum", "a number from 0 to 1")? {
+            if !(0.0..=1.0).contains(&momentum) {
+                return Err(Error::invalid(
+                    "workload.training.momentum",
+                    format!("{momentum} is out of range"),
+                    "a number from 0 to 1",
+                ));
+            }
+            w.training.optimizer = match (w.training.optimizer, momentum == 0.0) {
+                (Optimizer::Sgd | Optimizer::SgdMomentum, true) => Optimizer::Sgd,
+                (Optimizer::Sgd | Optimizer::SgdMomentum, false) => Optimizer::SgdMomentum,
+                (other, _) => other,
+            };
         }
         if let Some(s) = field::<u64>(m, p, "steps", "an integer from 1 to 1000")? {
             crate::error::check_range("workload.training.steps", s, 1, crate::workload::MAX_STEPS)?;

@@ -96,10 +96,11 @@ pub enum Optimizer {
     /// `torch.optim.AdamW` (foreach): two fp32-or-param-dtype moments.
     #[default]
     Adamw,
-    /// Plain SGD: no state.
+    /// Plain SGD (`momentum=0`): no state.
+    #[cfg_attr(feature = "serde", serde(rename = "sgd_plain"))]
     Sgd,
-    /// SGD with momentum: one buffer per parameter.
-    #[cfg_attr(feature = "serde", serde(alias = "sgd_momentum"))]
+    /// SGD with momentum: one buffer per parameter. `"sgd"` in specs.
+    #[cfg_attr(feature = "serde", serde(rename = "sgd", alias = "sgd_momentum"))]
     SgdMomentum,
     /// Adafactor: factored second moments (rows + columns), no first moment.
     Adafactor,

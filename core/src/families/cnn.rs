@@ -51,8 +51,11 @@ pub enum Layer {
         /// Channels.
         c: u64,
     },
-    /// In-place ReLU / ReLU6.
+    /// In-place ReLU (`nn.ReLU(inplace=True)`, ResNet): saves its output.
     Relu,
+    /// Out-of-place ReLU6 (`Conv2dNormActivation`'s `nn.ReLU6()`, MobileNetV2):
+    /// a new tensor; hardtanh's backward saves its input.
+    Relu6,
     /// MaxPool2d 3x3 stride 2 (output height/width).
     MaxPool {
         /// Output height/width.
@@ -166,7 +169,7 @@ pub fn layers(arch: &CnnArch, image: u64) -> Vec<Layer> {
         CnnArch::MobileNetV2 { num_classes } => {
             let mut hw = conv(&mut v, 3, 32, 3, 2, 1, image);
             v.push(Layer::BatchNorm { c: 32 });
-            v.push(Layer::Relu);
+            v.push(Layer::Relu6);
             let mut cin = 32u64;
             for &(t, c, n, s) in &[
                 (1u64, 16u64, 1u32, 1u64),
@@ -185,11 +188,11 @@ pub fn layers(arch: &CnnArch, image: u64) -> Vec<Layer> {
                     if t != 1 {
                         conv(&mut v, cin, hidden, 1, 1, 1, hw);
                         v.push(Layer::BatchNorm { c: hidden });
-                        v.push(Layer::Relu);
+                        v.push(Layer::Relu6);
                     }
                     hw = conv(&mut v, hidden, hidden, 3, stride, hidden, hw);
                     v.push(Layer::BatchNorm { c: hidden });
-                    v.push(Layer::Relu);
+                    v.push(Layer::Relu6);
                     conv(&mut v, hidden, c, 1, 1, 1, hw);
                     v.push(Layer::BatchNorm { c });
                     v.push(if residual {
@@ -202,7 +205,7 @@ pub fn layers(arch: &CnnArch, image: u64) -> Vec<Layer> {
             }
             conv(&mut v, cin, 1280, 1, 1, 1, hw);
             v.push(Layer::BatchNorm { c: 1280 });
-            v.push(Layer::Relu);
+            v.push(Layer::Relu6);
             v.push(Layer::Head {
                 features: 1280,
                 classes: num_classes as u64,
@@ -462,6 +465,12 @@ impl Run<'_> {
                     x = T { v, ..x };
                 }
                 Layer::Relu => g.inplace("relu (in place)", x.v, true),
+                Layer::Relu6 => {
+                    g.at("relu6", Some(layer));
+                    let v = g.op("relu6", &[x.v], &[x.v], x.bytes(), Component::Transient);
+                    g.drop(x.v);
+                    x = T { v, ..x };
+                }
                 Layer::MaxPool { out_hw } => {
                     g.at("max pool", Some(layer));
                     // Saves its input and int64 indices of the output's shape.

@@ -427,6 +427,7 @@ impl Model<'_> {
         call: &Call,
         rope: Option<(T, T)>,
         cache: &mut Option<KvCache>,
+        eager_mask: Option<T>,
     ) -> T {
         let a = self.a;
         let lw = self.w.layers[l];
@@ -529,8 +530,10 @@ impl Model<'_> {
                 g.drop_all(&[kr.v, vr.v]);
                 out
             }
-            Attention::Sdpa => nn::sdpa(g, cx, q, k, v, shape, rope.is_some()),
-            Attention::Eager => nn::eager_attention(g, q, k, v, shape, None),
+            // Rotary outputs (Llama) and slices of the fused c_attn output
+            // (GPT-2) reach the kernel in a layout it copies.
+            Attention::Sdpa => nn::sdpa(g, cx, q, k, v, shape, true),
+            Attention::Eager => nn::eager_attention(g, q, k, v, shape, eager_mask),
         };
         g.drop_all(&[q.v, k.v, v.v]);
         g.at("attention: o_proj", layer);
@@ -745,6 +748,7 @@ impl Model<'_> {
         call: &Call,
         cache: &mut Option<KvCache>,
         kept: &mut Option<(T, T)>,
+        kept_mask: &mut Option<T>,
     ) -> T {
         let a = self.a;
         let (b, s, h) = (call.batch, call.tokens, a.hidden_size as u64);
@@ -845,6 +849,15 @@ impl Model<'_> {
             } else {
                 None
             };
+        // Eager attention adds an explicit (b, 1, s, s) causal mask in the
+        // activations' dtype, built once per call.
+        let eager_mask = if self.attention == Attention::Eager && s > 1 {
+            g.at("eager causal mask", None);
+            let elems = b * s * s;
+            Some(T { v: g.input(elems * x.dsize, Component::Transient), elems, dsize: x.dsize })
+        } else {
+            None
+        };
         let decode_shortcut = self.decode_shortcut(call, cache);
         for l in 0..a.num_layers as usize {
             if decode_shortcut && l > 0 {
@@ -857,18 +870,28 @@ impl Model<'_> {
                 // Non-reentrant checkpoint: run without saving; the boundary keeps the input.
                 let grad = g.grad_mode;
                 g.grad_mode = false;
-                let o = self.layer(g, cx, l, x, call, rope, cache);
+                let cached = cx.cache_weight_casts;
+                cx.cache_weight_casts = false;
+                let o = self.layer(g, cx, l, x, call, rope, cache, eager_mask);
+                cx.cache_weight_casts = cached;
                 g.grad_mode = grad;
                 g.checkpoint(l as u32, x.v, o.v);
                 o
             } else {
-                self.layer(g, cx, l, x, call, rope, cache)
+                self.layer(g, cx, l, x, call, rope, cache, eager_mask)
             };
             g.drop(x.v);
             x = out;
         }
         if let Some(m) = sliding_mask {
             g.drop(m);
+        }
+        if let Some(m) = eager_mask {
+            if call.checkpointing {
+                *kept_mask = Some(m);
+            } else {
+                g.drop(m.v);
+            }
         }
         g.at("final norm", None);
         let hn = self.norm(g, cx, x, self.w.norm, "final norm");
@@ -1017,7 +1040,7 @@ pub fn replay(
                         gpt2_dropout: false,
                     };
                     let mut cache = None;
-                    let out = model.forward(&mut g, &mut cx, &call, &mut cache, &mut None);
+                    let out = model.forward(&mut g, &mut cx, &call, &mut cache, &mut None, &mut None);
                     g.drop(out.v);
                 }
                 InferenceKind::Generate => generate(&mut g, &model, &mut cx, workload, b, s),
@@ -1054,7 +1077,7 @@ fn generate(g: &mut Graph, model: &Model, cx: &mut Ctx, workload: &Workload, b: 
             checkpointing: false,
             gpt2_dropout: false,
         };
-        let logits = model.forward(g, cx, &call, &mut cache, &mut None);
+        let logits = model.forward(g, cx, &call, &mut cache, &mut None, &mut None);
         g.at("generate: next-token logits to fp32", None);
         let next = g.op(
             "generate: logits[:, -1].float()",
@@ -1101,7 +1124,8 @@ fn train(g: &mut Graph, model: &Model, workload: &Workload, b: u64, s: u64, gpt2
         };
         let mut rope = None;
         let mut no_cache = None;
-        let logits = model.forward(g, &mut cx, &call, &mut no_cache, &mut rope);
+        let mut mask = None;
+        let logits = model.forward(g, &mut cx, &call, &mut no_cache, &mut rope, &mut mask);
         g.at("loss: cross entropy over all tokens", None);
         let loss = nn::causal_lm_loss(g, logits, b * s);
         g.drop(logits.v);
@@ -1124,7 +1148,7 @@ fn train(g: &mut Graph, model: &Model, workload: &Workload, b: u64, s: u64, gpt2
                 x,
                 &call,
                 rope,
-                &mut no_cache,
+                &mut no_cache, mask,
             );
             if let Some(grad) = hit.grad {
                 g.set_grad(out.v, grad);
@@ -1140,6 +1164,9 @@ fn train(g: &mut Graph, model: &Model, workload: &Workload, b: u64, s: u64, gpt2
         }
         if let Some((cos, sin)) = rope {
             g.drop_all(&[cos.v, sin.v]);
+        }
+        if let Some(m) = mask {
+            g.drop(m.v);
         }
         g.drop(loss.v);
         g.grad_mode = false;

@@ -58,6 +58,9 @@ pub struct Ctx {
     pub compute_dsize: u64,
     /// Autocast's cache of bf16 weight copies: (weight, copy).
     pub cast_cache: Vec<(Value, T)>,
+    /// Cache weight casts (off inside checkpointed segments, where the
+    /// H200 snapshot shows no per-layer weight copies outliving the layer).
+    pub cache_weight_casts: bool,
 }
 
 impl Ctx {
@@ -67,6 +70,7 @@ impl Ctx {
             autocast: false,
             compute_dsize,
             cast_cache: Vec::new(),
+            cache_weight_casts: true,
         }
     }
 
@@ -76,6 +80,7 @@ impl Ctx {
             autocast: true,
             compute_dsize: BF16,
             cast_cache: Vec::new(),
+            cache_weight_casts: true,
         }
     }
 
@@ -104,9 +109,9 @@ pub fn cast(g: &mut Graph, x: T, dsize: u64, name: &'static str) -> T {
 }
 
 /// Autocast's cached bf16 copy of a weight (cast once per autocast region).
-fn autocast_weight(g: &mut Graph, cx: &mut Ctx, w: Value, elems: u64, dsize: u64) -> T {
+fn autocast_weight(g: &mut Graph, cx: &mut Ctx, w: Value, elems: u64, dsize: u64) -> (T, bool) {
     if let Some(&(_, copy)) = cx.cast_cache.iter().find(|(p, _)| *p == w) {
-        return copy;
+        return (copy, false);
     }
     let source = T { v: w, elems, dsize };
     let copy = if dsize == BF16 {
@@ -126,8 +131,12 @@ fn autocast_weight(g: &mut Graph, cx: &mut Ctx, w: Value, elems: u64, dsize: u64
             dsize: BF16,
         }
     };
+    if !cx.cache_weight_casts {
+        // Uncached: the caller drops the copy after the op.
+        return (copy, true);
+    }
     cx.cast_cache.push((w, copy));
-    copy
+    (copy, false)
 }
 
 /// `F.linear(x, W, b)` over the last dimension, with autocast, quantised
@@ -136,9 +145,11 @@ fn autocast_weight(g: &mut Graph, cx: &mut Ctx, w: Value, elems: u64, dsize: u64
 pub fn linear(g: &mut Graph, cx: &mut Ctx, x: T, l: &Linear, name: &'static str) -> T {
     let rows = x.elems / l.in_features;
     let w_elems = l.in_features * l.out_features;
+    let mut drop_weight_copy = false;
     let (xin, w) = if cx.autocast {
         let xin = cast(g, x, BF16, "autocast: input cast to bf16");
-        let w = autocast_weight(g, cx, l.weight, w_elems, l.weight_dsize);
+        let (w, uncached) = autocast_weight(g, cx, l.weight, w_elems, l.weight_dsize);
+        drop_weight_copy = uncached;
         (xin, w)
     } else {
         g.hold(x.v);
@@ -174,6 +185,9 @@ pub fn linear(g: &mut Graph, cx: &mut Ctx, x: T, l: &Linear, name: &'static str)
         Component::Transient,
     );
     g.drop(xin.v);
+    if drop_weight_copy {
+        g.drop(w.v);
+    }
     let out = T {
         v,
         elems: rows * l.out_features,
@@ -489,13 +503,17 @@ pub fn eager_attention(g: &mut Graph, q: T, k: T, v: T, s: AttnShape, mask: Opti
         }
         None => scaled,
     };
+    // softmax(x, dtype=torch.float32) converts its input first, then
+    // softmaxes the copy: masked scores, the fp32 copy and the fp32 output
+    // are alive together (H200 snapshot of eager attention).
+    let up = cast(g, masked, FP32, "softmax: input to fp32");
     let sm = g.op_saving_output(
         "softmax (fp32)",
-        &[masked.v],
+        &[up.v],
         score_elems * FP32,
         Component::Transient,
     );
-    g.drop(masked.v);
+    g.drop_all(&[up.v, masked.v]);
     let sm = T {
         v: sm,
         elems: score_elems,
