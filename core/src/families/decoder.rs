@@ -854,7 +854,11 @@ impl Model<'_> {
         let eager_mask = if self.attention == Attention::Eager && s > 1 {
             g.at("eager causal mask", None);
             let elems = b * s * s;
-            Some(T { v: g.input(elems * x.dsize, Component::Transient), elems, dsize: x.dsize })
+            Some(T {
+                v: g.input(elems * x.dsize, Component::Transient),
+                elems,
+                dsize: x.dsize,
+            })
         } else {
             None
         };
@@ -1040,7 +1044,8 @@ pub fn replay(
                         gpt2_dropout: false,
                     };
                     let mut cache = None;
-                    let out = model.forward(&mut g, &mut cx, &call, &mut cache, &mut None, &mut None);
+                    let out =
+                        model.forward(&mut g, &mut cx, &call, &mut cache, &mut None, &mut None);
                     g.drop(out.v);
                 }
                 InferenceKind::Generate => generate(&mut g, &model, &mut cx, workload, b, s),
@@ -1141,6 +1146,7 @@ fn train(g: &mut Graph, model: &Model, workload: &Workload, b: u64, s: u64, gpt2
                 dsize: layer_input_dsize(&cx, model),
             };
             g.at("backward: recompute checkpointed layer", Some(hit.segment));
+            cx.cache_weight_casts = false;
             let out = model.layer(
                 g,
                 &mut cx,
@@ -1148,7 +1154,8 @@ fn train(g: &mut Graph, model: &Model, workload: &Workload, b: u64, s: u64, gpt2
                 x,
                 &call,
                 rope,
-                &mut no_cache, mask,
+                &mut no_cache,
+                mask,
             );
             if let Some(grad) = hit.grad {
                 g.set_grad(out.v, grad);
