@@ -94,7 +94,30 @@ def llama_generate(out):
         return run
 
     record("llama8b_gen_b1_L32768", gen(1, 32768), out)
-    record("llama8b_gen_b1_L8192", gen(1, 8192), out)
+    del model
+    gc.collect()
+    torch.cuda.empty_cache()
+
+
+def llama1b_eager(out):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    cfg = LlamaConfig(vocab_size=128256, hidden_size=2048, intermediate_size=8192, num_hidden_layers=16,
+                      num_attention_heads=32, num_key_value_heads=8, tie_word_embeddings=True,
+                      attn_implementation="eager")
+    torch.set_default_dtype(torch.bfloat16)
+    with torch.device("cuda"):
+        model = LlamaForCausalLM(cfg)
+    torch.set_default_dtype(torch.float32)
+    model.eval()
+    with torch.no_grad():
+        model.generate(torch.randint(0, 1000, (1, 128), device="cuda"), max_new_tokens=2, min_new_tokens=2, do_sample=False)
+    ids = torch.randint(0, 128256, (1, 4096), device="cuda")
+
+    def run():
+        with torch.no_grad():
+            model.generate(ids, max_new_tokens=16, min_new_tokens=16, do_sample=False)
+    record("llama1b_eager_gen_bf16_b1_L4096", run, out)
     del model
     gc.collect()
     torch.cuda.empty_cache()
@@ -118,7 +141,7 @@ def resnet(out):
 
 if __name__ == "__main__":
     with open(f"{OUT}/segments.jsonl", "w") as out:
-        for job in (llama_generate, resnet):
+        for job in (llama_generate, llama1b_eager):
             try:
                 job(out)
             except Exception as exc:  # keep the other probes
