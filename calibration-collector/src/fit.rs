@@ -63,6 +63,8 @@ pub struct FitArgs {
     pub name: Option<String>,
     /// What `y` is measured against.
     pub basis: Basis,
+    /// Leave out cases whose name contains any of these.
+    pub exclude: Vec<String>,
 }
 
 /// One point's overhead observation.
@@ -343,6 +345,10 @@ pub fn run(args: &FitArgs) -> Result<FitOutput> {
                 Classified::Overheads => continue,
                 Classified::Case(c) => c,
             };
+            if let Some(x) = args.exclude.iter().find(|x| case.name.contains(x.as_str())) {
+                skipped.push((case.name.clone(), format!("excluded (--exclude {x})")));
+                continue;
+            }
             if case.status != Status::Ok {
                 skipped.push((
                     case.name.clone(),

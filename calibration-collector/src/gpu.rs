@@ -170,7 +170,7 @@ impl Gpu {
 }
 
 /// What a poller saw.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct PollStats {
     /// Highest device-wide used bytes.
     pub peak_used: u64,
@@ -180,6 +180,38 @@ pub struct PollStats {
     pub hz: f64,
     /// Readings that failed (the driver call returned an error).
     pub errors: u64,
+    /// When polling started.
+    pub start: Option<Instant>,
+    /// Every change of the reading: (time since `start`, used bytes).
+    pub changes: Vec<(Duration, u64)>,
+}
+
+impl PollStats {
+    /// Highest reading in `[from, to]` (times since `start`), counting the
+    /// reading in effect at `from`. `None` without readings there.
+    pub fn peak_between(&self, from: Duration, to: Duration) -> Option<u64> {
+        let at_from = self
+            .changes
+            .iter()
+            .take_while(|(t, _)| *t <= from)
+            .last()
+            .map(|&(_, u)| u);
+        let inside = self
+            .changes
+            .iter()
+            .filter(|(t, _)| *t > from && *t <= to)
+            .map(|&(_, u)| u)
+            .max();
+        at_from.into_iter().chain(inside).max()
+    }
+
+    /// [`PollStats::peak_between`] for the `seconds` before the instant `end`.
+    pub fn peak_before(&self, end: Instant, seconds: f64) -> Option<u64> {
+        let start = self.start?;
+        let to = end.checked_duration_since(start)?;
+        let from = to.checked_sub(Duration::from_secs_f64(seconds.max(0.0)))?;
+        self.peak_between(from, to)
+    }
 }
 
 /// A running poller; [`Poller::finish`] stops it and returns what it saw.
@@ -203,12 +235,17 @@ fn poll_loop(ctx: &CudaContext, stop: &AtomicBool, interval: Duration) -> PollSt
         return stats;
     }
     let start = Instant::now();
+    stats.start = Some(start);
     loop {
         let last = stop.load(Ordering::SeqCst);
         match result::mem_get_info() {
             Ok((free, total)) => {
-                stats.peak_used = stats.peak_used.max((total - free) as u64);
+                let used = (total - free) as u64;
+                stats.peak_used = stats.peak_used.max(used);
                 stats.samples += 1;
+                if stats.changes.last().is_none_or(|&(_, u)| u != used) {
+                    stats.changes.push((start.elapsed(), used));
+                }
             }
             Err(_) => stats.errors += 1,
         }
@@ -308,6 +345,30 @@ pub fn probe_child(ordinal: usize, workspace_bytes: usize) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn peaks_inside_a_window_count_the_reading_in_effect() {
+        let ms = Duration::from_millis;
+        let stats = PollStats {
+            peak_used: 12,
+            start: Some(Instant::now()),
+            changes: vec![
+                (ms(0), 1),
+                (ms(100), 12),
+                (ms(200), 5),
+                (ms(300), 7),
+                (ms(400), 2),
+            ],
+            ..PollStats::default()
+        };
+        // The build-phase spike at 100 ms is outside the case window.
+        assert_eq!(stats.peak_between(ms(250), ms(450)), Some(7));
+        assert_eq!(stats.peak_between(ms(210), ms(290)), Some(5));
+        assert_eq!(stats.peak_between(ms(0), ms(450)), Some(12));
+        let end = stats.start.unwrap() + ms(450);
+        assert_eq!(stats.peak_before(end, 0.2), Some(7));
+        assert_eq!(stats.peak_before(end, 10.0), None);
+    }
 
     #[test]
     fn parses_the_proc_driver_version() {

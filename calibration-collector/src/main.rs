@@ -137,6 +137,9 @@ enum Command {
         /// What the overhead is measured against: torch's reserved peak (auto: when every point has it) or the core's predicted one.
         #[arg(long, value_enum, default_value_t = fit::Basis::Auto)]
         basis: fit::Basis,
+        /// Leave out cases whose name contains this (repeatable).
+        #[arg(long)]
+        exclude: Vec<String>,
         /// Print the profile as JSON instead of the report.
         #[arg(long)]
         json: bool,
@@ -314,6 +317,7 @@ fn dispatch(cli: Cli) -> Result<i32> {
             force,
             name,
             basis,
+            exclude,
             json,
         } => {
             let result = fit::run(&fit::FitArgs {
@@ -321,6 +325,7 @@ fn dispatch(cli: Cli) -> Result<i32> {
                 probe,
                 name,
                 basis,
+                exclude,
             })?;
             let path = out.unwrap_or_else(|| default_profile_path(&result.profile));
             if path.exists() && !force {

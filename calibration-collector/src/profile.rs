@@ -485,8 +485,10 @@ pub const POINT_RUNTIME_KEYS: [&str; 7] = [
     "allocator",
 ];
 /// Keys of a point's `measured`.
-pub const POINT_MEASURED_KEYS: [&str; 10] = [
+pub const POINT_MEASURED_KEYS: [&str; 12] = [
     "driver_peak",
+    "process_peak",
+    "peak_window",
     "reserved_peak",
     "alloc_peak",
     "resident_before",

@@ -134,6 +134,9 @@ fn run_with_the_builtin_harness_measures_a_preset() {
     )
     .unwrap();
     assert_eq!(line["measured"]["status"], "ok", "{line}");
+    // The peak of the case, not of the model construction before it.
+    assert_eq!(line["measured"]["peak_window"], "case", "{line}");
+    assert!(line["measured"]["process_peak"].as_u64() >= line["measured"]["driver_peak"].as_u64());
     assert!(
         line["measured"]["driver_peak"].as_u64().unwrap()
             > line["measured"]["reserved_peak"].as_u64().unwrap()
