@@ -174,6 +174,11 @@ impl CachingAllocator {
         self.stats.peak_reserved = self.stats.reserved;
     }
 
+    /// Address of a live block (segments are spaced 1 TiB apart).
+    pub fn block_address(&self, id: BlockId) -> u64 {
+        self.blocks[id.0 as usize].address
+    }
+
     /// Size of the most recently created segment.
     pub fn last_segment_size(&self) -> u64 {
         self.segments.last().map_or(0, |s| s.size)

@@ -58,6 +58,11 @@ pub struct Replay {
     peak_allocation: u64,
     /// Diagnostics: every segment created, with the op that asked for it.
     pub segment_log: Option<alloc::vec::Vec<(Op, u64)>>,
+    /// Diagnostics: every allocation (true) and free (false) of at least
+    /// `event_log_min` bytes: size, block address, op.
+    pub event_log: Option<alloc::vec::Vec<(bool, u64, u64, Op)>>,
+    /// Smallest block the event log records.
+    pub event_log_min: u64,
 }
 
 impl Replay {
@@ -75,6 +80,8 @@ impl Replay {
             inspected: alloc::vec::Vec::new(),
             peak_allocation: 0,
             segment_log: None,
+            event_log: None,
+            event_log_min: 0,
         }
     }
 
@@ -128,6 +135,12 @@ impl Replay {
         };
         self.live[component as usize] += self.allocator.block_size(block);
         self.allocations += 1;
+        if let Some(log) = self.event_log.as_mut() {
+            let size = self.allocator.block_size(block);
+            if size >= self.event_log_min {
+                log.push((true, size, self.allocator.block_address(block), self.op));
+            }
+        }
         if let Some(log) = self.segment_log.as_mut() {
             if self.allocator.stats().segments_created > segments_before {
                 log.push((self.op, self.allocator.last_segment_size()));
@@ -168,6 +181,17 @@ impl Replay {
 
     /// Frees a tensor.
     pub fn free(&mut self, tensor: Tensor) {
+        if let Some(log) = self.event_log.as_mut() {
+            let size = self.allocator.block_size(tensor.block);
+            if size >= self.event_log_min {
+                log.push((
+                    false,
+                    size,
+                    self.allocator.block_address(tensor.block),
+                    self.op,
+                ));
+            }
+        }
         self.live[tensor.component as usize] -= self.allocator.block_size(tensor.block);
         self.allocator.free(tensor.block);
     }

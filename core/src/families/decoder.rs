@@ -525,14 +525,11 @@ impl Model<'_> {
                         kv_heads: nh,
                         ..shape
                     },
-                    rope.is_some(),
                 );
                 g.drop_all(&[kr.v, vr.v]);
                 out
             }
-            // Rotary outputs (Llama) and slices of the fused c_attn output
-            // (GPT-2) reach the kernel in a layout it copies.
-            Attention::Sdpa => nn::sdpa(g, cx, q, k, v, shape, true),
+            Attention::Sdpa => nn::sdpa(g, cx, q, k, v, shape),
             Attention::Eager => nn::eager_attention(g, q, k, v, shape, eager_mask),
         };
         g.drop_all(&[q.v, k.v, v.v]);

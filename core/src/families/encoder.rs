@@ -434,7 +434,7 @@ fn self_attention(
         head_dim: h / heads,
     };
     let out = match attention {
-        Attention::Sdpa => nn::sdpa(g, cx, q, k, v, shape, rope.is_some()),
+        Attention::Sdpa => nn::sdpa(g, cx, q, k, v, shape),
         Attention::Eager => nn::eager_attention(g, q, k, v, shape, None),
     };
     g.drop_all(&[q.v, k.v, v.v]);

@@ -392,37 +392,21 @@ pub struct AttnShape {
 
 /// `scaled_dot_product_attention` (flash / memory-efficient kernels).
 ///
-/// Measured on the H200 (llama-3.2-1b training snapshot: six blocks per
-/// layer at `sdpa_attention_forward`): the kernel works in (b, s, heads, hd)
-/// layout, so it copies inputs that arrive in (b, heads, s, hd) layout (the
-/// rotary outputs: `copy_qk`) and saves those copies; its output is already
-/// in (b, s, heads, hd) layout, so HF's `transpose(1, 2).contiguous()` is
-/// free. In grad mode it saves an fp32 logsumexp; backward needs an fp32 dq
-/// accumulator.
-pub fn sdpa(g: &mut Graph, cx: &Ctx, q: T, k: T, v: T, s: AttnShape, copy_qk: bool) -> T {
+/// Measured on the H200: in inference the kernel allocates only its
+/// output, already in (b, s, heads, hd) layout, so HF's
+/// `transpose(1, 2).contiguous()` is free (llama-3.1-8b generate trace,
+/// `measurements/h200-segments`). Under autocast, fp32 inputs are cast to
+/// bf16 first and the casts are what backward keeps (llama-3.2-1b amp
+/// training snapshot: six blocks per layer at `sdpa_attention_forward`).
+/// In grad mode the kernel also saves an fp32 logsumexp; its backward needs
+/// an fp32 dq accumulator.
+pub fn sdpa(g: &mut Graph, cx: &Ctx, q: T, k: T, v: T, s: AttnShape) -> T {
     let (q, k, v) = if cx.autocast {
         // sdpa is on autocast's bf16 list: fp32 inputs are cast (and saved).
         let q = cast(g, q, BF16, "attention (sdpa): autocast cast of query");
         let k = cast(g, k, BF16, "attention (sdpa): autocast cast of key");
         let v = cast(g, v, BF16, "attention (sdpa): autocast cast of value");
         (q, k, v)
-    } else if copy_qk {
-        let qc = g.op(
-            "attention (sdpa): query layout copy",
-            &[q.v],
-            &[],
-            q.bytes(),
-            Component::Transient,
-        );
-        let kc = g.op(
-            "attention (sdpa): key layout copy",
-            &[k.v],
-            &[],
-            k.bytes(),
-            Component::Transient,
-        );
-        g.hold(v.v);
-        (T { v: qc, ..q }, T { v: kc, ..k }, v)
     } else {
         g.hold(q.v);
         g.hold(k.v);

@@ -367,7 +367,7 @@ impl Net {
             kv_len: n,
             head_dim: h / self.heads,
         };
-        let attn = nn::sdpa(g, cx, q, k, v, shape, false);
+        let attn = nn::sdpa(g, cx, q, k, v, shape);
         g.drop_all(&[q.v, k.v, v.v]);
         let merged = g.op(
             "self_attention: merge heads",

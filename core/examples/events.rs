@@ -1,0 +1,24 @@
+//! Allocation and free events of at least N MiB: `cargo run --example events -- SPEC.json N LIMIT`.
+use headroom_core::spec::Spec;
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let spec = Spec::from_json(&std::fs::read_to_string(&args[1]).unwrap()).unwrap();
+    let min: u64 = args.get(2).map_or(100, |s| s.parse().unwrap());
+    let limit: usize = args.get(3).map_or(80, |s| s.parse().unwrap());
+    let mut r = headroom_core::trace::Replay::new(spec.runtime.allocator, None);
+    r.event_log = Some(Vec::new());
+    r.event_log_min = min << 20;
+    headroom_core::families::replay(&spec.model.arch, &spec.workload, &spec.runtime, &mut r)
+        .unwrap();
+    for (alloc, size, addr, op) in r.event_log.take().unwrap().into_iter().take(limit) {
+        println!(
+            "{} {:>5} seg{:>4}+{:>6}MiB layer {:?} {}",
+            if alloc { "a" } else { "f" },
+            size >> 20,
+            addr >> 40,
+            (addr & ((1 << 40) - 1)) >> 20,
+            op.layer,
+            op.name
+        );
+    }
+}
