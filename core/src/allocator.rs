@@ -34,6 +34,12 @@ pub const MIN_LARGE_ALLOC: u64 = 10 << 20;
 /// Large segments are rounded up to a multiple of this (`kRoundLarge`).
 pub const ROUND_LARGE: u64 = 2 << 20;
 
+/// Segments are laid out this far apart in the model's address space (any
+/// segment fits; blocks of different segments never merge).
+const SEGMENT_SPACING: u64 = 1 << 44;
+/// The model's first segment starts just below this address.
+const TOP_ADDRESS: u64 = 1 << 63;
+
 /// Allocator settings (`PYTORCH_CUDA_ALLOC_CONF`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
@@ -152,7 +158,7 @@ impl CachingAllocator {
             segments: Vec::with_capacity(512),
             small_free: BTreeSet::new(),
             large_free: BTreeSet::new(),
-            next_address: 0,
+            next_address: TOP_ADDRESS,
             expandable: [NONE, NONE],
             stats: Stats::default(),
         }
@@ -174,7 +180,7 @@ impl CachingAllocator {
         self.stats.peak_reserved = self.stats.reserved;
     }
 
-    /// Address of a live block (segments are spaced 1 TiB apart).
+    /// Address of a live block (segments are spaced 16 TiB apart, newest lowest).
     pub fn block_address(&self, id: BlockId) -> u64 {
         self.blocks[id.0 as usize].address
     }
@@ -273,8 +279,12 @@ impl CachingAllocator {
 
     fn create_segment(&mut self, bytes: u64, small: bool) -> u32 {
         let segment = self.segments.len() as u32;
+        // The CUDA driver hands out virtual addresses downwards: each new
+        // segment lies below the previous ones (seen on the H200 in
+        // `measurements/h200-segments`), so on best-fit ties between equal
+        // free blocks the newest segment wins.
+        self.next_address -= SEGMENT_SPACING;
         let address = self.next_address;
-        self.next_address += bytes + (1 << 40); // segments never touch
         let b = self.new_block(Block {
             address,
             size: bytes,
