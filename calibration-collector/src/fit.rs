@@ -434,7 +434,7 @@ pub fn run(args: &FitArgs) -> Result<FitOutput> {
             Basis::Torch => (torch_reserved(p).unwrap_or(reserved_pred), 1.0),
             _ => (reserved_pred, (1e9 / p.measured as f64).powi(2)),
         };
-        let libs = families::libraries(&p.spec.model.arch, &p.spec.workload);
+        let libs = families::libraries(&p.spec.model.arch, &p.spec.workload, &p.spec.runtime);
         observations.push(Observation {
             case: p.value["case"].as_str().unwrap_or("").to_string(),
             y: p.measured as f64 - reserved as f64,

@@ -232,7 +232,15 @@ pub fn plan(args: &RunArgs) -> Result<Plan> {
             let case = format!("{prefix}_b{batch}_{}{len}", if vision { "r" } else { "L" });
             let predicted = match &model {
                 None => json!({"skipped": "no model given"}),
-                Some(m) => match estimate(&m.arch, &w, &RuntimeProfile::default()) {
+                // Each point is a fresh process: no earlier backward pass.
+                Some(m) => match estimate(
+                    &m.arch,
+                    &w,
+                    &RuntimeProfile {
+                        process_ran_backward: false,
+                        ..RuntimeProfile::default()
+                    },
+                ) {
                     Ok(e) => json!({
                         "driver_peak": e.driver_peak,
                         "reserved_peak": e.reserved_peak,
@@ -804,6 +812,10 @@ pub fn point_line(
     if runtime.get("driver").is_none_or(Value::is_null) {
         runtime.insert("driver".into(), json!(versions.driver));
     }
+    // Every point runs in a fresh process: no earlier backward pass.
+    runtime
+        .entry("process_ran_backward")
+        .or_insert_with(|| json!(false));
     runtime.entry("allocator").or_insert_with(|| {
         json!(std::env::var("PYTORCH_CUDA_ALLOC_CONF").unwrap_or_else(|_| "default".into()))
     });

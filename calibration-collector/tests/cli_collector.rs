@@ -156,6 +156,10 @@ fn synthetic_points(inference_overhead: u64, backward: u64) -> Option<String> {
         if case["case"] == "runtime_overheads" {
             continue;
         }
+        // Each synthetic point is a fresh process, as `run` measures them.
+        if let Some(rt) = case.get_mut("runtime").and_then(Value::as_object_mut) {
+            rt.insert("process_ran_backward".into(), json!(false));
+        }
         let Ok(spec) = Spec::from_value(&case) else {
             continue;
         };

@@ -209,7 +209,7 @@ pub fn estimate_with(
 ) -> Result<Estimate, Error> {
     workload.validate()?;
     families::validate(arch, workload)?;
-    let libraries_guess = families::libraries(arch, workload);
+    let libraries_guess = families::libraries(arch, workload, runtime);
     let outside = outside_allocator(runtime, libraries_guess);
     let capacity = options.capacity.map(|c| c.saturating_sub(outside));
     let mut replay = Replay::new(runtime.allocator, capacity);

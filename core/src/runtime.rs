@@ -38,6 +38,17 @@ pub const H200_MODEL_KERNELS_BYTES: u64 =
 /// Placeholder until measured: 0.
 pub const H200_CUDNN_WORKSPACE_FRACTION: f64 = 0.0;
 
+/// Default of [`RuntimeProfile::process_ran_backward`]: assume the process
+/// may have run a backward pass before (notebooks train then evaluate; the
+/// public H200 inference cases of BERT, ESM-2 and ResNet-50 ran in such
+/// processes: 816-823 MB outside the allocator and two workspaces resident,
+/// against 731 MB and one in a fresh process). It costs a dedicated
+/// inference process about 120 MB of over-estimate (the autograd thread's
+/// cuBLAS handle and kernels, `H200_BACKWARD_LIBRARY_BYTES`, plus its 32 MiB
+/// workspace); the other way round would be an out-of-memory error. Set
+/// `process_ran_backward: false` for a process that only ever runs inference.
+pub const PROCESS_RAN_BACKWARD_DEFAULT: bool = true;
+
 /// Memory outside the modelled allocations, and allocator settings.
 #[derive(Clone, Debug, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
@@ -62,6 +73,10 @@ pub struct RuntimeProfile {
     /// cuDNN convolution workspace, as a fraction of the larger of the
     /// convolution's input and output (see `families::cnn::conv_workspace`).
     pub cudnn_workspace_fraction: f64,
+    /// The process has run a backward pass before this job (a notebook that
+    /// trained, then evaluates): autograd's thread keeps its cuBLAS handle,
+    /// kernels and 32 MiB workspace. Training jobs always have them.
+    pub process_ran_backward: bool,
     /// Allocator settings. In measurement files this is the string
     /// `"default"` or `"expandable_segments"`.
     #[cfg_attr(feature = "serde", serde(deserialize_with = "allocator_setting"))]
@@ -87,6 +102,7 @@ impl RuntimeProfile {
             backward_library_bytes: H200_BACKWARD_LIBRARY_BYTES,
             cudnn_library_bytes: H200_CUDNN_LIBRARY_BYTES,
             cudnn_workspace_fraction: H200_CUDNN_WORKSPACE_FRACTION,
+            process_ran_backward: PROCESS_RAN_BACKWARD_DEFAULT,
             allocator: AllocatorConfig::default(),
         }
     }

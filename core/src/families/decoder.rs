@@ -1016,12 +1016,7 @@ pub fn replay(
         weight_bytes: w.bytes,
         ..ReplaySummary::default()
     };
-    // cuBLAS workspace of the forward thread, allocated by the first matmul
-    // and kept by the handle for the life of the process.
-    g.at("cuBLAS workspace", None);
-    let _ws = g
-        .replay
-        .alloc(runtime.cublas_workspace_bytes, Component::LibraryWorkspace);
+    super::cublas_workspaces(&mut g, runtime, workload.mode == Mode::Training);
     let gpt2 = a.norm == NormKind::LayerNorm;
     let model = Model {
         a,
@@ -1114,8 +1109,6 @@ fn train(g: &mut Graph, model: &Model, workload: &Workload, b: u64, s: u64, gpt2
     if t.optimizer_state_resident {
         optim::preallocate(g, t.optimizer, &model.w.trainable, &mut state);
     }
-    g.at("cuBLAS workspace (backward thread)", None);
-    let _ws = g.replay.alloc(32 << 20, Component::LibraryWorkspace);
     for step in 0..t.steps {
         g.replay.step(Some(step));
         g.grad_mode = true;

@@ -503,10 +503,7 @@ pub fn replay(
         weight_bytes: w.bytes,
         ..ReplaySummary::default()
     };
-    g.at("cuBLAS workspace", None);
-    let _ws = g
-        .replay
-        .alloc(runtime.cublas_workspace_bytes, Component::LibraryWorkspace);
+    super::cublas_workspaces(&mut g, runtime, workload.mode == Mode::Training);
     let (b, s) = (workload.batch as u64, workload.seq_len as u64);
     if !training {
         let mut cx = Ctx::plain(dsize);
@@ -526,9 +523,6 @@ pub fn replay(
         return Ok(summary);
     }
     let t = &workload.training;
-    let _ws2 = g
-        .replay
-        .alloc(runtime.cublas_workspace_bytes, Component::LibraryWorkspace);
     let mut state = OptimizerState::default();
     if t.optimizer_state_resident {
         optim::preallocate(&mut g, t.optimizer, &w.trainable, &mut state);

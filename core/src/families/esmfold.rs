@@ -421,10 +421,7 @@ pub fn replay(
         weight_bytes,
         ..ReplaySummary::default()
     };
-    g.at("cuBLAS workspace", None);
-    let _ws = g
-        .replay
-        .alloc(runtime.cublas_workspace_bytes, Component::LibraryWorkspace);
+    super::cublas_workspaces(&mut g, runtime, false);
 
     let b = workload.batch as u64;
     let l = workload.seq_len as u64;

@@ -27,11 +27,30 @@ pub fn validate(arch: &Architecture, workload: &Workload) -> Result<(), Error> {
 }
 
 /// Which libraries the run loads.
-pub fn libraries(arch: &Architecture, workload: &Workload) -> LibraryUse {
+pub fn libraries(arch: &Architecture, workload: &Workload, runtime: &RuntimeProfile) -> LibraryUse {
     LibraryUse {
         cublas: true,
-        backward: workload.mode == Mode::Training,
+        backward: workload.mode == Mode::Training || runtime.process_ran_backward,
         cudnn: matches!(arch, Architecture::Cnn(_)),
+    }
+}
+
+/// The cuBLAS workspaces held through the run, each allocated by a handle's
+/// first matmul and kept for the life of the process: the forward thread's,
+/// and the autograd thread's once any backward has run (training, or an
+/// inference process that trained before: `runtime.process_ran_backward`).
+pub fn cublas_workspaces(g: &mut crate::graph::Graph, runtime: &RuntimeProfile, training: bool) {
+    use crate::estimate::Component::LibraryWorkspace;
+    g.at("cuBLAS workspace", None);
+    // Held for the life of the process: never freed.
+    let _forward = g
+        .replay
+        .alloc(runtime.cublas_workspace_bytes, LibraryWorkspace);
+    if training || runtime.process_ran_backward {
+        g.at("cuBLAS workspace (autograd thread)", None);
+        let _autograd = g
+            .replay
+            .alloc(runtime.cublas_workspace_bytes, LibraryWorkspace);
     }
 }
 
@@ -49,6 +68,6 @@ pub fn replay(
         Architecture::EsmFold(a) => esmfold::replay(a, workload, runtime, replay),
         Architecture::Cnn(a) => cnn::replay(a, workload, runtime, replay),
     }?;
-    summary.libraries = libraries(arch, workload);
+    summary.libraries = libraries(arch, workload, runtime);
     Ok(summary)
 }

@@ -125,10 +125,7 @@ pub fn replay(
         weight_bytes: params * dsize,
         ..ReplaySummary::default()
     };
-    g.at("cuBLAS workspace", None);
-    let _ws = g
-        .replay
-        .alloc(runtime.cublas_workspace_bytes, Component::LibraryWorkspace);
+    super::cublas_workspaces(&mut g, runtime, workload.mode == Mode::Training);
     let b = workload.batch as u64;
     let image = workload.image_size.unwrap_or(a.image_size) as u64;
     let side = image / p;
@@ -154,9 +151,6 @@ pub fn replay(
         g.drop(out.v);
         return Ok(summary);
     }
-    let _ws2 = g
-        .replay
-        .alloc(runtime.cublas_workspace_bytes, Component::LibraryWorkspace);
     let t = &workload.training;
     let mut state = OptimizerState::default();
     if t.optimizer_state_resident {
