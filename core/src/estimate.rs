@@ -273,7 +273,12 @@ pub fn outside_allocator(runtime: &RuntimeProfile, libraries: LibraryUse) -> u64
 fn describe(op: Op) -> String {
     let mut s = String::new();
     if let Some(step) = op.step {
-        s.push_str(&format!("step {}: ", step + 1));
+        let kind = if op.step_kind.is_empty() {
+            "step"
+        } else {
+            op.step_kind
+        };
+        s.push_str(&format!("{kind} {}: ", step + 1));
     }
     if let Some(layer) = op.layer {
         s.push_str(&format!("layer {}: ", layer));

@@ -22,6 +22,8 @@ pub struct Op {
     pub layer: Option<u32>,
     /// Step (training) or recycle (ESMFold) index.
     pub step: Option<u32>,
+    /// What a step is called: "step" (training) or "recycle" (ESMFold).
+    pub step_kind: &'static str,
 }
 
 /// The live bytes of each component at one moment.
@@ -115,6 +117,11 @@ impl Replay {
     /// Sets the step (training) or recycle (ESMFold) index.
     pub fn step(&mut self, step: Option<u32>) {
         self.op.step = step;
+    }
+
+    /// Names the steps (`"recycle"` for ESMFold's trunk passes).
+    pub fn step_kind(&mut self, kind: &'static str) {
+        self.op.step_kind = kind;
     }
 
     /// Allocates a tensor of `bytes`. Zero-byte tensors take no block in

@@ -524,6 +524,7 @@ pub fn replay(
         Component::PairTransient,
     );
     let mut s_z: Option<Value> = None;
+    f.g.replay.step_kind("recycle");
     for pass in 0..passes(arch, workload) {
         f.g.replay.step(Some(pass));
         f.g.at("trunk: recycle_z_norm + recycle_disto", None);
