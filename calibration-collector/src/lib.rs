@@ -12,6 +12,7 @@ pub mod error;
 pub mod estimate_cmd;
 pub mod fit;
 pub mod gpu;
+pub mod gpus_cmd;
 pub mod probe;
 pub mod profile;
 pub mod run;

@@ -6,7 +6,9 @@
 
 use anyhow::Result;
 use calibration_collector::error::CollectorError;
-use calibration_collector::{cases, check, estimate_cmd, fit, gpu, probe, profile, run, upload};
+use calibration_collector::{
+    cases, check, estimate_cmd, fit, gpu, gpus_cmd, probe, profile, run, upload,
+};
 use clap::{Parser, Subcommand};
 use std::io::Write;
 use std::path::PathBuf;
@@ -35,6 +37,16 @@ enum Command {
         /// Also say whether the job fits this GPU of the catalog (e.g. `h200`).
         #[arg(long)]
         gpu: Option<String>,
+    },
+    /// Which GPUs of the catalog run a spec: longest length and largest batch per card,
+    /// jobs per card and the reservation to request; for ESMFold also the longest
+    /// protein with and without chunking and the chunk size that makes the length fit.
+    Gpus {
+        /// Spec JSON file; `-` or nothing reads stdin.
+        spec: Option<String>,
+        /// Safety margin added to the reservation, in percent.
+        #[arg(long, default_value_t = 10.0)]
+        margin: f64,
     },
     /// Compare predictions with measurement files; the last line is the summary.
     Check {
@@ -206,6 +218,13 @@ fn dispatch(cli: Cli) -> Result<i32> {
     match cli.command {
         Command::Estimate { spec, table, gpu } => {
             let text = estimate_cmd::run(&estimate_cmd::EstimateArgs { spec, table, gpu })?;
+            print(&text)?;
+        }
+        Command::Gpus { spec, margin } => {
+            let text = gpus_cmd::run(&gpus_cmd::GpusArgs {
+                spec,
+                margin_percent: margin,
+            })?;
             print(&text)?;
         }
         Command::Check {

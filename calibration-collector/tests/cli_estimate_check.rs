@@ -308,3 +308,39 @@ fn help_lists_every_command() {
         assert!(help.contains(cmd), "{help}");
     }
 }
+
+#[test]
+fn gpus_lists_every_card_with_esmfold_chunking() {
+    let out = run(&["gpus", "../examples/esmfold-1024.json"], None);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let table = text(&out.stdout);
+    assert!(table.contains("NVIDIA H200 141GB"), "{table}");
+    assert!(table.contains("chunk for len"), "{table}");
+    // A 12 GB card cannot fold 1024 residues at all; an H200 needs no chunking.
+    let line = |name: &str| {
+        table
+            .lines()
+            .find(|l| l.starts_with(name))
+            .unwrap()
+            .to_string()
+    };
+    assert!(
+        line("NVIDIA GeForce RTX 3060").contains("does not fit"),
+        "{table}"
+    );
+    assert!(line("NVIDIA H200").contains("none needed"), "{table}");
+}
+
+#[test]
+fn gpus_rejects_a_bad_margin() {
+    let out = run(
+        &["gpus", "../examples/llama-8b-generate.json", "--margin=-5"],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("--margin"),
+        "{}",
+        text(&out.stderr)
+    );
+}

@@ -178,9 +178,162 @@ mod tests {
     }
 
     #[test]
+    fn reservation_rounds_up_with_margin() {
+        assert_eq!(reservation(1 << 30, 0.10), 1127 << 20);
+        assert_eq!(reservation(1 << 30, f64::NAN), 1 << 30);
+        assert_eq!(jobs_per_card(10 << 30, 3 << 30), 3);
+        assert_eq!(jobs_per_card(10 << 30, 0), 0);
+    }
+
+    #[test]
+    fn esmfold_chunking_makes_long_sequences_fit() {
+        let arch = crate::presets::find("esmfold-v1").unwrap().arch;
+        let rt = RuntimeProfile::h200();
+        let mut w = Workload {
+            seq_len: 1536,
+            ..Workload::default()
+        };
+        let h200 = crate::gpus::find("h200").unwrap().usable_bytes;
+        // Unchunked, 1536 residues need L^3 logits well beyond 40 GB...
+        let a100_40 = 40 * 1_000_000_000;
+        assert_eq!(
+            esmfold_chunk_that_fits(&arch, &w, &rt, h200).unwrap(),
+            ChunkChoice::Unchunked
+        );
+        match esmfold_chunk_that_fits(&arch, &w, &rt, a100_40).unwrap() {
+            ChunkChoice::Chunk(c) => assert!(c <= 256),
+            other => panic!("expected a chunk size, got {other:?}"),
+        }
+        w.esmfold.chunk_size = None;
+        let plain = max_length(&arch, &w, &rt, a100_40).unwrap().unwrap();
+        w.esmfold.chunk_size = Some(4);
+        let chunked = max_length(&arch, &w, &rt, a100_40).unwrap().unwrap();
+        assert!(
+            chunked > plain,
+            "chunking lets longer proteins fit: {chunked} vs {plain}"
+        );
+    }
+
+    #[test]
     fn largest_finds_the_boundary() {
         assert_eq!(largest(1000, |x| Ok(x <= 37)).unwrap(), Some(37));
         assert_eq!(largest(1000, |x| Ok(x <= 5000)).unwrap(), Some(1000));
         assert_eq!(largest(1000, |_| Ok(false)).unwrap(), None);
     }
+}
+
+/// Chunk sizes tried for ESMFold's triangular attention, fastest first (the
+/// documented options are 128, 64 and 32; ColabFold uses 64 above 700 residues).
+pub const ESMFOLD_CHUNK_SIZES: [u32; 7] = [256, 128, 64, 32, 16, 8, 4];
+
+/// How an ESMFold job can fit a card.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChunkChoice {
+    /// Fits without chunking.
+    Unchunked,
+    /// Fits with this chunk size (the largest of [`ESMFOLD_CHUNK_SIZES`] that does).
+    Chunk(u32),
+    /// Does not fit even at the smallest chunk size.
+    DoesNotFit,
+}
+
+/// The fastest chunking that makes `workload` (at its own length) fit in
+/// `capacity` bytes: unchunked if that fits, else the largest chunk size that
+/// does. Only meaningful for ESMFold; other families answer unchunked or not.
+pub fn esmfold_chunk_that_fits(
+    arch: &Architecture,
+    workload: &Workload,
+    runtime: &RuntimeProfile,
+    capacity: u64,
+) -> Result<ChunkChoice, Error> {
+    let mut w = workload.clone();
+    w.esmfold.chunk_size = None;
+    if fits(arch, &w, runtime, capacity)? {
+        return Ok(ChunkChoice::Unchunked);
+    }
+    if !matches!(arch, Architecture::EsmFold(_)) {
+        return Ok(ChunkChoice::DoesNotFit);
+    }
+    for chunk in ESMFOLD_CHUNK_SIZES {
+        w.esmfold.chunk_size = Some(chunk);
+        if fits(arch, &w, runtime, capacity)? {
+            return Ok(ChunkChoice::Chunk(chunk));
+        }
+    }
+    Ok(ChunkChoice::DoesNotFit)
+}
+
+/// What fits on one GPU of the catalog.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GpuFit {
+    /// The card.
+    pub gpu: &'static crate::gpus::Gpu,
+    /// The workload as given fits.
+    pub fits: bool,
+    /// Longest sequence (or largest image) at the workload's batch.
+    pub max_length: Option<u32>,
+    /// Largest batch at the workload's length.
+    pub max_batch: Option<u32>,
+    /// ESMFold: longest sequence without chunking.
+    pub max_length_unchunked: Option<u32>,
+    /// ESMFold: longest sequence at the smallest chunk size tried.
+    pub max_length_chunked: Option<u32>,
+    /// ESMFold: the chunking that makes the workload's length fit.
+    pub chunk_for_length: Option<ChunkChoice>,
+}
+
+/// For every GPU of the catalog: whether the workload fits, the longest
+/// length and largest batch that do, and for ESMFold the longest sequence
+/// with and without chunking and the chunk size that makes this length fit.
+pub fn gpu_fits(
+    arch: &Architecture,
+    workload: &Workload,
+    runtime: &RuntimeProfile,
+) -> Result<Vec<GpuFit>, Error> {
+    let esmfold = matches!(arch, Architecture::EsmFold(_));
+    let mut out = Vec::new();
+    for gpu in crate::gpus::CATALOG {
+        let capacity = gpu.usable_bytes;
+        let (unchunked, chunked, chunk) = if esmfold {
+            let mut w = workload.clone();
+            w.esmfold.chunk_size = None;
+            let plain = max_length(arch, &w, runtime, capacity)?;
+            w.esmfold.chunk_size = Some(*ESMFOLD_CHUNK_SIZES.last().unwrap_or(&4));
+            let smallest = max_length(arch, &w, runtime, capacity)?;
+            let choice = esmfold_chunk_that_fits(arch, workload, runtime, capacity)?;
+            (plain, smallest, Some(choice))
+        } else {
+            (None, None, None)
+        };
+        out.push(GpuFit {
+            gpu,
+            fits: fits(arch, workload, runtime, capacity)?,
+            max_length: max_length(arch, workload, runtime, capacity)?,
+            max_batch: max_batch(arch, workload, runtime, capacity)?,
+            max_length_unchunked: unchunked,
+            max_length_chunked: chunked,
+            chunk_for_length: chunk,
+        });
+    }
+    Ok(out)
+}
+
+/// The reservation a scheduler should request for a job whose driver-level
+/// peak is `peak`, with a fragmentation/safety margin (`0.10` = 10%), rounded
+/// up to a whole MiB.
+pub fn reservation(peak: u64, margin: f64) -> u64 {
+    let margin = if margin.is_finite() && margin > 0.0 {
+        margin
+    } else {
+        0.0
+    };
+    let want = libm::ceil(peak as f64 * (1.0 + margin)) as u64;
+    want.div_ceil(1 << 20) << 20
+}
+
+/// How many such jobs fit on a card at once: separate processes do not
+/// fragment each other (measured: three ESMFold jobs peaked at exactly three
+/// times one), so it is the usable memory over the reservation.
+pub fn jobs_per_card(usable: u64, reservation: u64) -> u64 {
+    usable.checked_div(reservation).unwrap_or(0)
 }
