@@ -16,7 +16,7 @@ pub struct GpusArgs {
     /// Spec file; `None` or `-` reads stdin.
     pub spec: Option<String>,
     /// Safety margin on the reservation, in percent.
-    pub margin_percent: f64,
+    pub margin_percent: u32,
 }
 
 fn opt(v: Option<u32>) -> String {
@@ -25,7 +25,7 @@ fn opt(v: Option<u32>) -> String {
 
 /// Runs `gpus`, returning the table to print.
 pub fn run(args: &GpusArgs) -> Result<String> {
-    if !(args.margin_percent.is_finite() && (0.0..=1000.0).contains(&args.margin_percent)) {
+    if args.margin_percent > 1000 {
         return Err(CollectorError::input(format!(
             "--margin: {} is out of range; allowed: a percentage from 0 to 1000",
             args.margin_percent
@@ -39,7 +39,7 @@ pub fn run(args: &GpusArgs) -> Result<String> {
     let peak = estimate(arch, w, rt).map_err(|e| CollectorError::input(format!("{name}: {e}")))?;
     let fits =
         search::gpu_fits(arch, w, rt).map_err(|e| CollectorError::input(format!("{name}: {e}")))?;
-    let reservation = search::reservation(peak.driver_peak.0, args.margin_percent / 100.0);
+    let reservation = search::reservation(peak.driver_peak.0, args.margin_percent);
     let length = if arch.is_vision() { "image" } else { "seq_len" };
     let mut out = String::new();
     let _ = writeln!(

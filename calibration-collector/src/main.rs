@@ -45,8 +45,8 @@ enum Command {
         /// Spec JSON file; `-` or nothing reads stdin.
         spec: Option<String>,
         /// Safety margin added to the reservation, in percent.
-        #[arg(long, default_value_t = 10.0)]
-        margin: f64,
+        #[arg(long, default_value_t = 10)]
+        margin: u32,
     },
     /// Compare predictions with measurement files; the last line is the summary.
     Check {

@@ -334,7 +334,11 @@ fn gpus_lists_every_card_with_esmfold_chunking() {
 #[test]
 fn gpus_rejects_a_bad_margin() {
     let out = run(
-        &["gpus", "../examples/llama-8b-generate.json", "--margin=-5"],
+        &[
+            "gpus",
+            "../examples/llama-8b-generate.json",
+            "--margin=5000",
+        ],
         None,
     );
     assert_eq!(out.status.code(), Some(1));

@@ -179,8 +179,9 @@ mod tests {
 
     #[test]
     fn reservation_rounds_up_with_margin() {
-        assert_eq!(reservation(1 << 30, 0.10), 1127 << 20);
-        assert_eq!(reservation(1 << 30, f64::NAN), 1 << 30);
+        assert_eq!(reservation(1 << 30, 10), 1127 << 20);
+        assert_eq!(reservation(1 << 30, 0), 1 << 30);
+        assert_eq!(reservation(u64::MAX, 1000), u64::MAX);
         assert_eq!(jobs_per_card(10 << 30, 3 << 30), 3);
         assert_eq!(jobs_per_card(10 << 30, 0), 0);
     }
@@ -319,16 +320,13 @@ pub fn gpu_fits(
 }
 
 /// The reservation a scheduler should request for a job whose driver-level
-/// peak is `peak`, with a fragmentation/safety margin (`0.10` = 10%), rounded
-/// up to a whole MiB.
-pub fn reservation(peak: u64, margin: f64) -> u64 {
-    let margin = if margin.is_finite() && margin > 0.0 {
-        margin
-    } else {
-        0.0
-    };
-    let want = libm::ceil(peak as f64 * (1.0 + margin)) as u64;
-    want.div_ceil(1 << 20) << 20
+/// peak is `peak`: the peak plus `margin_percent` percent (a safety policy,
+/// not physics: separate processes do not fragment each other), rounded up
+/// to a whole MiB. Exact integer arithmetic.
+pub fn reservation(peak: u64, margin_percent: u32) -> u64 {
+    let with_margin = (peak as u128 * (100 + margin_percent as u128)).div_ceil(100);
+    let mib = 1u128 << 20;
+    (with_margin.div_ceil(mib) * mib).min(u64::MAX as u128) as u64
 }
 
 /// How many such jobs fit on a card at once: separate processes do not

@@ -6,7 +6,6 @@
 //! is a scheduling policy, not a model of memory.
 
 use headroom_core::arch::Architecture;
-use headroom_core::bytes::MIB;
 use headroom_core::gpus::{Gpu, CATALOG};
 use headroom_core::search::{max_batch, max_length};
 use headroom_core::workload::Workload;
@@ -16,9 +15,10 @@ use headroom_core::{Bytes, RuntimeProfile};
 /// peak is `driver_peak`: the peak plus `margin_pct` percent, rounded up to
 /// a whole MiB.
 pub fn reservation(driver_peak: Bytes, margin_pct: u32) -> Bytes {
-    let with_margin = (driver_peak.0 as u128 * (100 + margin_pct as u128)).div_ceil(100);
-    let mib = with_margin.div_ceil(MIB as u128) * MIB as u128;
-    Bytes(mib.min(u64::MAX as u128) as u64)
+    Bytes(headroom_core::search::reservation(
+        driver_peak.0,
+        margin_pct,
+    ))
 }
 
 /// Device memory a job may plan for on a card once the margin is set aside:
@@ -29,7 +29,7 @@ pub fn capacity(usable: u64, margin_pct: u32) -> u64 {
 
 /// How many jobs of `reservation` bytes run side by side in `usable` bytes.
 pub fn jobs_per_card(usable: u64, reservation: Bytes) -> u64 {
-    usable.checked_div(reservation.0).unwrap_or(0)
+    headroom_core::search::jobs_per_card(usable, reservation.0)
 }
 
 /// One row of the table.
@@ -87,6 +87,7 @@ pub fn row(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use headroom_core::bytes::MIB;
 
     #[test]
     fn reservation_adds_the_margin_and_rounds_up_to_a_mib() {
