@@ -18,7 +18,7 @@
 //! `runtime.cudnn_library_bytes`.
 
 use super::nn::{Ctx, BF16, FP32, INT64, T};
-use super::optim::{self, OptimizerState, Trainable};
+use super::optim::{self, Trainable};
 use crate::arch::CnnArch;
 use crate::error::Error;
 use crate::estimate::{Component, ReplaySummary};
@@ -331,39 +331,13 @@ pub fn replay(
         g.drop(out.v);
         return Ok(summary);
     }
-    let t = &workload.training;
-    let mut state = OptimizerState::default();
-    if t.optimizer_state_resident {
-        optim::preallocate(&mut g, t.optimizer, &trainable, &mut state);
-    }
-    for step in 0..t.steps {
-        g.replay.step(Some(step));
-        g.grad_mode = true;
-        let mut cx = match t.precision {
-            Precision::AmpBf16 => Ctx::amp(),
-            Precision::Fp32 => Ctx::plain(FP32),
-            Precision::Bf16 => Ctx::plain(BF16),
-        };
-        let logits = run.forward(&mut g, &mut cx);
+    optim::train_steps(&mut g, &workload.training, &trainable, |g, cx| {
+        let logits = run.forward(g, cx);
         g.at("loss: cross entropy", None);
-        let labels = g.input(b * INT64, Component::Transient);
-        let lsm = g.op_saving_output(
-            "loss: log_softmax",
-            &[logits.v],
-            logits.elems * FP32,
-            Component::Transient,
-        );
-        let loss = g.op("loss: nll", &[lsm], &[labels], 4, Component::Transient);
-        g.drop_all(&[lsm, logits.v, labels]);
-        cx.exit_autocast(&mut g);
-        g.at("backward", None);
-        g.backward(loss);
-        g.drop(loss);
-        g.grad_mode = false;
-        optim::step(&mut g, t.optimizer, &trainable, &mut state);
-        g.at("zero_grad(set_to_none=True)", None);
-        g.zero_grad();
-    }
+        let loss = super::nn::classification_loss(g, logits, b);
+        g.drop(logits.v);
+        loss
+    });
     Ok(summary)
 }
 

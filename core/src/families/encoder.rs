@@ -5,7 +5,7 @@
 //! together, final `emb_layer_norm_after`).
 
 use super::nn::{self, AttnShape, Ctx, Linear, BF16, FP32, INT64, T};
-use super::optim::{self, OptimizerState, Trainable};
+use super::optim::{self, Trainable};
 use crate::arch::{EncoderArch, EncoderKind};
 use crate::error::Error;
 use crate::estimate::{Component, ReplaySummary};
@@ -522,60 +522,23 @@ pub fn replay(
         g.drop(out.v);
         return Ok(summary);
     }
-    let t = &workload.training;
-    let mut state = OptimizerState::default();
-    if t.optimizer_state_resident {
-        optim::preallocate(&mut g, t.optimizer, &w.trainable, &mut state);
-    }
-    for step in 0..t.steps {
-        g.replay.step(Some(step));
-        g.grad_mode = true;
-        let mut cx = match t.precision {
-            Precision::AmpBf16 => Ctx::amp(),
-            Precision::Fp32 => Ctx::plain(FP32),
-            Precision::Bf16 => Ctx::plain(BF16),
-        };
-        let logits = forward(
-            &mut g,
-            &mut cx,
-            a,
-            &w,
-            b,
-            s,
-            workload.attention,
-            true,
-            true,
-            None,
-        );
+    optim::train_steps(&mut g, &workload.training, &w.trainable, |g, cx| {
+        let logits = forward(g, cx, a, &w, b, s, workload.attention, true, true, None);
         g.at("loss: cross entropy over all tokens", None);
         let loss = if a.kind == EncoderKind::Bert {
-            let l = nn::causal_lm_loss(&mut g, logits, b * s);
-            g.drop(logits.v);
-            l
+            nn::causal_lm_loss(g, logits, b * s).v
         } else {
             // No head on ESM-2 presets: a mean of the hidden states as the loss.
-            let l = g.op(
+            g.op(
                 "loss: mean of hidden states",
                 &[logits.v],
                 &[],
                 4,
                 Component::Transient,
-            );
-            g.drop(logits.v);
-            T {
-                v: l,
-                elems: 1,
-                dsize: FP32,
-            }
+            )
         };
-        cx.exit_autocast(&mut g);
-        g.at("backward", None);
-        g.backward(loss.v);
-        g.drop(loss.v);
-        g.grad_mode = false;
-        optim::step(&mut g, t.optimizer, &w.trainable, &mut state);
-        g.at("zero_grad(set_to_none=True)", None);
-        g.zero_grad();
-    }
+        g.drop(logits.v);
+        loss
+    });
     Ok(summary)
 }

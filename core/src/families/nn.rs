@@ -74,6 +74,16 @@ impl Ctx {
         }
     }
 
+    /// The context of a training precision: autocast for `amp_bf16`, plain
+    /// fp32 or bf16 otherwise.
+    pub fn for_precision(precision: crate::workload::Precision) -> Ctx {
+        match precision {
+            crate::workload::Precision::AmpBf16 => Ctx::amp(),
+            crate::workload::Precision::Fp32 => Ctx::plain(FP32),
+            crate::workload::Precision::Bf16 => Ctx::plain(BF16),
+        }
+    }
+
     /// An autocast(bf16) context over fp32 weights.
     pub fn amp() -> Ctx {
         Ctx {
@@ -554,6 +564,23 @@ pub fn rotary(g: &mut Graph, x: T, cos: T, sin: T) -> T {
     let out = binary(g, a, b, "rotary: sum", false);
     g.drop_all(&[a.v, b.v]);
     out
+}
+
+/// `F.cross_entropy(logits, labels)` for a classifier: the logits upcast to
+/// fp32 (autocast runs the loss in fp32), log_softmax saving its output.
+/// Returns the scalar loss; `logits` is not dropped.
+pub fn classification_loss(g: &mut Graph, logits: T, rows: u64) -> Value {
+    let labels = g.input(rows * INT64, Component::Transient);
+    let l32 = cast(g, logits, FP32, "loss: logits to fp32");
+    let lsm = g.op_saving_output(
+        "loss: log_softmax",
+        &[l32.v],
+        l32.bytes(),
+        Component::Transient,
+    );
+    let loss = g.op("loss: nll", &[lsm], &[labels], 4, Component::Transient);
+    g.drop_all(&[lsm, l32.v, labels]);
+    loss
 }
 
 /// HF causal-LM loss over all tokens: `logits.float()`, then

@@ -2,10 +2,11 @@
 //! implementations, the default there), and training-loop plumbing shared
 //! by the families.
 
+use super::nn::Ctx;
 use crate::estimate::Component;
 use crate::graph::{Graph, Value};
 use crate::trace::Tensor;
-use crate::workload::Optimizer;
+use crate::workload::{Optimizer, TrainingOptions};
 use alloc::vec::Vec;
 
 /// A trainable parameter: its value and shape (rows x cols; cols = 1 for vectors).
@@ -33,6 +34,41 @@ pub struct OptimizerState {
     tensors: Vec<Tensor>,
 }
 
+/// Allocates the state of one parameter, as `_init_group` does.
+fn allocate_state(g: &mut Graph, optimizer: Optimizer, p: &Trainable, state: &mut OptimizerState) {
+    match optimizer {
+        // exp_avg, exp_avg_sq = zeros_like(p), zeros_like(p)
+        Optimizer::Adamw => {
+            state
+                .tensors
+                .push(g.replay.alloc(p.bytes(), Component::OptimizerState));
+            state
+                .tensors
+                .push(g.replay.alloc(p.bytes(), Component::OptimizerState));
+        }
+        // momentum_buffer = torch.clone(grad).detach()
+        Optimizer::SgdMomentum => state
+            .tensors
+            .push(g.replay.alloc(p.bytes(), Component::OptimizerState)),
+        Optimizer::Sgd => {}
+        // factored second moments: a row and a column vector per matrix
+        Optimizer::Adafactor => {
+            if p.cols > 1 {
+                state
+                    .tensors
+                    .push(g.replay.alloc(p.rows * 4, Component::OptimizerState));
+                state
+                    .tensors
+                    .push(g.replay.alloc(p.cols * 4, Component::OptimizerState));
+            } else {
+                state
+                    .tensors
+                    .push(g.replay.alloc(p.bytes(), Component::OptimizerState));
+            }
+        }
+    }
+}
+
 /// Allocates the optimizer state up front (a run resumed with its
 /// optimizer state already on the GPU).
 pub fn preallocate(
@@ -43,104 +79,78 @@ pub fn preallocate(
 ) {
     g.at("optimizer state (resident)", None);
     for p in params {
-        match optimizer {
-            Optimizer::Adamw => {
-                state
-                    .tensors
-                    .push(g.replay.alloc(p.bytes(), Component::OptimizerState));
-                state
-                    .tensors
-                    .push(g.replay.alloc(p.bytes(), Component::OptimizerState));
-            }
-            Optimizer::SgdMomentum => state
-                .tensors
-                .push(g.replay.alloc(p.bytes(), Component::OptimizerState)),
-            Optimizer::Sgd => {}
-            Optimizer::Adafactor => {
-                if p.cols > 1 {
-                    state
-                        .tensors
-                        .push(g.replay.alloc(p.rows * 4, Component::OptimizerState));
-                    state
-                        .tensors
-                        .push(g.replay.alloc(p.cols * 4, Component::OptimizerState));
-                } else {
-                    state
-                        .tensors
-                        .push(g.replay.alloc(p.bytes(), Component::OptimizerState));
-                }
-            }
-        }
+        allocate_state(g, optimizer, p, state);
     }
 }
 
 /// One `optimizer.step()`; creates the state on the first call
 /// (`_init_group`: per parameter, in order).
 pub fn step(g: &mut Graph, optimizer: Optimizer, params: &[Trainable], state: &mut OptimizerState) {
-    let first = state.tensors.is_empty();
-    match optimizer {
-        Optimizer::Adamw => {
-            if first {
-                g.at("optimizer: AdamW state init (exp_avg, exp_avg_sq)", None);
-                for p in params {
-                    state
-                        .tensors
-                        .push(g.replay.alloc(p.bytes(), Component::OptimizerState));
-                    state
-                        .tensors
-                        .push(g.replay.alloc(p.bytes(), Component::OptimizerState));
-                }
-            }
-            // _multi_tensor_adam: exp_avg_sq_sqrt = torch._foreach_sqrt(exp_avg_sqs),
-            // one temporary per parameter, all alive until the update is done.
-            g.at("optimizer: AdamW step (_foreach_sqrt temporaries)", None);
-            let temps: Vec<Tensor> = params
-                .iter()
-                .map(|p| g.replay.alloc(p.bytes(), Component::OptimizerState))
-                .collect();
-            g.replay.free_all(temps);
+    if state.tensors.is_empty() && optimizer != Optimizer::Sgd {
+        g.at(
+            match optimizer {
+                Optimizer::Adamw => "optimizer: AdamW state init (exp_avg, exp_avg_sq)",
+                Optimizer::SgdMomentum => "optimizer: SGD momentum buffers",
+                _ => "optimizer: Adafactor state init (row/col variances)",
+            },
+            None,
+        );
+        for p in params {
+            allocate_state(g, optimizer, p, state);
         }
-        Optimizer::SgdMomentum => {
-            if first {
-                // momentum_buffer = torch.clone(grad).detach() on the first step.
-                g.at("optimizer: SGD momentum buffers", None);
-                for p in params {
-                    state
-                        .tensors
-                        .push(g.replay.alloc(p.bytes(), Component::OptimizerState));
-                }
-            }
-        }
-        Optimizer::Sgd => {}
-        Optimizer::Adafactor => {
-            if first {
-                g.at("optimizer: Adafactor state init (row/col variances)", None);
-                for p in params {
-                    if p.cols > 1 {
-                        state
-                            .tensors
-                            .push(g.replay.alloc(p.rows * 4, Component::OptimizerState));
-                        state
-                            .tensors
-                            .push(g.replay.alloc(p.cols * 4, Component::OptimizerState));
-                    } else {
-                        state
-                            .tensors
-                            .push(g.replay.alloc(p.bytes(), Component::OptimizerState));
-                    }
-                }
-            }
-            // _multi_tensor_adafactor: var_estimate = row_var @ col_var for
-            // every matrix at once (parameter-sized temporaries).
-            g.at("optimizer: Adafactor step (variance estimates)", None);
-            let temps: Vec<Tensor> = params
-                .iter()
-                .map(|p| {
-                    g.replay
-                        .alloc(p.rows * p.cols * 4, Component::OptimizerState)
-                })
-                .collect();
-            g.replay.free_all(temps);
-        }
+    }
+    // Parameter-sized temporaries of the foreach implementations, all alive
+    // until the update is done: AdamW's `exp_avg_sq_sqrt =
+    // torch._foreach_sqrt(exp_avg_sqs)`; Adafactor's `row_var @ col_var`
+    // variance estimate (fp32) for every matrix. SGD updates in place.
+    let temporaries: Option<(&'static str, TemporaryBytes)> = match optimizer {
+        Optimizer::Adamw => Some(("optimizer: AdamW step (_foreach_sqrt temporaries)", |p| {
+            p.bytes()
+        })),
+        Optimizer::Adafactor => Some(("optimizer: Adafactor step (variance estimates)", |p| {
+            p.rows * p.cols * 4
+        })),
+        Optimizer::Sgd | Optimizer::SgdMomentum => None,
+    };
+    if let Some((name, bytes)) = temporaries {
+        g.at(name, None);
+        let temps: Vec<Tensor> = params
+            .iter()
+            .map(|p| g.replay.alloc(bytes(p), Component::OptimizerState))
+            .collect();
+        g.replay.free_all(temps);
+    }
+}
+
+/// Bytes of one parameter's optimizer-step temporary.
+type TemporaryBytes = fn(&Trainable) -> u64;
+
+/// The training loop every family runs, step after step: a forward under the
+/// precision's autocast/dtype context that returns the scalar loss (every
+/// other tensor already dropped), leaving autocast, `loss.backward()`,
+/// `optimizer.step()`, `zero_grad(set_to_none=True)`.
+pub fn train_steps(
+    g: &mut Graph,
+    t: &TrainingOptions,
+    trainable: &[Trainable],
+    mut forward_loss: impl FnMut(&mut Graph, &mut Ctx) -> Value,
+) {
+    let mut state = OptimizerState::default();
+    if t.optimizer_state_resident {
+        preallocate(g, t.optimizer, trainable, &mut state);
+    }
+    for index in 0..t.steps {
+        g.replay.step(Some(index));
+        g.grad_mode = true;
+        let mut cx = Ctx::for_precision(t.precision);
+        let loss = forward_loss(g, &mut cx);
+        cx.exit_autocast(g);
+        g.at("backward", None);
+        g.backward(loss);
+        g.drop(loss);
+        g.grad_mode = false;
+        step(g, t.optimizer, trainable, &mut state);
+        g.at("zero_grad(set_to_none=True)", None);
+        g.zero_grad();
     }
 }

@@ -8,8 +8,8 @@
 //! `permute(...).contiguous()` copy before the out-projection. LayerNorm
 //! outputs are fp32 under autocast; `Dropout(p=0.0)` allocates nothing.
 
-use super::nn::{self, AttnShape, Ctx, Linear, BF16, FP32, INT64, T};
-use super::optim::{self, OptimizerState, Trainable};
+use super::nn::{self, AttnShape, Ctx, Linear, BF16, FP32, T};
+use super::optim::{self, Trainable};
 use crate::arch::VitArch;
 use crate::error::Error;
 use crate::estimate::{Component, ReplaySummary};
@@ -151,40 +151,13 @@ pub fn replay(
         g.drop(out.v);
         return Ok(summary);
     }
-    let t = &workload.training;
-    let mut state = OptimizerState::default();
-    if t.optimizer_state_resident {
-        optim::preallocate(&mut g, t.optimizer, &trainable, &mut state);
-    }
-    for step in 0..t.steps {
-        g.replay.step(Some(step));
-        g.grad_mode = true;
-        let mut cx = match t.precision {
-            Precision::AmpBf16 => Ctx::amp(),
-            Precision::Fp32 => Ctx::plain(FP32),
-            Precision::Bf16 => Ctx::plain(BF16),
-        };
-        let logits = net.forward(&mut g, &mut cx, true);
+    optim::train_steps(&mut g, &workload.training, &trainable, |g, cx| {
+        let logits = net.forward(g, cx, true);
         g.at("loss: cross entropy", None);
-        let labels = g.input(b * INT64, Component::Transient);
-        let l32 = nn::cast(&mut g, logits, FP32, "loss: logits");
-        let lsm = g.op_saving_output(
-            "loss: log_softmax",
-            &[l32.v],
-            l32.bytes(),
-            Component::Transient,
-        );
-        let loss = g.op("loss: nll", &[lsm], &[labels], 4, Component::Transient);
-        g.drop_all(&[lsm, l32.v, logits.v, labels]);
-        cx.exit_autocast(&mut g);
-        g.at("backward", None);
-        g.backward(loss);
-        g.drop(loss);
-        g.grad_mode = false;
-        optim::step(&mut g, t.optimizer, &trainable, &mut state);
-        g.at("zero_grad(set_to_none=True)", None);
-        g.zero_grad();
-    }
+        let loss = nn::classification_loss(g, logits, b);
+        g.drop(logits.v);
+        loss
+    });
     Ok(summary)
 }
 
