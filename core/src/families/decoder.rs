@@ -806,41 +806,7 @@ impl Model<'_> {
         let rope = if a.learned_positions == 0 {
             g.at("rotary embedding cos/sin", None);
             let hd = a.head_dim as u64;
-            // LlamaRotaryEmbedding.forward, in fp32 with autocast off:
-            // freqs = inv_freq @ positions; emb = cat(freqs, freqs);
-            // cos = emb.cos() * attention_scaling (two tensors), same for sin;
-            // then .to(x.dtype). freqs, emb and the scaled fp32 cos/sin live
-            // until the function returns (H200 allocation trace).
-            let freqs = g.input(s * hd / 2 * FP32, Component::Transient);
-            let emb = g.input(s * hd * FP32, Component::Transient);
-            let c0 = g.input(s * hd * FP32, Component::Transient);
-            let c32 = g.input(s * hd * FP32, Component::Transient);
-            g.drop(c0);
-            let s0 = g.input(s * hd * FP32, Component::Transient);
-            let s32 = g.input(s * hd * FP32, Component::Transient);
-            g.drop(s0);
-            let cos = nn::cast(
-                g,
-                T {
-                    v: c32,
-                    elems: s * hd,
-                    dsize: FP32,
-                },
-                x.dsize,
-                "rotary cos",
-            );
-            let sin = nn::cast(
-                g,
-                T {
-                    v: s32,
-                    elems: s * hd,
-                    dsize: FP32,
-                },
-                x.dsize,
-                "rotary sin",
-            );
-            g.drop_all(&[c32, s32, freqs, emb]);
-            Some((cos, sin))
+            Some(nn::rotary_tables(g, s, hd, x.dsize))
         } else {
             None
         };

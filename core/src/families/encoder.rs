@@ -270,31 +270,7 @@ pub(crate) fn forward(
     };
     g.drop_all(&[e0.v, ids]);
     let rope = if a.kind == EncoderKind::Esm {
-        let hd = h / heads;
-        let c32 = g.input(s * hd * FP32, Component::Transient);
-        let s32 = g.input(s * hd * FP32, Component::Transient);
-        let cos = nn::cast(
-            g,
-            T {
-                v: c32,
-                elems: s * hd,
-                dsize: FP32,
-            },
-            x.dsize,
-            "rotary cos",
-        );
-        let sin = nn::cast(
-            g,
-            T {
-                v: s32,
-                elems: s * hd,
-                dsize: FP32,
-            },
-            x.dsize,
-            "rotary sin",
-        );
-        g.drop_all(&[c32, s32]);
-        Some((cos, sin))
+        Some(nn::rotary_tables(g, s, h / heads, x.dsize))
     } else {
         None
     };

@@ -539,6 +539,34 @@ pub fn eager_attention(g: &mut Graph, q: T, k: T, v: T, s: AttnShape, mask: Opti
     }
 }
 
+/// The rotary tables of a forward call (`LlamaRotaryEmbedding` /
+/// `EsmRotaryEmbedding.forward`, fp32 with autocast off): `freqs =
+/// inv_freq @ positions`, `emb = cat(freqs, freqs)`, `cos = emb.cos() *
+/// attention_scaling` (two tensors), the same for sin, then `.to(dtype)`;
+/// the fp32 tensors live until the function returns (H200 allocation trace).
+/// Returns (cos, sin) of `tokens x head_dim` in `dsize`, held by the caller.
+pub fn rotary_tables(g: &mut Graph, tokens: u64, head_dim: u64, dsize: u64) -> (T, T) {
+    g.at("rotary embedding cos/sin", None);
+    let table = tokens * head_dim;
+    let freqs = g.input(table / 2 * FP32, Component::Transient);
+    let emb = g.input(table * FP32, Component::Transient);
+    let mut scaled = [freqs; 2];
+    for slot in &mut scaled {
+        let raw = g.input(table * FP32, Component::Transient);
+        *slot = g.input(table * FP32, Component::Transient);
+        g.drop(raw);
+    }
+    let fp32 = |v| T {
+        v,
+        elems: table,
+        dsize: FP32,
+    };
+    let cos = cast(g, fp32(scaled[0]), dsize, "rotary cos");
+    let sin = cast(g, fp32(scaled[1]), dsize, "rotary sin");
+    g.drop_all(&[scaled[0], scaled[1], freqs, emb]);
+    (cos, sin)
+}
+
 /// Rotary embedding: `q * cos + rotate_half(q) * sin`, where `rotate_half`
 /// is `cat(-x2, x1)`. `cos`/`sin` are shared (b, s, hd) tensors.
 pub fn rotary(g: &mut Graph, x: T, cos: T, sin: T) -> T {
