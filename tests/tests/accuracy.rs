@@ -142,3 +142,17 @@ fn validation_set_regression_guard() {
     assert!(s.p90 <= 10.0, "p90 {:.1}%", s.p90);
     assert!(s.under_5pct <= 4, "{} under by more than 5%", s.under_5pct);
 }
+
+/// Mixtral-8x7B generation on the H200 (`measurements/h200/mixtral.jsonl`):
+/// the MoE path within the issues' bounds.
+#[test]
+fn mixtral_generation_within_bounds() {
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../measurements/h200/mixtral.jsonl");
+    let text = std::fs::read_to_string(path).expect("measurements/h200/mixtral.jsonl");
+    let (rows, skipped) = compare_file(&text);
+    assert!(skipped.is_empty(), "skipped: {skipped:?}");
+    let all: Vec<&Compared> = rows.iter().collect();
+    assert_eq!(all.len(), 2);
+    check_bounds("mixtral", &all, 3.0, 8.0, 0);
+}
