@@ -6,12 +6,14 @@
 //! RMSNorm's fp32 upcast and `pow` temporaries, q/k/v projections, rotary
 //! `q*cos + rotate_half(q)*sin` temporaries, the KV-cache copy
 //! (`DynamicLayer.update` is a `torch.cat` onto an empty tensor), SDPA's
-//! output and its `transpose(1, 2).contiguous()` copy, `o_proj`, the
-//! residual sum, then the MLP (`down(act(gate(x)) * up(x))`: gate output,
-//! activation, up output and product alive together). `inputs_embeds`
-//! stays referenced through the whole layer loop. Under autocast every
-//! linear casts its input to bf16 (no cache) and its weight to bf16 (cached
-//! until the autocast region ends, and saved for backward).
+//! output (already in the layout `o_proj` reads), `o_proj`, the residual
+//! sum, then the MLP (`down(act(gate(x)) * up(x))`: the gate output is freed
+//! when `act_fn` returns, so `up` reuses its block; activation, up output and
+//! product alive together). `inputs_embeds` stays referenced through the
+//! whole layer loop. Under autocast every linear casts its input to bf16 (no
+//! cache) and its weight to bf16 (cached until the autocast region ends and
+//! saved for backward; not cached inside checkpointed layers). The H200
+//! allocation trace in `measurements/h200-segments` shows this sequence.
 
 use super::nn::{self, AttnShape, Ctx, Linear, BF16, FP32, INT64, T};
 use super::optim::{self, OptimizerState, Trainable};
