@@ -493,6 +493,9 @@ impl Model<'_> {
             head_dim: hd,
         };
         let masked = window.is_some() && s > 1;
+        // `hidden_states, _ = self.self_attn(...)`: eager attention's
+        // probabilities stay referenced by `_` until the layer returns.
+        let mut kept_probs: Option<Value> = None;
         let attn = match self.attention {
             Attention::Sdpa if masked && kvh < nh => {
                 // A sliding-window mask is passed to sdpa, so transformers
@@ -532,7 +535,11 @@ impl Model<'_> {
                 out
             }
             Attention::Sdpa => nn::sdpa(g, cx, q, k, v, shape),
-            Attention::Eager => nn::eager_attention(g, q, k, v, shape, eager_mask),
+            Attention::Eager => {
+                let (out, probs) = nn::eager_attention(g, q, k, v, shape, eager_mask);
+                kept_probs = Some(probs);
+                out
+            }
         };
         g.drop_all(&[q.v, k.v, v.v]);
         g.at("attention: o_proj", layer);
@@ -558,6 +565,9 @@ impl Model<'_> {
         g.at("mlp: residual add", layer);
         let out = nn::binary(g, x2, d, "mlp: residual add", false);
         g.drop_all(&[x2.v, d.v]);
+        if let Some(p) = kept_probs {
+            g.drop(p);
+        }
         out
     }
 

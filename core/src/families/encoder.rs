@@ -411,7 +411,12 @@ fn self_attention(
     };
     let out = match attention {
         Attention::Sdpa => nn::sdpa(g, cx, q, k, v, shape),
-        Attention::Eager => nn::eager_attention(g, q, k, v, shape, None),
+        Attention::Eager => {
+            // Dropped with the attention module's frame (`attn_output, _ = ...`).
+            let (out, probs) = nn::eager_attention(g, q, k, v, shape, None);
+            g.drop(probs);
+            out
+        }
     };
     g.drop_all(&[q.v, k.v, v.v]);
     out

@@ -444,7 +444,19 @@ pub fn sdpa(g: &mut Graph, cx: &Ctx, q: T, k: T, v: T, s: AttnShape) -> T {
 
 /// Eager attention: `softmax(QK^T * scale + mask, dtype=fp32).to(q.dtype) @ V`
 /// with `repeat_kv` copies for grouped-query attention.
-pub fn eager_attention(g: &mut Graph, q: T, k: T, v: T, s: AttnShape, mask: Option<T>) -> T {
+///
+/// The attention probabilities are returned too (`attn_weights`): the
+/// caller's `hidden_states, _ = self.self_attn(...)` keeps them until its
+/// forward returns (seen in the H200 snapshot: 512 MiB alive through the
+/// MLP); drop them there.
+pub fn eager_attention(
+    g: &mut Graph,
+    q: T,
+    k: T,
+    v: T,
+    s: AttnShape,
+    mask: Option<T>,
+) -> (T, Value) {
     let groups = s.heads / s.kv_heads.max(1);
     let (kr, vr) = if groups > 1 {
         let kr = unary(
@@ -474,6 +486,15 @@ pub fn eager_attention(g: &mut Graph, q: T, k: T, v: T, s: AttnShape, mask: Opti
         (k, v)
     };
     let score_elems = s.batch * s.heads * s.q_len * s.kv_len;
+    // The batched matmul copies its query operand (a q-sized temporary
+    // around the scores' allocation in the H200 trace).
+    let operand = g.op(
+        "attention scores: matmul operand copy",
+        &[q.v],
+        &[],
+        q.bytes(),
+        Component::Transient,
+    );
     let scores = g.op(
         "attention scores QK^T",
         &[q.v, kr.v],
@@ -481,7 +502,7 @@ pub fn eager_attention(g: &mut Graph, q: T, k: T, v: T, s: AttnShape, mask: Opti
         score_elems * q.dsize,
         Component::Transient,
     );
-    g.drop(kr.v);
+    g.drop(operand);
     let scores = T {
         v: scores,
         elems: score_elems,
@@ -507,14 +528,16 @@ pub fn eager_attention(g: &mut Graph, q: T, k: T, v: T, s: AttnShape, mask: Opti
         score_elems * FP32,
         Component::Transient,
     );
-    g.drop_all(&[up.v, masked.v]);
+    g.drop(up.v);
     let sm = T {
         v: sm,
         elems: score_elems,
         dsize: FP32,
     };
+    // `softmax(...).to(q.dtype)` in one expression: the fp32 output goes
+    // when `.to` returns, the masked scores when the name is rebound.
     let smc = cast(g, sm, q.dsize, "attention probs to q dtype");
-    g.drop(sm.v);
+    g.drop_all(&[sm.v, masked.v]);
     let out_elems = s.batch * s.heads * s.q_len * s.head_dim;
     let out = g.op(
         "attention probs @ V",
@@ -523,7 +546,6 @@ pub fn eager_attention(g: &mut Graph, q: T, k: T, v: T, s: AttnShape, mask: Opti
         out_elems * q.dsize,
         Component::Transient,
     );
-    g.drop_all(&[smc.v, vr.v]);
     let t = g.op(
         "attention output transpose",
         &[out],
@@ -532,11 +554,16 @@ pub fn eager_attention(g: &mut Graph, q: T, k: T, v: T, s: AttnShape, mask: Opti
         Component::Transient,
     );
     g.drop(out);
-    T {
-        v: t,
-        elems: out_elems,
-        dsize: q.dsize,
-    }
+    // The repeated keys and values are locals of the function: freed on return.
+    g.drop_all(&[kr.v, vr.v]);
+    (
+        T {
+            v: t,
+            elems: out_elems,
+            dsize: q.dsize,
+        },
+        smc.v,
+    )
 }
 
 /// The rotary tables of a forward call (`LlamaRotaryEmbedding` /
