@@ -347,6 +347,9 @@ pub fn parse_workload(value: Option<&Value>) -> Result<Workload, Error> {
         if let Some(gc) = field(m, p, "grad_checkpointing", "true or false")? {
             w.training.grad_checkpointing = gc;
         }
+        if let Some(use_cache) = field(m, p, "use_cache", "true or false")? {
+            w.training.use_cache = use_cache;
+        }
         if let Some(resident) = field(m, p, "optimizer_state_resident", "true or false")? {
             w.training.optimizer_state_resident = resident;
         }

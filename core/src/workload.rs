@@ -157,6 +157,11 @@ pub struct TrainingOptions {
     /// `shared/calibration`); otherwise the first step creates it while the
     /// freed activations are still cached, which lays memory out differently.
     pub optimizer_state_resident: bool,
+    /// The training forward runs with `use_cache=True` (the default of
+    /// transformers' decoder configs unless the caller passes
+    /// `use_cache=False`): every layer's keys and values are copied into a
+    /// cache that the outputs keep through backward.
+    pub use_cache: bool,
 }
 
 impl Default for TrainingOptions {
@@ -168,6 +173,7 @@ impl Default for TrainingOptions {
             grad_checkpointing: false,
             lora: None,
             optimizer_state_resident: false,
+            use_cache: false,
         }
     }
 }

@@ -237,9 +237,24 @@ fn build(g: &mut Graph, a: &DecoderArch, workload: &Workload) -> Weights {
     };
     let mut layers = Vec::with_capacity(a.num_layers as usize);
     for layer in 0..a.num_layers {
-        let q = b.linear(h, qd, a.qkv_bias, is("q_proj"));
-        let k = b.linear(h, kvd, a.qkv_bias, is("k_proj"));
-        let vv = b.linear(h, kvd, a.qkv_bias, is("v_proj"));
+        // GPT-2's c_attn is one fused linear (h -> 3h) whose output q, k and
+        // v are views of; it is stored in `q` (k and v then stay unused).
+        let fused = a.norm == NormKind::LayerNorm;
+        let q = if fused {
+            b.linear(h, qd + 2 * kvd, a.qkv_bias, is("q_proj"))
+        } else {
+            b.linear(h, qd, a.qkv_bias, is("q_proj"))
+        };
+        let k = if fused {
+            q
+        } else {
+            b.linear(h, kvd, a.qkv_bias, is("k_proj"))
+        };
+        let vv = if fused {
+            q
+        } else {
+            b.linear(h, kvd, a.qkv_bias, is("v_proj"))
+        };
         let o = b.linear(qd, h, a.dense_bias, is("o_proj"));
         let mlp = match (a.moe, a.mlp) {
             (Some(m), _) if layer >= m.first_dense_layers => {
@@ -363,16 +378,23 @@ impl KvCache {
         new_tokens: u64,
         per_token_elems: u64,
         window: Option<u32>,
+        new: Option<(Value, Value)>,
     ) -> (Value, Value, u64, u64) {
         let total = self.kept(l) + new_tokens;
         let elems = per_token_elems * total;
         let bytes = self.dtype.storage_bytes(elems);
         let old = self.layers.get(l).copied();
-        let keys = g.op("KV cache: keys cat", &[], &[], bytes, Component::KvCache);
+        // In training the cat is on the autograd tape: gradients reach the
+        // new keys and values through it.
+        let (k_in, v_in): (&[Value], &[Value]) = match &new {
+            Some((k, v)) => (core::slice::from_ref(k), core::slice::from_ref(v)),
+            None => (&[], &[]),
+        };
+        let keys = g.op("KV cache: keys cat", k_in, &[], bytes, Component::KvCache);
         if let Some(o) = old {
             g.drop(o.keys);
         }
-        let values = g.op("KV cache: values cat", &[], &[], bytes, Component::KvCache);
+        let values = g.op("KV cache: values cat", v_in, &[], bytes, Component::KvCache);
         if let Some(o) = old {
             g.drop(o.values);
         }
@@ -440,9 +462,32 @@ impl Model<'_> {
         g.at("attention: input norm", layer);
         let h1 = self.norm(g, cx, x, lw.norm1, "attention: input norm");
         g.at("attention: q/k/v projections", layer);
-        let q = nn::linear(g, cx, h1, &lw.q, "attention: q_proj");
-        let k = nn::linear(g, cx, h1, &lw.k, "attention: k_proj");
-        let v = nn::linear(g, cx, h1, &lw.v, "attention: v_proj");
+        let (q, k, v) = if a.norm == NormKind::LayerNorm {
+            // c_attn(x).split(h, dim=2): three views of one fused output.
+            let qkv = nn::linear(g, cx, h1, &lw.q, "attention: c_attn (fused q/k/v)");
+            let rows = qkv.elems / lw.q.out_features;
+            g.hold(qkv.v);
+            g.hold(qkv.v);
+            (
+                T {
+                    elems: rows * nh * hd,
+                    ..qkv
+                },
+                T {
+                    elems: rows * kvh * hd,
+                    ..qkv
+                },
+                T {
+                    elems: rows * kvh * hd,
+                    ..qkv
+                },
+            )
+        } else {
+            let q = nn::linear(g, cx, h1, &lw.q, "attention: q_proj");
+            let k = nn::linear(g, cx, h1, &lw.k, "attention: k_proj");
+            let v = nn::linear(g, cx, h1, &lw.v, "attention: v_proj");
+            (q, k, v)
+        };
         let (q, k) = match rope {
             Some((cos, sin)) => {
                 g.at("attention: rotary embedding", layer);
@@ -458,7 +503,8 @@ impl Model<'_> {
         let (k, v, kv_len) = match cache {
             Some(c) => {
                 g.at("attention: KV cache update (torch.cat)", layer);
-                let (nk, nv, total, elems) = c.update(g, l, s, b * kvh * hd, window);
+                let (nk, nv, total, elems) =
+                    c.update(g, l, s, b * kvh * hd, window, Some((k.v, v.v)));
                 g.drop_all(&[k.v, v.v]);
                 g.hold(nk);
                 g.hold(nv);
@@ -616,6 +662,7 @@ impl Model<'_> {
             call.tokens,
             call.batch * a.num_kv_heads as u64 * a.head_dim as u64,
             a.layer_sliding_window(l as u32),
+            None,
         );
     }
 
@@ -1104,8 +1151,23 @@ fn train(g: &mut Graph, model: &Model, workload: &Workload, b: u64, s: u64, gpt2
         };
         let mut rope = None;
         let mut no_cache = None;
+        // `use_cache=True` (the config default): the forward fills a
+        // DynamicCache that the returned outputs keep through backward.
+        // transformers turns the cache off under gradient checkpointing.
+        let mut train_cache = if t.use_cache && !t.grad_checkpointing {
+            Some(KvCache {
+                layers: Vec::new(),
+                dtype: if cx.autocast || cx.compute_dsize == BF16 {
+                    Dtype::Bf16
+                } else {
+                    Dtype::Fp32
+                },
+            })
+        } else {
+            None
+        };
         let mut mask = None;
-        let logits = model.forward(g, &mut cx, &call, &mut no_cache, &mut rope, &mut mask);
+        let logits = model.forward(g, &mut cx, &call, &mut train_cache, &mut rope, &mut mask);
         g.at("loss: cross entropy over all tokens", None);
         let loss = nn::causal_lm_loss(g, logits, b * s);
         g.drop(logits.v);
@@ -1149,6 +1211,11 @@ fn train(g: &mut Graph, model: &Model, workload: &Workload, b: u64, s: u64, gpt2
         }
         if let Some(m) = mask {
             g.drop(m.v);
+        }
+        if let Some(c) = train_cache.take() {
+            for l in c.layers {
+                g.drop_all(&[l.keys, l.values]);
+            }
         }
         g.drop(loss.v);
         g.grad_mode = false;
