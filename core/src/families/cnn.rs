@@ -18,7 +18,7 @@
 //! `runtime.cudnn_library_bytes`.
 
 use super::nn::{Ctx, BF16, FP32, INT64, T};
-use super::optim::{self, Trainable};
+use super::optim;
 use crate::arch::CnnArch;
 use crate::error::Error;
 use crate::estimate::{Component, ReplaySummary};
@@ -248,14 +248,7 @@ pub fn replay(
     replay: &mut Replay,
 ) -> Result<ReplaySummary, Error> {
     let training = workload.mode == Mode::Training;
-    let dsize = if training {
-        match workload.training.precision {
-            Precision::AmpBf16 | Precision::Fp32 => FP32,
-            Precision::Bf16 => BF16,
-        }
-    } else {
-        workload.dtype.bytes()
-    };
+    let dsize = super::nn::param_dsize(workload);
     let act_dsize = if training && workload.training.precision == Precision::AmpBf16 {
         BF16
     } else {
@@ -266,26 +259,9 @@ pub fn replay(
     let mut g = Graph::new(replay);
     g.at("load weights", None);
     // Parameters and BatchNorm buffers, in module order.
-    let mut trainable = Vec::new();
+    let mut params = super::nn::Params::new(dsize, training);
     let mut weights: Vec<Value> = Vec::new();
-    let mut params = 0u64;
-    let mut bytes = 0u64;
     let mut buffers = 0u64;
-    let mut param =
-        |g: &mut Graph, rows: u64, cols: u64, trainable_list: &mut Vec<Trainable>| -> Value {
-            let v = g.param(rows * cols * dsize, training);
-            params += rows * cols;
-            bytes += rows * cols * dsize;
-            if training {
-                trainable_list.push(Trainable {
-                    value: v,
-                    dsize,
-                    rows,
-                    cols,
-                });
-            }
-            v
-        };
     for l in &net {
         match *l {
             Layer::Conv {
@@ -294,25 +270,25 @@ pub fn replay(
                 k,
                 groups,
                 ..
-            } => weights.push(param(&mut g, cout, cin / groups * k * k, &mut trainable)),
+            } => weights.push(params.tensor(&mut g, cout, cin / groups * k * k)),
             Layer::BatchNorm { c } => {
-                weights.push(param(&mut g, c, 1, &mut trainable));
-                param(&mut g, c, 1, &mut trainable);
+                weights.push(params.tensor(&mut g, c, 1));
+                params.tensor(&mut g, c, 1);
                 // running_mean, running_var (fp32) and num_batches_tracked (int64).
                 g.param(2 * c * FP32, false);
                 g.param(INT64, false);
                 buffers += 2 * c * FP32 + INT64;
             }
             Layer::Head { features, classes } => {
-                weights.push(param(&mut g, classes, features, &mut trainable));
-                param(&mut g, classes, 1, &mut trainable);
+                weights.push(params.tensor(&mut g, classes, features));
+                params.tensor(&mut g, classes, 1);
             }
             _ => {}
         }
     }
     let summary = ReplaySummary {
-        params,
-        weight_bytes: bytes + buffers,
+        params: params.count,
+        weight_bytes: params.bytes() + buffers,
         ..ReplaySummary::default()
     };
     super::cublas_workspaces(&mut g, runtime, workload.mode == Mode::Training);
@@ -331,7 +307,7 @@ pub fn replay(
         g.drop(out.v);
         return Ok(summary);
     }
-    optim::train_steps(&mut g, &workload.training, &trainable, |g, cx| {
+    optim::train_steps(&mut g, &workload.training, &params.list, |g, cx| {
         let logits = run.forward(g, cx);
         g.at("loss: cross entropy", None);
         let loss = super::nn::classification_loss(g, logits, b);

@@ -188,15 +188,15 @@ fn lora_targets(workload: &Workload) -> Option<(u64, Vec<&str>)> {
 fn build(g: &mut Graph, a: &DecoderArch, workload: &Workload) -> Weights {
     let training = workload.mode == Mode::Training;
     let lora = lora_targets(workload);
-    let dsize = if training && lora.is_none() {
-        match workload.training.precision {
-            Precision::AmpBf16 | Precision::Fp32 => FP32,
-            Precision::Bf16 => BF16,
+    // LoRA freezes a base in the workload's dtype; otherwise the precision decides.
+    let dsize = if training && lora.is_some() {
+        if workload.dtype.is_float() {
+            workload.dtype.bytes()
+        } else {
+            BF16
         }
-    } else if workload.dtype.is_float() {
-        workload.dtype.bytes()
     } else {
-        BF16
+        nn::param_dsize(workload)
     };
     let quant = if workload.dtype.is_float() {
         None

@@ -4,7 +4,7 @@
 //! `x * 0.5 * (1 + erf(x / sqrt(2)))` GELU whose temporaries are alive
 //! together, final `emb_layer_norm_after`).
 
-use super::nn::{self, AttnShape, Ctx, Linear, BF16, FP32, INT64, T};
+use super::nn::{self, AttnShape, Ctx, Linear, Params, FP32, INT64, T};
 use super::optim::{self, Trainable};
 use crate::arch::{EncoderArch, EncoderKind};
 use crate::error::Error;
@@ -12,7 +12,7 @@ use crate::estimate::{Component, ReplaySummary};
 use crate::graph::{Graph, Value};
 use crate::runtime::RuntimeProfile;
 use crate::trace::Replay;
-use crate::workload::{Attention, InferenceKind, Logits, Mode, Precision, Workload};
+use crate::workload::{Attention, InferenceKind, Logits, Mode, Workload};
 use alloc::vec::Vec;
 
 /// Rejects workloads the encoder family cannot run.
@@ -64,61 +64,30 @@ pub(crate) fn build(
 ) -> Weights {
     let h = a.hidden_size as u64;
     let i = a.intermediate_size as u64;
-    let mut params = 0u64;
-    let mut out = Vec::new();
-    let mut tensor = |g: &mut Graph, rows: u64, cols: u64| -> Value {
-        let v = g.param(rows * cols * dsize, trainable);
-        params += rows * cols;
-        if trainable {
-            out.push(Trainable {
-                value: v,
-                dsize,
-                rows,
-                cols,
-            });
-        }
-        v
-    };
-    let lin = |g: &mut Graph,
-               tensor: &mut dyn FnMut(&mut Graph, u64, u64) -> Value,
-               inp: u64,
-               outf: u64|
-     -> Linear {
-        let weight = tensor(g, outf, inp);
-        let bias = Some(tensor(g, outf, 1));
-        Linear {
-            weight,
-            weight_dsize: dsize,
-            bias,
-            in_features: inp,
-            out_features: outf,
-            lora: None,
-            quantized: false,
-        }
-    };
+    let mut p = Params::new(dsize, trainable);
     g.at("load weights", None);
-    let embed = tensor(g, a.vocab_size as u64, h);
+    let embed = p.tensor(g, a.vocab_size as u64, h);
     if a.max_position_embeddings > 0 {
-        tensor(g, a.max_position_embeddings as u64, h);
+        p.tensor(g, a.max_position_embeddings as u64, h);
     }
     if a.type_vocab_size > 0 {
-        tensor(g, a.type_vocab_size as u64, h);
+        p.tensor(g, a.type_vocab_size as u64, h);
     }
     let emb_ln = if a.kind == EncoderKind::Bert {
-        tensor(g, 2 * h, 1)
+        p.tensor(g, 2 * h, 1)
     } else {
         embed
     };
     let mut layers = Vec::new();
     for _ in 0..a.num_layers {
-        let q = lin(g, &mut tensor, h, h);
-        let k = lin(g, &mut tensor, h, h);
-        let v = lin(g, &mut tensor, h, h);
-        let o = lin(g, &mut tensor, h, h);
-        let ln_attn = tensor(g, 2 * h, 1);
-        let fc = lin(g, &mut tensor, h, i);
-        let proj = lin(g, &mut tensor, i, h);
-        let ln_out = tensor(g, 2 * h, 1);
+        let q = p.linear(g, h, h);
+        let k = p.linear(g, h, h);
+        let v = p.linear(g, h, h);
+        let o = p.linear(g, h, h);
+        let ln_attn = p.tensor(g, 2 * h, 1);
+        let fc = p.linear(g, h, i);
+        let proj = p.linear(g, i, h);
+        let ln_out = p.tensor(g, 2 * h, 1);
         layers.push(Layer {
             ln_attn,
             q,
@@ -131,16 +100,16 @@ pub(crate) fn build(
         });
     }
     let final_ln = if a.kind == EncoderKind::Esm {
-        let ln = tensor(g, 2 * h, 1);
-        tensor(g, a.num_layers as u64 * a.num_heads as u64 + 1, 1); // contact head
+        let ln = p.tensor(g, 2 * h, 1);
+        p.tensor(g, a.num_layers as u64 * a.num_heads as u64 + 1, 1); // contact head
         ln
     } else {
         embed
     };
     let head = if with_head && a.kind == EncoderKind::Bert {
-        let transform = lin(g, &mut tensor, h, h);
-        let ln = tensor(g, 2 * h, 1);
-        let bias = tensor(g, a.vocab_size as u64, 1);
+        let transform = p.linear(g, h, h);
+        let ln = p.tensor(g, 2 * h, 1);
+        let bias = p.tensor(g, a.vocab_size as u64, 1);
         let decoder = Linear {
             weight: embed,
             weight_dsize: dsize,
@@ -160,15 +129,15 @@ pub(crate) fn build(
         EncoderKind::Esm => (h / a.num_heads as u64) / 2 * FP32,
     };
     g.param(buffers, false);
-    let bytes = params * dsize + buffers;
+    let bytes = p.bytes() + buffers;
     Weights {
         embed,
         emb_ln,
         layers,
         final_ln,
         head,
-        trainable: out,
-        params,
+        trainable: p.list,
+        params: p.count,
         bytes,
         dsize,
     }
@@ -459,20 +428,14 @@ pub fn replay(
             "LoRA on encoder presets (use full fine-tuning)",
         ));
     }
-    let dsize = if training {
-        match workload.training.precision {
-            Precision::AmpBf16 | Precision::Fp32 => FP32,
-            Precision::Bf16 => BF16,
-        }
-    } else if workload.dtype.is_float() {
-        workload.dtype.bytes()
-    } else {
+    if !training && !workload.dtype.is_float() {
         return Err(Error::invalid(
             "workload.dtype",
             "quantised encoders are not modelled",
             "fp32, fp16 or bf16",
         ));
-    };
+    }
+    let dsize = nn::param_dsize(workload);
     let head = if training {
         true
     } else {

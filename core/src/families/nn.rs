@@ -49,6 +49,83 @@ pub struct Linear {
     pub quantized: bool,
 }
 
+/// Element size of the parameters: the training precision's (fp32 master
+/// weights under `amp_bf16` and `fp32`, bf16 for `bf16`), else the
+/// inference dtype (quantised dtypes keep bf16 for what they do not quantise).
+pub fn param_dsize(workload: &crate::workload::Workload) -> u64 {
+    use crate::workload::{Mode, Precision};
+    if workload.mode == Mode::Training {
+        match workload.training.precision {
+            Precision::AmpBf16 | Precision::Fp32 => FP32,
+            Precision::Bf16 => BF16,
+        }
+    } else if workload.dtype.is_float() {
+        workload.dtype.bytes()
+    } else {
+        BF16
+    }
+}
+
+/// Allocates parameters in module order, counting them and listing the
+/// trainable ones for the optimizer.
+pub struct Params {
+    /// Element size.
+    pub dsize: u64,
+    /// Whether parameters need gradients.
+    pub trainable: bool,
+    /// The trainable parameters, in order.
+    pub list: Vec<super::optim::Trainable>,
+    /// Parameters allocated (elements).
+    pub count: u64,
+}
+
+impl Params {
+    /// A builder for `dsize`-byte parameters.
+    pub fn new(dsize: u64, trainable: bool) -> Params {
+        Params {
+            dsize,
+            trainable,
+            list: Vec::new(),
+            count: 0,
+        }
+    }
+
+    /// A `rows x cols` parameter.
+    pub fn tensor(&mut self, g: &mut Graph, rows: u64, cols: u64) -> Value {
+        let v = g.param(rows * cols * self.dsize, self.trainable);
+        self.count += rows * cols;
+        if self.trainable {
+            self.list.push(super::optim::Trainable {
+                value: v,
+                dsize: self.dsize,
+                rows,
+                cols,
+            });
+        }
+        v
+    }
+
+    /// An `nn.Linear(inp, out)` with bias.
+    pub fn linear(&mut self, g: &mut Graph, inp: u64, out: u64) -> Linear {
+        let weight = self.tensor(g, out, inp);
+        let bias = Some(self.tensor(g, out, 1));
+        Linear {
+            weight,
+            weight_dsize: self.dsize,
+            bias,
+            in_features: inp,
+            out_features: out,
+            lora: None,
+            quantized: false,
+        }
+    }
+
+    /// Bytes of the parameters allocated so far.
+    pub fn bytes(&self) -> u64 {
+        self.count * self.dsize
+    }
+}
+
 /// Execution settings of a forward pass.
 #[derive(Debug, Default)]
 pub struct Ctx {

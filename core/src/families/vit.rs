@@ -8,15 +8,15 @@
 //! `permute(...).contiguous()` copy before the out-projection. LayerNorm
 //! outputs are fp32 under autocast; `Dropout(p=0.0)` allocates nothing.
 
-use super::nn::{self, AttnShape, Ctx, Linear, BF16, FP32, T};
-use super::optim::{self, Trainable};
+use super::nn::{self, AttnShape, Ctx, Linear, Params, FP32, T};
+use super::optim;
 use crate::arch::VitArch;
 use crate::error::Error;
 use crate::estimate::{Component, ReplaySummary};
 use crate::graph::{Graph, Value};
 use crate::runtime::RuntimeProfile;
 use crate::trace::Replay;
-use crate::workload::{Mode, Precision, Workload};
+use crate::workload::{Mode, Workload};
 use alloc::vec::Vec;
 
 /// Rejects workloads vision models cannot run.
@@ -60,55 +60,22 @@ pub fn replay(
 ) -> Result<ReplaySummary, Error> {
     let mut g = Graph::new(replay);
     let training = workload.mode == Mode::Training;
-    let dsize = if training {
-        match workload.training.precision {
-            Precision::AmpBf16 | Precision::Fp32 => FP32,
-            Precision::Bf16 => BF16,
-        }
-    } else {
-        workload.dtype.bytes()
-    };
+    let dsize = nn::param_dsize(workload);
     let (h, m) = (a.hidden_size as u64, a.mlp_dim as u64);
-    let mut trainable = Vec::new();
-    let mut params = 0u64;
-    let mut tensor = |g: &mut Graph, rows: u64, cols: u64| -> Value {
-        let v = g.param(rows * cols * dsize, training);
-        params += rows * cols;
-        if training {
-            trainable.push(Trainable {
-                value: v,
-                dsize,
-                rows,
-                cols,
-            });
-        }
-        v
-    };
-    let lin = |g: &mut Graph,
-               tensor: &mut dyn FnMut(&mut Graph, u64, u64) -> Value,
-               inp: u64,
-               out: u64| Linear {
-        weight: tensor(g, out, inp),
-        weight_dsize: dsize,
-        bias: Some(tensor(g, out, 1)),
-        in_features: inp,
-        out_features: out,
-        lora: None,
-        quantized: false,
-    };
+    let mut params = Params::new(dsize, training);
     g.at("load weights", None);
-    let p = a.patch_size as u64;
-    let conv = lin(&mut g, &mut tensor, 3 * p * p, h);
-    let cls = tensor(&mut g, h, 1);
-    let pos = tensor(&mut g, a.tokens(a.image_size), h);
+    let patch = a.patch_size as u64;
+    let conv = params.linear(&mut g, 3 * patch * patch, h);
+    let cls = params.tensor(&mut g, h, 1);
+    let pos = params.tensor(&mut g, a.tokens(a.image_size), h);
     let mut blocks = Vec::new();
     for _ in 0..a.num_layers {
-        let ln1 = tensor(&mut g, 2 * h, 1);
-        let in_proj = lin(&mut g, &mut tensor, h, 3 * h);
-        let out_proj = lin(&mut g, &mut tensor, h, h);
-        let ln2 = tensor(&mut g, 2 * h, 1);
-        let fc1 = lin(&mut g, &mut tensor, h, m);
-        let fc2 = lin(&mut g, &mut tensor, m, h);
+        let ln1 = params.tensor(&mut g, 2 * h, 1);
+        let in_proj = params.linear(&mut g, h, 3 * h);
+        let out_proj = params.linear(&mut g, h, h);
+        let ln2 = params.tensor(&mut g, 2 * h, 1);
+        let fc1 = params.linear(&mut g, h, m);
+        let fc2 = params.linear(&mut g, m, h);
         blocks.push(Block {
             ln1,
             in_proj,
@@ -118,17 +85,17 @@ pub fn replay(
             fc2,
         });
     }
-    let ln = tensor(&mut g, 2 * h, 1);
-    let head = lin(&mut g, &mut tensor, h, a.num_classes as u64);
+    let ln = params.tensor(&mut g, 2 * h, 1);
+    let head = params.linear(&mut g, h, a.num_classes as u64);
     let summary = ReplaySummary {
-        params,
-        weight_bytes: params * dsize,
+        params: params.count,
+        weight_bytes: params.bytes(),
         ..ReplaySummary::default()
     };
     super::cublas_workspaces(&mut g, runtime, workload.mode == Mode::Training);
     let b = workload.batch as u64;
     let image = workload.image_size.unwrap_or(a.image_size) as u64;
-    let side = image / p;
+    let side = image / patch;
     let n = side * side + 1;
     let net = Net {
         conv,
@@ -151,7 +118,7 @@ pub fn replay(
         g.drop(out.v);
         return Ok(summary);
     }
-    optim::train_steps(&mut g, &workload.training, &trainable, |g, cx| {
+    optim::train_steps(&mut g, &workload.training, &params.list, |g, cx| {
         let logits = net.forward(g, cx, true);
         g.at("loss: cross entropy", None);
         let loss = nn::classification_loss(g, logits, b);
