@@ -89,8 +89,32 @@ fn small_preset() -> impl Strategy<Value = &'static str> {
     ])
 }
 
+/// Cases per property: the default, or `PROPTEST_CASES` for a longer hunt
+/// (`PROPTEST_CASES=2000 cargo test --release -p headroom-core --test properties`).
+fn cases(default: u32) -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// How far the allocated peak may drop when a job grows: the allocator does
+/// not split a large block when less than 1 MiB would remain (nor a small
+/// one under 512 B), so `max_memory_allocated` counts those remainders, and
+/// a larger job that lands its blocks elsewhere can carry fewer of them.
+/// The bound is the most remainder the smaller job's peak can hold: 1 MiB
+/// per live block.
+fn unsplit_remainder_bound(
+    arch: &headroom_core::arch::Architecture,
+    w: &Workload,
+    rt: &RuntimeProfile,
+) -> u64 {
+    let groups = headroom_core::estimate::live_at_peak(arch, w, rt).unwrap();
+    groups.iter().map(|g| g.count).sum::<u64>() * (1 << 20)
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 96, .. ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: cases(96), .. ProptestConfig::default() })]
 
     /// The breakdown adds up to the driver-level peak, and no input panics.
     #[test]
@@ -108,7 +132,8 @@ proptest! {
     /// More tokens never need less memory, except that a longer run can pick
     /// different cached blocks and end with less allocator slack (seen: 70 MB
     /// at 410 GB; 30 MB on ViT-B training at batch 1 -> 2): the drop is
-    /// bounded by the shorter run's slack, and allocated bytes never drop.
+    /// bounded by the shorter run's slack, and allocated bytes drop by at most the unsplit
+    /// block remainders (`unsplit_remainder_bound`).
     /// Curves report the running maximum, which is exactly monotone
     /// (`curve_is_monotone`).
     #[test]
@@ -121,7 +146,11 @@ proptest! {
         if let (Ok(a), Ok(b)) = (estimate(&arch, &shorter, &rt), estimate(&arch, &longer, &rt)) {
             let slack = a.reserved_peak.0 - a.allocated_peak.0;
             prop_assert!(b.driver_peak.0 + slack >= a.driver_peak.0, "{} -> {}: {} > {}", w.length(vision), longer.length(vision), a.driver_peak, b.driver_peak);
-            prop_assert!(b.allocated_peak.0 as f64 >= a.allocated_peak.0 as f64 * 0.999);
+            prop_assert!(
+                b.allocated_peak.0 >= a.allocated_peak.0
+                    || b.allocated_peak.0 + unsplit_remainder_bound(&arch, &shorter, &rt) >= a.allocated_peak.0,
+                "allocated {} -> {}", a.allocated_peak, b.allocated_peak
+            );
         }
     }
 
@@ -135,13 +164,17 @@ proptest! {
         if let (Ok(a), Ok(b)) = (estimate(&arch, &w, &rt), estimate(&arch, &bigger, &rt)) {
             let slack = a.reserved_peak.0 - a.allocated_peak.0;
             prop_assert!(b.driver_peak.0 + slack >= a.driver_peak.0, "batch {} -> {}: {} > {}", w.batch, bigger.batch, a.driver_peak, b.driver_peak);
-            prop_assert!(b.allocated_peak.0 as f64 >= a.allocated_peak.0 as f64 * 0.999);
+            prop_assert!(
+                b.allocated_peak.0 >= a.allocated_peak.0
+                    || b.allocated_peak.0 + unsplit_remainder_bound(&arch, &w, &rt) >= a.allocated_peak.0,
+                "allocated {} -> {}", a.allocated_peak, b.allocated_peak
+            );
         }
     }
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 24, .. ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: cases(24), .. ProptestConfig::default() })]
 
     /// Curves are exactly monotone: each point is the running maximum.
     #[test]
