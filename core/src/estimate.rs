@@ -208,6 +208,7 @@ pub fn estimate_with(
     options: EstimateOptions,
 ) -> Result<Estimate, Error> {
     workload.validate()?;
+    runtime.validate()?;
     families::validate(arch, workload)?;
     let libraries_guess = families::libraries(arch, workload, runtime);
     let outside = outside_allocator(runtime, libraries_guess);
@@ -309,6 +310,7 @@ pub fn live_at_peak(
     runtime: &RuntimeProfile,
 ) -> Result<Vec<LiveGroup>, Error> {
     workload.validate()?;
+    runtime.validate()?;
     families::validate(arch, workload)?;
     let mut first = Replay::new(runtime.allocator, None);
     families::replay(arch, workload, runtime, &mut first)?;

@@ -42,8 +42,13 @@ struct Node {
     /// Extra buffers saved by the op (dropout masks, logsumexp), freed with the node.
     extra: Option<Tensor>,
     output: Value,
-    /// Transient bytes the backward kernel needs beyond its gradients.
+    /// Transient bytes the backward kernel needs beyond its gradients,
+    /// taken before the gradients are allocated (flash attention's
+    /// accumulator).
     backward_workspace: u64,
+    /// Transient buffers taken together after the gradients are allocated
+    /// (cuDNN convolution workspaces: the kernel's output exists first).
+    backward_scratch: [u64; 2],
     /// A checkpointed segment: backward stops here and hands control back.
     checkpoint: Option<u32>,
 }
@@ -314,6 +319,7 @@ impl<'r> Graph<'r> {
                 extra,
                 output: out,
                 backward_workspace,
+                backward_scratch: [0; 2],
                 checkpoint: None,
             };
             for (slot, &i) in node.inputs.iter_mut().zip(inputs) {
@@ -353,8 +359,29 @@ impl<'r> Graph<'r> {
                 extra: None,
                 output: target,
                 backward_workspace: 0,
+                backward_scratch: [0; 2],
                 checkpoint: None,
             });
+        }
+    }
+
+    /// Gives the node that produced `output` (the most recent one)
+    /// backward scratch buffers, taken after its gradients are allocated and
+    /// freed before its incoming gradient. No-op when no node was recorded.
+    pub fn set_backward_scratch(&mut self, output: Value, buffers: [u64; 2]) {
+        if let Some(node) = self.nodes.last_mut() {
+            if node.output == output {
+                node.backward_scratch = buffers;
+            }
+        }
+    }
+
+    /// Transient buffers live together inside one kernel (zero sizes skipped).
+    pub fn scratch(&mut self, buffers: [u64; 2]) {
+        let [a, b] = buffers
+            .map(|bytes| (bytes > 0).then(|| self.replay.alloc(bytes, Component::Transient)));
+        for t in [a, b].into_iter().flatten() {
+            self.replay.free(t);
         }
     }
 
@@ -385,6 +412,7 @@ impl<'r> Graph<'r> {
             extra: None,
             output,
             backward_workspace: 0,
+            backward_scratch: [0; 2],
             checkpoint: Some(segment),
         });
     }
@@ -464,6 +492,9 @@ impl<'r> Graph<'r> {
                     s.grad = Some(g);
                 }
             }
+        }
+        if grad_out.is_some() {
+            self.scratch(node.backward_scratch);
         }
         if let Some(g) = grad_out {
             self.replay.free(g);

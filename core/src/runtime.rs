@@ -7,6 +7,8 @@
 //! the probes in `measurements/h200/overheads.json`.
 
 use crate::allocator::AllocatorConfig;
+use crate::error::Error;
+use alloc::format;
 use alloc::string::String;
 
 /// `runtime_overheads.context` (650,969,088 B: context plus the first 2 MiB
@@ -37,13 +39,10 @@ pub const H200_BACKWARD_LIBRARY_BYTES: u64 = 816_644_096 - 730_660_864;
 pub const H200_MODEL_KERNELS_BYTES: u64 =
     730_660_864 - H200_CUDA_CONTEXT_BYTES - H200_CUBLAS_LIBRARY_BYTES;
 
-/// cuDNN workspace of a convolution relative to its larger activation: 0.
-/// The H200 probe of a first 3x3 fp32 convolution took nothing from torch's
-/// allocator (`overheads.json`, chain `conv_fp32`: reserved +0), and
-/// ResNet-50 and ResNet-18 inference match the H200 within 0.2% without a
-/// workspace. Backward convolutions may use one (ResNet-50 training is 9%
-/// under); a profile can set this fraction once a card measures it.
-pub const H200_CUDNN_WORKSPACE_FRACTION: f64 = 0.0;
+/// Scale on the cuDNN convolution workspaces of `families::cnn` (whose
+/// sizes are the H200's, measured per convolution with cuDNN 9.19:
+/// `measurements/h200-cudnn/`): 1 on the card they were measured on.
+pub const H200_CUDNN_WORKSPACE_SCALE: f64 = 1.0;
 
 /// Default of [`RuntimeProfile::process_ran_backward`]: assume the process
 /// may have run a backward pass before (notebooks train then evaluate; the
@@ -77,9 +76,11 @@ pub struct RuntimeProfile {
     pub backward_library_bytes: u64,
     /// cuDNN handle and kernels, bytes (convolutional models only).
     pub cudnn_library_bytes: u64,
-    /// cuDNN convolution workspace, as a fraction of the larger of the
-    /// convolution's input and output (see `families::cnn::conv_workspace`).
-    pub cudnn_workspace_fraction: f64,
+    /// Scale on the measured cuDNN convolution workspaces (see
+    /// `families::cnn::forward_workspace`): 1 reproduces the H200 with
+    /// cuDNN 9.19, 0 turns them off (e.g. `cudnn.benchmark` with a
+    /// workspace limit).
+    pub cudnn_workspace_scale: f64,
     /// The process has run a backward pass before this job (a notebook that
     /// trained, then evaluates): autograd's thread keeps its cuBLAS handle,
     /// kernels and 32 MiB workspace. Training jobs always have them.
@@ -88,6 +89,59 @@ pub struct RuntimeProfile {
     /// `"default"` or `"expandable_segments"`.
     #[cfg_attr(feature = "serde", serde(deserialize_with = "allocator_setting"))]
     pub allocator: AllocatorConfig,
+}
+
+/// Largest byte figure a runtime profile may carry: 1 TiB (no GPU is
+/// near it; larger values are typos that would overflow the sums).
+pub const MAX_RUNTIME_BYTES: u64 = 1 << 40;
+/// Largest `cudnn_workspace_scale`.
+pub const MAX_CUDNN_WORKSPACE_SCALE: f64 = 16.0;
+
+impl RuntimeProfile {
+    /// Checks every figure, naming the field and its allowed range.
+    pub fn validate(&self) -> Result<(), Error> {
+        let bytes = [
+            ("runtime.cuda_context_bytes", self.cuda_context_bytes),
+            ("runtime.cublas_library_bytes", self.cublas_library_bytes),
+            (
+                "runtime.cublas_workspace_bytes",
+                self.cublas_workspace_bytes,
+            ),
+            ("runtime.model_kernels_bytes", self.model_kernels_bytes),
+            (
+                "runtime.backward_library_bytes",
+                self.backward_library_bytes,
+            ),
+            ("runtime.cudnn_library_bytes", self.cudnn_library_bytes),
+        ];
+        for (field, value) in bytes {
+            if value > MAX_RUNTIME_BYTES {
+                return Err(Error::invalid(
+                    field,
+                    format!("{value} bytes is too large"),
+                    "bytes from 0 to 1099511627776 (1 TiB)",
+                ));
+            }
+        }
+        let scale = self.cudnn_workspace_scale;
+        if !scale.is_finite() || !(0.0..=MAX_CUDNN_WORKSPACE_SCALE).contains(&scale) {
+            return Err(Error::invalid(
+                "runtime.cudnn_workspace_scale",
+                format!("{scale} is out of range"),
+                "a number from 0 to 16 (1 = as measured on the H200)",
+            ));
+        }
+        if let Some(max) = self.allocator.max_split_size {
+            if max > MAX_RUNTIME_BYTES {
+                return Err(Error::invalid(
+                    "runtime.allocator.max_split_size",
+                    format!("{max} bytes is too large"),
+                    "bytes up to 1099511627776 (1 TiB)",
+                ));
+            }
+        }
+        Ok(())
+    }
 }
 
 impl Default for RuntimeProfile {
@@ -108,7 +162,7 @@ impl RuntimeProfile {
             model_kernels_bytes: H200_MODEL_KERNELS_BYTES,
             backward_library_bytes: H200_BACKWARD_LIBRARY_BYTES,
             cudnn_library_bytes: H200_CUDNN_LIBRARY_BYTES,
-            cudnn_workspace_fraction: H200_CUDNN_WORKSPACE_FRACTION,
+            cudnn_workspace_scale: H200_CUDNN_WORKSPACE_SCALE,
             process_ran_backward: PROCESS_RAN_BACKWARD_DEFAULT,
             allocator: AllocatorConfig::default(),
         }

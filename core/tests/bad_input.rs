@@ -147,6 +147,18 @@ fn bad_documents_and_models_are_named() {
         &["runtime", "allocator"],
     );
     check(
+        r#"{"model": "resnet-50", "workload": {}, "runtime": {"cudnn_workspace_scale": -1}}"#,
+        &["runtime.cudnn_workspace_scale", "0 to 16"],
+    );
+    check(
+        r#"{"model": "resnet-50", "workload": {}, "runtime": {"cudnn_workspace_scale": 1e300}}"#,
+        &["runtime.cudnn_workspace_scale", "out of range"],
+    );
+    check(
+        r#"{"model": "llama-3.1-8b", "workload": {}, "runtime": {"cuda_context_bytes": 18446744073709551615}}"#,
+        &["runtime.cuda_context_bytes", "1 TiB"],
+    );
+    check(
         r#"{"model": {"family": "decoder", "vocab_size": 0, "hidden_size": 64, "intermediate_size": 128, "num_layers": 2, "num_heads": 4, "num_kv_heads": 4, "head_dim": 16, "tie_word_embeddings": true, "mlp": "gated", "norm": "rms_norm"}, "workload": {}}"#,
         &["model.vocab_size", "must not be 0"],
     );

@@ -109,20 +109,32 @@ fn public_esmfold_cases_meet_the_bounds() {
     check_bounds("esmfold", &picked, 3.0, 8.0, 0);
 }
 
-/// Issue 3: the ResNet-50 cases. Both ran in a process that had trained
-/// before (816+ MB outside the allocator, two workspaces resident); the b64
-/// case is still 6.3% under, so the median is 5%: open, the fragmentation a
-/// prior training run leaves behind is not modelled. This guards what holds.
+/// Issue 3: the ResNet-50 cases, with the cuDNN workspaces measured per
+/// convolution (`measurements/h200-cudnn/`); both ran in a process that
+/// had trained before (two cuBLAS workspaces resident).
 #[test]
-fn public_resnet_cases_within_eight_percent() {
+fn public_resnet_cases_meet_the_bounds() {
     let rows = public();
     let picked: Vec<&Compared> = rows.iter().filter(|r| r.model == "resnet-50").collect();
     assert_eq!(picked.len(), 2);
-    check_bounds("resnet-50", &picked, 5.0, 8.0, 1);
+    check_bounds("resnet-50", &picked, 3.0, 8.0, 0);
+}
+
+/// Issue 3's bounds over its cases together (ESMFold and ResNet-50).
+#[test]
+fn public_issue3_cases_meet_the_bounds() {
+    let rows = public();
+    let picked: Vec<&Compared> = rows
+        .iter()
+        .filter(|r| r.model == "esmfold-v1" || r.model == "resnet-50")
+        .collect();
+    assert_eq!(picked.len(), 10);
+    check_bounds("esmfold + resnet-50", &picked, 3.0, 8.0, 0);
 }
 
 /// Regression guard on the H200 validation set measured for this project
-/// (`measurements/h200/validation.jsonl`, fresh processes, 40 cases).
+/// (`measurements/h200/validation.jsonl`, 40 cases; each inference case
+/// records whether its process had run a backward pass before).
 #[test]
 fn validation_set_regression_guard() {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -139,7 +151,8 @@ fn validation_set_regression_guard() {
     );
     assert_eq!(s.cases, 40);
     assert!(s.median <= 2.5, "median {:.1}%", s.median);
-    assert!(s.p90 <= 10.0, "p90 {:.1}%", s.p90);
+    assert!(s.p90 <= 7.0, "p90 {:.1}%", s.p90);
+    assert!(s.max <= 10.0, "max {:.1}%", s.max);
     assert!(s.under_5pct <= 4, "{} under by more than 5%", s.under_5pct);
 }
 

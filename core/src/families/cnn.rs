@@ -12,10 +12,12 @@
 //! The "compute account" of convolutions (cuDNN workspaces): each
 //! convolution asks cuDNN for the workspace of the algorithm its heuristics
 //! pick and gets it from torch's caching allocator for the length of the
-//! call. Its size is `runtime.cudnn_workspace_fraction` of the larger of
-//! the convolution's input and output (see [`conv_workspace`]); outside
-//! the allocator, cuDNN's handle and kernels are
-//! `runtime.cudnn_library_bytes`.
+//! call, after its output exists. The sizes follow the H200 measurement of
+//! every ResNet-50 convolution (cuDNN 9.19, torch 2.11;
+//! `measurements/h200-cudnn/`), by kind of convolution, scaled by
+//! `runtime.cudnn_workspace_scale` (see [`forward_workspace`] and
+//! [`backward_workspace`]); outside the allocator, cuDNN's handle and
+//! kernels are `runtime.cudnn_library_bytes`.
 
 use super::nn::{Ctx, BF16, FP32, INT64, T};
 use super::optim;
@@ -234,10 +236,100 @@ pub fn params(arch: &CnnArch) -> u64 {
         .sum()
 }
 
-/// Workspace a convolution takes from the caching allocator for its call,
-/// as a fraction of the larger of its input and output activation.
-pub fn conv_workspace(runtime: &RuntimeProfile, input: u64, output: u64) -> u64 {
-    (runtime.cudnn_workspace_fraction * input.max(output) as f64) as u64
+/// A convolution's shape as cuDNN sees it: batch and bytes per element.
+#[derive(Clone, Copy, Debug)]
+pub struct ConvCall {
+    /// Input channels.
+    pub cin: u64,
+    /// Output channels.
+    pub cout: u64,
+    /// Kernel edge.
+    pub k: u64,
+    /// Groups (depthwise: = cin).
+    pub groups: u64,
+    /// Input height/width.
+    pub in_hw: u64,
+    /// Output height/width.
+    pub out_hw: u64,
+    /// Batch.
+    pub batch: u64,
+    /// Bytes per activation element.
+    pub dsize: u64,
+}
+
+impl ConvCall {
+    fn input_bytes(&self) -> u64 {
+        self.batch * self.cin * self.in_hw * self.in_hw * self.dsize
+    }
+    fn output_bytes(&self) -> u64 {
+        self.batch * self.cout * self.out_hw * self.out_hw * self.dsize
+    }
+    fn strided(&self) -> bool {
+        self.out_hw < self.in_hw
+    }
+}
+
+// Every ResNet-50 convolution measured on the H200 (`measurements/h200-cudnn/
+// conv_workspaces.jsonl`: batch 32-256, 224 and 512 px, fp32 and bf16,
+// cuDNN 9.19) takes, for the length of its kernel, what a copy of its input
+// plus a copy of its output (backward: of its output gradient) would take
+// (stem fp32 b64: 244,093,952 B = 38,535,168 + 205,520,896 + 37,888; 3x3
+// layer1: 102,908,416 = 2 x 51,380,224 + 147,968; 1x1/2 layer3: 154,141,184
+// = 102,760,448 + 51,380,224 + 512; backward 3x3/2 layer2: 66,880,000 =
+// 51,380,224 + 12,845,056 + 2.7 MB): the layout transforms of the tensor-core
+// kernels. 1x1 stride-1 convolutions on larger maps run as plain GEMMs on
+// the tensors in place: no copy forward (512 B), and backward only the
+// split-K partial weight gradients below.
+
+/// 1x1 stride-1 convolutions on maps of this edge or smaller use the
+/// transforming kernels too (layer4 7x7 fp32: 32,113,152 B = 6,422,528 +
+/// 25,690,112; none at 14x14 and 16x16).
+pub const CUDNN_1X1_SMALL_EDGE: u64 = 7;
+/// 1x1 stride-1 backward on larger maps: split-K partial weight gradients
+/// in fp32, this many (layer2, 128x512 weights: 16,777,216 B = 64 x 262,144)...
+pub const CUDNN_BWD_1X1_SPLITS: u64 = 64;
+/// ...capped (layer3, 256x1024 weights: 34,210,304 B).
+pub const CUDNN_BWD_1X1_CAP: u64 = 32 << 20;
+
+fn scaled(runtime: &RuntimeProfile, bytes: u64) -> u64 {
+    (runtime.cudnn_workspace_scale * bytes as f64) as u64
+}
+
+impl ConvCall {
+    fn in_place_gemm(&self) -> bool {
+        self.k == 1 && !self.strided() && self.out_hw > CUDNN_1X1_SMALL_EDGE
+    }
+}
+
+/// Buffers a convolution's forward takes from the caching allocator after
+/// its output exists: copies of its input and output, or none for a
+/// 1x1/1 GEMM. Grouped (depthwise) convolutions take none (not measured;
+/// MobileNetV2 training matches the H200 without).
+pub fn forward_workspace(runtime: &RuntimeProfile, c: &ConvCall) -> [u64; 2] {
+    if c.groups > 1 || c.in_place_gemm() {
+        return [0; 2];
+    }
+    [
+        scaled(runtime, c.input_bytes()),
+        scaled(runtime, c.output_bytes()),
+    ]
+}
+
+/// Buffers a convolution's backward takes after its gradients exist:
+/// copies of its input and output gradient, or a 1x1/1 GEMM's split-K
+/// partial weight gradients.
+pub fn backward_workspace(runtime: &RuntimeProfile, c: &ConvCall) -> [u64; 2] {
+    if c.groups > 1 {
+        return [0; 2];
+    }
+    if c.in_place_gemm() {
+        let partials = CUDNN_BWD_1X1_SPLITS * c.cin * c.cout * FP32;
+        return [scaled(runtime, partials.min(CUDNN_BWD_1X1_CAP)), 0];
+    }
+    [
+        scaled(runtime, c.input_bytes()),
+        scaled(runtime, c.output_bytes()),
+    ]
 }
 
 /// Replays a CNN run.
@@ -327,6 +419,18 @@ struct Run<'a> {
 }
 
 impl Run<'_> {
+    /// The weight a convolution or the classifier computes with: under
+    /// autocast, the cached bf16 copy of the fp32 weight (saved for
+    /// backward, so it lives until its gradient is computed); `true` when
+    /// the caller must drop an uncached copy.
+    fn weight_for(&self, g: &mut Graph, cx: &mut Ctx, weight: Value, elems: u64) -> (Value, bool) {
+        if !cx.autocast {
+            return (weight, false);
+        }
+        let (copy, uncached) = super::nn::autocast_weight(g, cx, weight, elems, FP32);
+        (copy.v, uncached)
+    }
+
     fn forward(&self, g: &mut Graph, cx: &mut Ctx) -> T {
         let b = self.b;
         g.at("input images", None);
@@ -362,31 +466,50 @@ impl Run<'_> {
         let mut channels = 3u64;
         for l in self.net {
             match *l {
-                Layer::Conv { cout, out_hw, .. } => {
+                Layer::Conv {
+                    cin,
+                    cout,
+                    k,
+                    groups,
+                    out_hw,
+                    in_hw,
+                } => {
                     layer += 1;
                     channels = cout;
                     let weight = *w.next().expect("conv weight");
                     g.at("convolution", Some(layer));
+                    let (weight, drop_copy) =
+                        self.weight_for(g, cx, weight, cout * cin / groups * k * k);
                     let out_elems = b * cout * out_hw * out_hw;
-                    let ws = conv_workspace(self.runtime, x.bytes(), out_elems * self.act_dsize);
-                    if ws > 0 {
-                        g.workspace("convolution: cuDNN workspace", ws);
-                    }
+                    let call = ConvCall {
+                        cin,
+                        cout,
+                        k,
+                        groups,
+                        in_hw,
+                        out_hw,
+                        batch: b,
+                        dsize: self.act_dsize,
+                    };
                     let saved: &[Value] = if g.requires_grad(weight) {
                         &[x.v, weight]
                     } else {
                         &[weight]
                     };
-                    let v = g.op_with(
+                    let v = g.op(
                         "convolution",
                         &[x.v, weight],
                         saved,
                         out_elems * self.act_dsize,
                         Component::Transient,
-                        0,
-                        ws,
                     );
+                    g.set_backward_scratch(v, backward_workspace(self.runtime, &call));
+                    g.at("convolution: cuDNN workspace", Some(layer));
+                    g.scratch(forward_workspace(self.runtime, &call));
                     g.drop(x.v);
+                    if drop_copy {
+                        g.drop(weight);
+                    }
                     x = T {
                         v,
                         elems: out_elems,
@@ -480,6 +603,7 @@ impl Run<'_> {
                 Layer::Head { features, classes } => {
                     let weight = *w.next().expect("fc weight");
                     g.at("avgpool + fc", None);
+                    let (weight, drop_copy) = self.weight_for(g, cx, weight, classes * features);
                     let pooled = g.op(
                         "adaptive avg pool",
                         &[x.v],
@@ -502,6 +626,9 @@ impl Run<'_> {
                         Component::Transient,
                     );
                     g.drop(pooled);
+                    if drop_copy {
+                        g.drop(weight);
+                    }
                     x = T {
                         v: logits,
                         elems: b * classes,

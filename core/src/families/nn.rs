@@ -196,7 +196,13 @@ pub fn cast(g: &mut Graph, x: T, dsize: u64, name: &'static str) -> T {
 }
 
 /// Autocast's cached bf16 copy of a weight (cast once per autocast region).
-fn autocast_weight(g: &mut Graph, cx: &mut Ctx, w: Value, elems: u64, dsize: u64) -> (T, bool) {
+pub(crate) fn autocast_weight(
+    g: &mut Graph,
+    cx: &mut Ctx,
+    w: Value,
+    elems: u64,
+    dsize: u64,
+) -> (T, bool) {
     if let Some(&(_, copy)) = cx.cast_cache.iter().find(|(p, _)| *p == w) {
         return (copy, false);
     }
