@@ -46,7 +46,8 @@ impl Spec {
             )
         })?;
         let model = parse_model(obj.get("model"))?;
-        let workload = parse_workload(obj.get("workload"))?;
+        let mut workload = parse_workload(obj.get("workload"))?;
+        infer_resident_optimizer_state(obj, &mut workload);
         let runtime = match obj.get("runtime") {
             None | Some(Value::Null) => RuntimeProfile::default(),
             Some(v) => parse_runtime(v)?,
@@ -58,6 +59,35 @@ impl Spec {
             workload,
             runtime,
         })
+    }
+}
+
+/// A measured case (the `shared/calibration` format) says what its process
+/// held when it started: `measured.resident_before` bytes against the
+/// model's `weight_bytes`. The harness keeps one optimizer per model, so a
+/// training case that starts with more than 1.5x its weights resident
+/// started with the state an earlier case created (AdamW and SGD with
+/// momentum keep at least one weight-sized buffer per parameter; Adafactor's
+/// factored state is too small to tell and stays as given). An explicit
+/// `workload.training.optimizer_state_resident` wins.
+fn infer_resident_optimizer_state(obj: &Map<String, Value>, workload: &mut Workload) {
+    let explicit = obj
+        .get("workload")
+        .and_then(|w| w.get("training"))
+        .and_then(|t| t.get("optimizer_state_resident"))
+        .is_some();
+    if workload.mode != crate::workload::Mode::Training || explicit {
+        return;
+    }
+    let weights = obj.get("weight_bytes").and_then(Value::as_u64);
+    let resident = obj
+        .get("measured")
+        .and_then(|m| m.get("resident_before"))
+        .and_then(Value::as_u64);
+    if let (Some(weights), Some(resident)) = (weights, resident) {
+        if weights > 0 && resident >= weights + weights / 2 {
+            workload.training.optimizer_state_resident = true;
+        }
     }
 }
 
@@ -417,6 +447,27 @@ mod tests {
         for needle in expected {
             assert!(err.contains(needle), "error `{err}` lacks `{needle}`");
         }
+    }
+
+    #[test]
+    fn a_later_training_case_starts_with_the_optimizer_state_resident() {
+        let case = |resident: u64, explicit: &str| {
+            let text = format!(
+                r#"{{"case": "x", "model": "gpt2", "weight_bytes": 1000, "workload": {{"mode": "training", "training": {{"optimizer": "adamw"{explicit}}}}}, "measured": {{"driver_peak": 1, "resident_before": {resident}}}}}"#
+            );
+            Spec::from_json(&text)
+                .unwrap()
+                .workload
+                .training
+                .optimizer_state_resident
+        };
+        assert!(!case(1000, ""), "weights only: a first case");
+        assert!(!case(1499, ""), "weights and workspaces");
+        assert!(case(3000, ""), "weights and AdamW state");
+        assert!(
+            !case(3000, r#", "optimizer_state_resident": false"#),
+            "explicit wins"
+        );
     }
 
     #[test]

@@ -1,11 +1,13 @@
-"""Records in each measured case whether its process had run a backward pass.
+"""Records in each measured case what its process held before it ran.
 
 headroom_measure.py --batch runs the cases that share a model build in one
 process, in file order (group_cases). An inference case measured after a
 training case of its group runs with autograd's second cuBLAS handle and
 workspace resident; the core's `runtime.process_ran_backward` says which.
-This writes that flag into the `runtime` of every inference case of the
-measured files, from the case files they were run from.
+The harness also creates one optimizer per build and keeps it: a training
+case after another one of its group starts with the optimizer state
+resident (`workload.training.optimizer_state_resident`). This writes both
+into the measured files, from the case files they were run from.
 
 usage: python3 measurements/h200/annotate_process_history.py
 """
@@ -29,13 +31,18 @@ for measured, cases in RUNS.items():
         for case in group:
             history[case["case"]] = trained
             trained = trained or case["workload"]["mode"] == "training"
+        optimizers = [c["workload"]["training"].get("optimizer") for c in group if c["workload"]["mode"] == "training"]
+        assert len(set(optimizers)) <= 1, f"one optimizer per build: {optimizers}"
     path = HERE / measured
     lines = []
     for line in path.read_text().splitlines():
         case = json.loads(line)
-        if case["workload"]["mode"] == "inference" and case["case"] in history:
-            case["runtime"]["process_ran_backward"] = history[case["case"]]
+        if case["case"] in history:
+            if case["workload"]["mode"] == "inference":
+                case["runtime"]["process_ran_backward"] = history[case["case"]]
+            else:
+                case["workload"]["training"]["optimizer_state_resident"] = history[case["case"]]
         lines.append(json.dumps(case))
     path.chmod(0o644)
     path.write_text("\n".join(lines) + "\n")
-    print(f"{measured}: {len(lines)} cases, inference ones annotated")
+    print(f"{measured}: {len(lines)} cases, inference and training ones annotated")
