@@ -1,7 +1,7 @@
 //! Helpers for the cross-crate tests in `tests/tests/`: reading measurement
 //! files and comparing the core's estimates with them.
 
-use headroom_core::spec::Spec;
+use headroom_core::spec::{ProcessHistory, Spec};
 use serde_json::Value;
 
 /// One measured case and its prediction.
@@ -33,6 +33,7 @@ impl Compared {
 pub fn compare_file(text: &str) -> (Vec<Compared>, Vec<(String, String)>) {
     let mut done = Vec::new();
     let mut skipped = Vec::new();
+    let mut history = ProcessHistory::default();
     for line in text.lines().filter(|l| !l.trim().is_empty()) {
         let value: Value = serde_json::from_str(line).expect("valid JSON line");
         let case = value["case"].as_str().unwrap_or("?").to_string();
@@ -51,7 +52,16 @@ pub fn compare_file(text: &str) -> (Vec<Compared>, Vec<(String, String)>) {
                 continue;
             }
         };
-        match headroom_core::estimate(&spec.model.arch, &spec.workload, &spec.runtime) {
+        let estimate = match history.earlier_job(&value, &spec) {
+            Some(earlier) => headroom_core::estimate::estimate_after(
+                &spec.model.arch,
+                &earlier,
+                &spec.workload,
+                &spec.runtime,
+            ),
+            None => headroom_core::estimate(&spec.model.arch, &spec.workload, &spec.runtime),
+        };
+        match estimate {
             Ok(e) => {
                 let m = &value["measured"];
                 done.push(Compared {

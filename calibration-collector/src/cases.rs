@@ -2,8 +2,8 @@
 //! files line by line, and predicting one case with the core.
 
 use crate::error::{CollectorError, Result};
-use headroom_core::estimate::{estimate, Estimate};
-use headroom_core::spec::Spec;
+use headroom_core::estimate::{estimate, estimate_after, Estimate};
+use headroom_core::spec::{ProcessHistory, Spec};
 use headroom_core::{Error as CoreError, RuntimeProfile};
 use serde_json::Value;
 use std::fmt;
@@ -256,7 +256,15 @@ pub enum Prediction {
 /// Predicts a case's `model` + `workload` + `runtime`, with the runtime's
 /// coefficients replaced by `profile` when given. `Unsupported` from the core
 /// is a skip; any other core error is bad input naming the case.
-pub fn predict(case: &MeasuredCase, profile: Option<&RuntimeProfile>) -> Result<Prediction> {
+///
+/// `history` carries the process history of the file being read (see
+/// `headroom_core::spec::ProcessHistory`): a training case that starts with
+/// an earlier case's optimizer state is estimated after that case.
+pub fn predict(
+    case: &MeasuredCase,
+    profile: Option<&RuntimeProfile>,
+    history: &mut ProcessHistory,
+) -> Result<Prediction> {
     if case.value.get("model").is_none_or(Value::is_null) {
         return Ok(Prediction::Skipped(
             "no `model`: a measurement of a user's own job (--cmd without --spec)".into(),
@@ -278,7 +286,11 @@ pub fn predict(case: &MeasuredCase, profile: Option<&RuntimeProfile>) -> Result<
     if let Some(profile) = profile {
         spec.runtime = apply_profile(&spec.runtime, profile);
     }
-    match estimate(&spec.model.arch, &spec.workload, &spec.runtime) {
+    let result = match history.earlier_job(&case.value, &spec) {
+        Some(earlier) => estimate_after(&spec.model.arch, &earlier, &spec.workload, &spec.runtime),
+        None => estimate(&spec.model.arch, &spec.workload, &spec.runtime),
+    };
+    match result {
         Ok(est) => Ok(Prediction::Predicted {
             spec: Box::new(spec),
             estimate: Box::new(est),

@@ -4,6 +4,7 @@
 use crate::cases::{classify, predict, read_records, Classified, Prediction, Status};
 use crate::error::Result;
 use crate::stats::{relative_error, Summary};
+use headroom_core::spec::ProcessHistory;
 use headroom_core::RuntimeProfile;
 use std::fmt::Write as _;
 
@@ -62,21 +63,23 @@ pub fn compare(args: &CheckArgs) -> Result<Report> {
     let mut rows = Vec::new();
     let mut skipped = Vec::new();
     for file in &args.files {
+        let mut history = ProcessHistory::default();
         for record in read_records(file)? {
             let case = match classify(&record)? {
                 Classified::Overheads => continue,
                 Classified::Case(c) => c,
             };
+            let skip = |reason: String| Skip {
+                case: case.name.clone(),
+                reason,
+            };
+            // Every case of the file goes through the history, filtered or not.
+            let prediction = predict(&case, args.profile.as_ref(), &mut history)?;
             if let Some(f) = &args.filter {
                 if !case.name.contains(f.as_str()) {
                     continue;
                 }
             }
-            let skip = |reason: String| Skip {
-                case: case.name.clone(),
-                reason,
-            };
-            let prediction = predict(&case, args.profile.as_ref())?;
             if let Some(family) = &args.family {
                 let wanted = normalise(family);
                 let matches = match &prediction {

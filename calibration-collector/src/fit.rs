@@ -340,6 +340,7 @@ pub fn run(args: &FitArgs) -> Result<FitOutput> {
     let mut points = Vec::new();
     let mut skipped = Vec::new();
     for file in &args.files {
+        let mut history = headroom_core::spec::ProcessHistory::default();
         for record in read_records(file)? {
             let case = match classify(&record)? {
                 Classified::Overheads => continue,
@@ -356,7 +357,7 @@ pub fn run(args: &FitArgs) -> Result<FitOutput> {
                 ));
                 continue;
             }
-            match crate::cases::predict(&case, None)? {
+            match crate::cases::predict(&case, None, &mut history)? {
                 Prediction::Skipped(why) => skipped.push((case.name.clone(), why)),
                 Prediction::Predicted { spec, .. } => points.push(FitPoint {
                     measured: case.driver_peak.expect("ok cases have one"),

@@ -207,15 +207,70 @@ pub fn estimate_with(
     runtime: &RuntimeProfile,
     options: EstimateOptions,
 ) -> Result<Estimate, Error> {
+    run(arch, None, workload, runtime, options)
+}
+
+/// What a process keeps from one job to the next when it runs several (the
+/// measurement harness keeps the model and its optimizer): weights, the
+/// optimizer state and the library workspaces.
+pub const KEPT_BETWEEN_JOBS: [Component; 3] = [
+    Component::Weights,
+    Component::OptimizerState,
+    Component::LibraryWorkspace,
+];
+
+/// [`estimate`] of a job that runs after `earlier` in the same process, on
+/// the same model: the earlier job runs first, then everything but
+/// [`KEPT_BETWEEN_JOBS`] is freed, the cache emptied and the peak window
+/// restarted; this job then finds its weights, optimizer state and
+/// workspaces where the earlier job put them, among whatever segments
+/// those blocks keep reserved. (The H200 calibration harness runs each
+/// model's cases this way; a notebook that trains, then trains again, too.)
+pub fn estimate_after(
+    arch: &Architecture,
+    earlier: &Workload,
+    workload: &Workload,
+    runtime: &RuntimeProfile,
+) -> Result<Estimate, Error> {
+    earlier.validate()?;
+    families::validate(arch, earlier)?;
+    run(
+        arch,
+        Some(earlier),
+        workload,
+        runtime,
+        EstimateOptions::default(),
+    )
+}
+
+fn run(
+    arch: &Architecture,
+    earlier: Option<&Workload>,
+    workload: &Workload,
+    runtime: &RuntimeProfile,
+    options: EstimateOptions,
+) -> Result<Estimate, Error> {
     workload.validate()?;
     runtime.validate()?;
     families::validate(arch, workload)?;
-    let libraries_guess = families::libraries(arch, workload, runtime);
+    let mut libraries_guess = families::libraries(arch, workload, runtime);
+    if let Some(earlier) = earlier {
+        // Libraries loaded by the earlier job stay loaded.
+        let before = families::libraries(arch, earlier, runtime);
+        libraries_guess.cublas |= before.cublas;
+        libraries_guess.backward |= before.backward;
+        libraries_guess.cudnn |= before.cudnn;
+    }
     let outside = outside_allocator(runtime, libraries_guess);
     let capacity = options.capacity.map(|c| c.saturating_sub(outside));
     let mut replay = Replay::new(runtime.allocator, capacity);
+    if let Some(earlier) = earlier {
+        replay.track_blocks();
+        families::replay(arch, earlier, runtime, &mut replay)?;
+        replay.start_next_job(&KEPT_BETWEEN_JOBS);
+    }
     let summary = families::replay(arch, workload, runtime, &mut replay)?;
-    debug_assert_eq!(summary.libraries, libraries_guess);
+    debug_assert!(earlier.is_some() || summary.libraries == libraries_guess);
     let stats = replay.stats();
     let peak = replay.peak();
 

@@ -91,6 +91,46 @@ fn infer_resident_optimizer_state(obj: &Map<String, Value>, workload: &mut Workl
     }
 }
 
+/// The process history of a file of measured cases, read in file order.
+/// The calibration harness runs all cases of one model build in one process
+/// and keeps one optimizer: the first training case creates the optimizer
+/// state among its freed activations, and later training cases (those
+/// that start with the state resident, see `optimizer_state_resident`) find
+/// it there. [`ProcessHistory::earlier_job`] names that first case, for
+/// [`crate::estimate::estimate_after`]. Builds are told apart by `model`
+/// and `weight_bytes`.
+#[derive(Clone, Debug, Default)]
+pub struct ProcessHistory {
+    first_training: alloc::vec::Vec<(String, u64, Workload)>,
+}
+
+impl ProcessHistory {
+    /// The job that ran before `spec` (parsed from `case`) in its process and
+    /// left the state it starts with, if any; records `spec` when it is the
+    /// first training job of its build.
+    pub fn earlier_job(&mut self, case: &Value, spec: &Spec) -> Option<Workload> {
+        if spec.workload.mode != crate::workload::Mode::Training {
+            return None;
+        }
+        let model = case.get("model")?.to_string();
+        let weights = case.get("weight_bytes").and_then(Value::as_u64)?;
+        let found = self
+            .first_training
+            .iter()
+            .find(|(m, w, _)| *m == model && *w == weights)
+            .map(|(_, _, first)| first.clone());
+        match found {
+            Some(first) if spec.workload.training.optimizer_state_resident => Some(first),
+            Some(_) => None,
+            None => {
+                self.first_training
+                    .push((model, weights, spec.workload.clone()));
+                None
+            }
+        }
+    }
+}
+
 /// Parses the `model` field.
 pub fn parse_model(value: Option<&Value>) -> Result<Model, Error> {
     const ALLOWED: &str = "a preset id (string), a custom architecture object with `family`, or {\"hf_config\": {...}}";

@@ -2,7 +2,9 @@
 //! goes straight into the [`CachingAllocator`] model, and the moment of the
 //! peak (with what is live by component, and the op running) is kept.
 
-use crate::allocator::{AllocatorConfig, BlockId, CachingAllocator, OutOfMemory, Stats};
+use crate::allocator::{
+    round_size, AllocatorConfig, BlockId, CachingAllocator, OutOfMemory, Stats,
+};
 use crate::estimate::Component;
 
 /// Handle to a tensor alive in the replay.
@@ -65,6 +67,15 @@ pub struct Replay {
     pub event_log: Option<alloc::vec::Vec<(bool, u64, u64, Op)>>,
     /// Smallest block the event log records.
     pub event_log_min: u64,
+    /// Process history: record each block's component and rounded request
+    /// (indexed by block), so that [`Replay::start_next_job`] can hand the
+    /// blocks that survive a job to the next one.
+    track_blocks: bool,
+    block_info: alloc::vec::Vec<(Component, u64)>,
+    block_order: alloc::vec::Vec<u64>,
+    /// Blocks a previous job left resident, by component, in reverse
+    /// allocation order (the next to adopt is last).
+    adoptable: [alloc::vec::Vec<(BlockId, u64)>; Component::IN_ALLOCATOR],
 }
 
 impl Replay {
@@ -84,7 +95,69 @@ impl Replay {
             segment_log: None,
             event_log: None,
             event_log_min: 0,
+            track_blocks: false,
+            block_info: alloc::vec::Vec::new(),
+            block_order: alloc::vec::Vec::new(),
+            adoptable: Default::default(),
         }
+    }
+
+    /// Records what each block holds, for [`Replay::start_next_job`]; call
+    /// before the first allocation.
+    pub fn track_blocks(&mut self) {
+        self.track_blocks = true;
+    }
+
+    /// Ends a job the way a process running several jobs does (the
+    /// measurement harness: drop everything but the model and its optimizer,
+    /// `gc.collect()`, `torch.cuda.empty_cache()`,
+    /// `torch.cuda.reset_peak_memory_stats()`): frees every live block
+    /// whose component is not in `keep`, empties the cache, restarts the
+    /// peak window, and offers the kept blocks to the next job. The next job
+    /// adopts a kept block instead of allocating when it asks for the same
+    /// component and size in the same order (its weights, optimizer state,
+    /// library workspaces); at the first mismatch of a component, the rest of
+    /// that component's kept blocks are freed (the job replaced them).
+    /// Needs [`Replay::track_blocks`] from the start.
+    pub fn start_next_job(&mut self, keep: &[Component]) {
+        debug_assert!(self.track_blocks, "start_next_job needs track_blocks");
+        let live: alloc::vec::Vec<(BlockId, u64)> = self.allocator.live_blocks().collect();
+        let mut kept: alloc::vec::Vec<(usize, BlockId, Component, u64)> = alloc::vec::Vec::new();
+        for (block, _) in live {
+            let (component, rounded) = self.block_info[block.index()];
+            if keep.contains(&component) {
+                kept.push((block.index(), block, component, rounded));
+            } else {
+                self.free(Tensor { block, component });
+            }
+        }
+        // Allocation order is not block order once slots are reused; the
+        // allocation counter per block keeps it.
+        kept.sort_by_key(|&(index, ..)| core::cmp::Reverse(self.block_order[index]));
+        for queue in self.adoptable.iter_mut() {
+            queue.clear();
+        }
+        for (_, block, component, rounded) in kept {
+            self.adoptable[component as usize].push((block, rounded));
+        }
+        self.allocator.empty_cache();
+        self.reset_peaks();
+    }
+
+    /// A kept block of a previous job for this request, if the next one in
+    /// line matches (see [`Replay::start_next_job`]).
+    fn adopt(&mut self, bytes: u64, component: Component) -> Option<Tensor> {
+        let queue = &mut self.adoptable[component as usize];
+        let &(block, rounded) = queue.last()?;
+        if rounded == round_size(bytes) {
+            queue.pop();
+            return Some(Tensor { block, component });
+        }
+        let rest = core::mem::take(queue);
+        for (block, _) in rest {
+            self.free(Tensor { block, component });
+        }
+        None
     }
 
     /// Diagnostics: list the live blocks right after allocation number `n`
@@ -127,6 +200,9 @@ impl Replay {
     /// Allocates a tensor of `bytes`. Zero-byte tensors take no block in
     /// PyTorch; they are given a 512 B block here, which is lost in the noise.
     pub fn alloc(&mut self, bytes: u64, component: Component) -> Tensor {
+        if let Some(adopted) = self.adopt(bytes, component) {
+            return adopted;
+        }
         let segments_before = self.allocator.stats().segments_created;
         let block = match self.allocator.malloc(bytes) {
             Ok(block) => block,
@@ -142,6 +218,15 @@ impl Replay {
         };
         self.live[component as usize] += self.allocator.block_size(block);
         self.allocations += 1;
+        if self.track_blocks {
+            let i = block.index();
+            if self.block_info.len() <= i {
+                self.block_info.resize(i + 1, (Component::Transient, 0));
+                self.block_order.resize(i + 1, 0);
+            }
+            self.block_info[i] = (component, round_size(bytes));
+            self.block_order[i] = self.allocations;
+        }
         if let Some(log) = self.event_log.as_mut() {
             let size = self.allocator.block_size(block);
             if size >= self.event_log_min {
@@ -211,6 +296,9 @@ impl Replay {
         tensor.component = component;
         if let Some(owner) = self.owners.get_mut(tensor.block.index()) {
             owner.1 = component;
+        }
+        if let Some(info) = self.block_info.get_mut(tensor.block.index()) {
+            info.0 = component;
         }
     }
 
