@@ -46,8 +46,9 @@ struct Node {
     /// taken before the gradients are allocated (flash attention's
     /// accumulator).
     backward_workspace: u64,
-    /// Transient buffers taken together after the gradients are allocated
-    /// (cuDNN convolution workspaces: the kernel's output exists first).
+    /// Transient buffers taken one after the other once the gradients are
+    /// allocated (cuDNN convolution workspaces of the data-gradient and the
+    /// weight-gradient kernels: each kernel's output exists first).
     backward_scratch: [u64; 2],
     /// A checkpointed segment: backward stops here and hands control back.
     checkpoint: Option<u32>,
@@ -82,6 +83,10 @@ pub struct Graph<'r> {
     param_log: Option<Vec<u64>>,
     /// fp32 copies from a build-then-cast load, freed one per new parameter.
     staged: Vec<Tensor>,
+    /// cuBLAS workspaces a fresh process creates lazily: the forward
+    /// thread's at its first matmul ([`Graph::gemm`]), the autograd
+    /// thread's at the first backward ([`Graph::seed`]).
+    pending_workspaces: [u64; 2],
 }
 
 impl<'r> Graph<'r> {
@@ -95,6 +100,22 @@ impl<'r> Graph<'r> {
             layer: None,
             param_log: None,
             staged: Vec::new(),
+            pending_workspaces: [0; 2],
+        }
+    }
+
+    /// Defers the cuBLAS workspaces of a fresh process: `forward` bytes at
+    /// the first matmul, `autograd` bytes at the first backward (0: none).
+    pub fn defer_workspaces(&mut self, forward: u64, autograd: u64) {
+        self.pending_workspaces = [forward, autograd];
+    }
+
+    /// A matmul runs: a fresh process's forward cuBLAS handle allocates its
+    /// workspace now (kept for the life of the process).
+    pub fn gemm(&mut self) {
+        let bytes = core::mem::take(&mut self.pending_workspaces[0]);
+        if bytes > 0 {
+            let _kept = self.replay.alloc(bytes, Component::LibraryWorkspace);
         }
     }
 
@@ -366,7 +387,7 @@ impl<'r> Graph<'r> {
     }
 
     /// Gives the node that produced `output` (the most recent one)
-    /// backward scratch buffers, taken after its gradients are allocated and
+    /// backward scratch buffers, taken one after the other after its gradients are allocated and
     /// freed before its incoming gradient. No-op when no node was recorded.
     pub fn set_backward_scratch(&mut self, output: Value, buffers: [u64; 2]) {
         if let Some(node) = self.nodes.last_mut() {
@@ -434,6 +455,11 @@ impl<'r> Graph<'r> {
         let seed_bytes = self.bytes(loss);
         let seed = self.replay.alloc(seed_bytes, Component::Transient);
         self.values[loss.0 as usize].grad = Some(seed);
+        self.gemm();
+        let autograd = core::mem::take(&mut self.pending_workspaces[1]);
+        if autograd > 0 {
+            let _kept = self.replay.alloc(autograd, Component::LibraryWorkspace);
+        }
     }
 
     /// Runs recorded nodes in reverse down to `mark`; stops at a checkpoint
@@ -494,7 +520,11 @@ impl<'r> Graph<'r> {
             }
         }
         if grad_out.is_some() {
-            self.scratch(node.backward_scratch);
+            for bytes in node.backward_scratch {
+                if bytes > 0 {
+                    self.replay.touch(bytes, Component::Transient);
+                }
+            }
         }
         if let Some(g) = grad_out {
             self.replay.free(g);

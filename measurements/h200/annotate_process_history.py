@@ -1,9 +1,10 @@
 """Records in each measured case what its process held before it ran.
 
 headroom_measure.py --batch runs the cases that share a model build in one
-process, in file order (group_cases). An inference case measured after a
-training case of its group runs with autograd's second cuBLAS handle and
-workspace resident; the core's `runtime.process_ran_backward` says which.
+process, in file order (group_cases). A case measured after a training
+case of its group runs with autograd's second cuBLAS handle and workspace
+resident (a first case creates its workspaces lazily); the core's
+`runtime.process_ran_backward` says which.
 The harness also creates one optimizer per build and keeps it: a training
 case after another one of its group starts with the optimizer state
 resident (`workload.training.optimizer_state_resident`). This writes both
@@ -38,11 +39,10 @@ for measured, cases in RUNS.items():
     for line in path.read_text().splitlines():
         case = json.loads(line)
         if case["case"] in history:
-            if case["workload"]["mode"] == "inference":
-                case["runtime"]["process_ran_backward"] = history[case["case"]]
-            else:
+            case["runtime"]["process_ran_backward"] = history[case["case"]]
+            if case["workload"]["mode"] == "training":
                 case["workload"]["training"]["optimizer_state_resident"] = history[case["case"]]
         lines.append(json.dumps(case))
     path.chmod(0o644)
     path.write_text("\n".join(lines) + "\n")
-    print(f"{measured}: {len(lines)} cases, inference and training ones annotated")
+    print(f"{measured}: {len(lines)} cases, every case annotated")

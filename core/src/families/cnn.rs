@@ -258,9 +258,6 @@ pub struct ConvCall {
 }
 
 impl ConvCall {
-    fn input_bytes(&self) -> u64 {
-        self.batch * self.cin * self.in_hw * self.in_hw * self.dsize
-    }
     fn output_bytes(&self) -> u64 {
         self.batch * self.cout * self.out_hw * self.out_hw * self.dsize
     }
@@ -271,15 +268,18 @@ impl ConvCall {
 
 // Every ResNet-50 convolution measured on the H200 (`measurements/h200-cudnn/
 // conv_workspaces.jsonl`: batch 32-256, 224 and 512 px, fp32 and bf16,
-// cuDNN 9.19) takes, for the length of its kernel, what a copy of its input
-// plus a copy of its output (backward: of its output gradient) would take
-// (stem fp32 b64: 244,093,952 B = 38,535,168 + 205,520,896 + 37,888; 3x3
-// layer1: 102,908,416 = 2 x 51,380,224 + 147,968; 1x1/2 layer3: 154,141,184
-// = 102,760,448 + 51,380,224 + 512; backward 3x3/2 layer2: 66,880,000 =
-// 51,380,224 + 12,845,056 + 2.7 MB): the layout transforms of the tensor-core
-// kernels. 1x1 stride-1 convolutions on larger maps run as plain GEMMs on
-// the tensors in place: no copy forward (512 B), and backward only the
-// split-K partial weight gradients below.
+// cuDNN 9.19) takes, for the length of its kernel, one block the size of a
+// copy of its input plus a copy of its output (backward: of its output
+// gradient): stem fp32 b64 244,093,952 B = 38,535,168 + 205,520,896 + 37,888;
+// 3x3 layer1 102,908,416 = 2 x 51,380,224 + 147,968; 1x1/2 layer3
+// 154,141,184 = 102,760,448 + 51,380,224 + 512; backward 3x3/2 layer2
+// 66,880,000 = 51,380,224 + 12,845,056 + 2.7 MB. These are the layout
+// transforms of the tensor-core kernels; the allocation traces
+// (`measurements/h200-segments/training-segments.jsonl`) show each as one
+// block (a 148 MiB segment for the bf16 stem, 50 MiB for a layer1 3x3).
+// 1x1 stride-1 convolutions on larger maps run as plain GEMMs on the
+// tensors in place: no copy forward (512 B), and backward only the split-K
+// partial weight gradients below.
 
 /// 1x1 stride-1 convolutions on maps of this edge or smaller use the
 /// transforming kernels too (layer4 7x7 fp32: 32,113,152 B = 6,422,528 +
@@ -290,6 +290,15 @@ pub const CUDNN_1X1_SMALL_EDGE: u64 = 7;
 pub const CUDNN_BWD_1X1_SPLITS: u64 = 64;
 /// ...capped (layer3, 256x1024 weights: 34,210,304 B).
 pub const CUDNN_BWD_1X1_CAP: u64 = 32 << 20;
+/// Half-precision copies pad channels to a multiple of this: the bf16
+/// stem's block is 155,189,248 B = 64 x 8 x 224 x 224 x 2 (3 channels
+/// padded to 8) + 102,760,448 + 1 MiB; fp32 copies keep 3 channels.
+pub const CUDNN_HALF_CHANNEL_ALIGN: u64 = 8;
+
+/// fp32 1x1/2 convolutions on maps of this edge or larger copy only their
+/// input (layer2.0.downsample, 56x56: 206,045,696 B = 205,520,896 + 524,800
+/// at b64, the same at b256 and 512 px; at 28x28 and 14x14 input and output).
+pub const CUDNN_FP32_1X1_STRIDED_INPUT_ONLY_EDGE: u64 = 56;
 
 fn scaled(runtime: &RuntimeProfile, bytes: u64) -> u64 {
     (runtime.cudnn_workspace_scale * bytes as f64) as u64
@@ -299,25 +308,37 @@ impl ConvCall {
     fn in_place_gemm(&self) -> bool {
         self.k == 1 && !self.strided() && self.out_hw > CUDNN_1X1_SMALL_EDGE
     }
-}
 
-/// Buffers a convolution's forward takes from the caching allocator after
-/// its output exists: copies of its input and output, or none for a
-/// 1x1/1 GEMM. Grouped (depthwise) convolutions take none (not measured;
-/// MobileNetV2 training matches the H200 without).
-pub fn forward_workspace(runtime: &RuntimeProfile, c: &ConvCall) -> [u64; 2] {
-    if c.groups > 1 || c.in_place_gemm() {
-        return [0; 2];
+    /// The input as the transforming kernels copy it.
+    fn input_copy_bytes(&self) -> u64 {
+        let channels = if self.dsize == 2 {
+            self.cin.div_ceil(CUDNN_HALF_CHANNEL_ALIGN) * CUDNN_HALF_CHANNEL_ALIGN
+        } else {
+            self.cin
+        };
+        self.batch * channels * self.in_hw * self.in_hw * self.dsize
     }
-    [
-        scaled(runtime, c.input_bytes()),
-        scaled(runtime, c.output_bytes()),
-    ]
 }
 
-/// Buffers a convolution's backward takes after its gradients exist:
-/// copies of its input and output gradient, or a 1x1/1 GEMM's split-K
-/// partial weight gradients.
+/// The block a convolution's forward takes from the caching allocator
+/// after its output exists: copies of its input and output, or nothing
+/// for a 1x1/1 GEMM. Grouped (depthwise) convolutions take none (not
+/// measured; MobileNetV2 training matches the H200 without).
+pub fn forward_workspace(runtime: &RuntimeProfile, c: &ConvCall) -> u64 {
+    if c.groups > 1 || c.in_place_gemm() {
+        return 0;
+    }
+    if c.k == 1 && c.dsize == FP32 && c.in_hw >= CUDNN_FP32_1X1_STRIDED_INPUT_ONLY_EDGE {
+        return scaled(runtime, c.input_copy_bytes());
+    }
+    scaled(runtime, c.input_copy_bytes() + c.output_bytes())
+}
+
+/// The blocks a convolution's backward takes, one after the other, after
+/// its gradients exist: the data-gradient kernel's copies of its input and
+/// output gradient (none for the stem, whose input needs no gradient), then
+/// the weight-gradient kernel's, [`CUDNN_WGRAD_EXTRA`] larger; a 1x1/1
+/// GEMM takes only its split-K partial weight gradients.
 pub fn backward_workspace(runtime: &RuntimeProfile, c: &ConvCall) -> [u64; 2] {
     if c.groups > 1 {
         return [0; 2];
@@ -326,11 +347,20 @@ pub fn backward_workspace(runtime: &RuntimeProfile, c: &ConvCall) -> [u64; 2] {
         let partials = CUDNN_BWD_1X1_SPLITS * c.cin * c.cout * FP32;
         return [scaled(runtime, partials.min(CUDNN_BWD_1X1_CAP)), 0];
     }
-    [
-        scaled(runtime, c.input_bytes()),
-        scaled(runtime, c.output_bytes()),
-    ]
+    let copies = c.input_copy_bytes() + c.output_bytes();
+    let data = if c.cin == 3 {
+        0
+    } else {
+        scaled(runtime, copies)
+    };
+    [data, scaled(runtime, copies + CUDNN_WGRAD_EXTRA)]
 }
+
+/// The weight-gradient kernel's block beyond the copies: layer2.0.downsample
+/// bf16 b64 takes 154,140,672 B (147 MiB, the copies) for its data gradient,
+/// then 155,714,560 B (148.5 MiB) for its weight gradient
+/// (`measurements/h200-segments/training-segments.jsonl`): 1.5 MiB more.
+pub const CUDNN_WGRAD_EXTRA: u64 = 1_573_888;
 
 /// Replays a CNN run.
 pub fn replay(
@@ -393,19 +423,25 @@ pub fn replay(
         act_dsize,
         runtime,
     };
+    // The caller's batch (`torch.randn(b, 3, image, image)`), made once and
+    // held for the whole run.
+    g.at("input images", None);
+    let images = g.input(b * 3 * image * image * FP32, Component::Activations);
     if !training {
         let mut cx = Ctx::plain(dsize);
-        let out = run.forward(&mut g, &mut cx);
+        let out = run.forward(&mut g, &mut cx, images);
         g.drop(out.v);
+        g.drop(images);
         return Ok(summary);
     }
     optim::train_steps(&mut g, &workload.training, &params.list, |g, cx| {
-        let logits = run.forward(g, cx);
+        let logits = run.forward(g, cx, images);
         g.at("loss: cross entropy", None);
         let loss = super::nn::classification_loss(g, logits, b);
         g.drop(logits.v);
         loss
     });
+    g.drop(images);
     Ok(summary)
 }
 
@@ -431,13 +467,9 @@ impl Run<'_> {
         (copy.v, uncached)
     }
 
-    fn forward(&self, g: &mut Graph, cx: &mut Ctx) -> T {
+    fn forward(&self, g: &mut Graph, cx: &mut Ctx, images: Value) -> T {
         let b = self.b;
-        g.at("input images", None);
-        let images = g.input(
-            b * 3 * self.image * self.image * FP32,
-            Component::Activations,
-        );
+        g.hold(images);
         let mut x = if cx.autocast {
             let c = g.op(
                 "autocast: input cast to bf16",
@@ -505,7 +537,7 @@ impl Run<'_> {
                     );
                     g.set_backward_scratch(v, backward_workspace(self.runtime, &call));
                     g.at("convolution: cuDNN workspace", Some(layer));
-                    g.scratch(forward_workspace(self.runtime, &call));
+                    g.scratch([forward_workspace(self.runtime, &call), 0]);
                     g.drop(x.v);
                     if drop_copy {
                         g.drop(weight);
@@ -618,6 +650,7 @@ impl Run<'_> {
                         &[weight]
                     };
                     let out_dsize = if cx.autocast { BF16 } else { x.dsize };
+                    g.gemm();
                     let logits = g.op(
                         "fc",
                         &[pooled, weight],

@@ -37,21 +37,24 @@ pub fn libraries(arch: &Architecture, workload: &Workload, runtime: &RuntimeProf
 
 /// The cuBLAS workspaces held through the run, each allocated by a handle's
 /// first matmul and kept for the life of the process: the forward thread's,
-/// and the autograd thread's once any backward has run (training, or an
-/// inference process that trained before: `runtime.process_ran_backward`).
+/// and the autograd thread's once any backward has run. A process that ran
+/// a backward pass before (`runtime.process_ran_backward`, the default)
+/// holds both from the start; a fresh one creates the forward thread's at
+/// its first matmul and, when training, the autograd thread's at the first
+/// backward (the H200 traces: ResNet-50's at `fc`, then at the start of
+/// backward; `measurements/h200-segments/training-segments.jsonl`).
 pub fn cublas_workspaces(g: &mut crate::graph::Graph, runtime: &RuntimeProfile, training: bool) {
     use crate::estimate::Component::LibraryWorkspace;
+    let bytes = runtime.cublas_workspace_bytes;
+    if !runtime.process_ran_backward {
+        g.defer_workspaces(bytes, if training { bytes } else { 0 });
+        return;
+    }
     g.at("cuBLAS workspace", None);
     // Held for the life of the process: never freed.
-    let _forward = g
-        .replay
-        .alloc(runtime.cublas_workspace_bytes, LibraryWorkspace);
-    if training || runtime.process_ran_backward {
-        g.at("cuBLAS workspace (autograd thread)", None);
-        let _autograd = g
-            .replay
-            .alloc(runtime.cublas_workspace_bytes, LibraryWorkspace);
-    }
+    let _forward = g.replay.alloc(bytes, LibraryWorkspace);
+    g.at("cuBLAS workspace (autograd thread)", None);
+    let _autograd = g.replay.alloc(bytes, LibraryWorkspace);
 }
 
 /// Replays the whole run (weights loaded, then the workload).

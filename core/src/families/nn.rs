@@ -236,6 +236,7 @@ pub(crate) fn autocast_weight(
 /// weights and LoRA (peft: `result + B(A(x.to(fp32))) * scaling`, then
 /// `.to(result dtype)`).
 pub fn linear(g: &mut Graph, cx: &mut Ctx, x: T, l: &Linear, name: &'static str) -> T {
+    g.gemm();
     let rows = x.elems / l.in_features;
     let w_elems = l.in_features * l.out_features;
     let mut drop_weight_copy = false;

@@ -112,19 +112,24 @@ pub fn replay(
         b,
         image,
     };
+    // The caller's batch, made once and held for the whole run.
+    g.at("input images", None);
+    let images = g.input(b * 3 * image * image * FP32, Component::Activations);
     if !training {
         let mut cx = Ctx::plain(dsize);
-        let out = net.forward(&mut g, &mut cx, false);
+        let out = net.forward(&mut g, &mut cx, false, images);
         g.drop(out.v);
+        g.drop(images);
         return Ok(summary);
     }
     optim::train_steps(&mut g, &workload.training, &params.list, |g, cx| {
-        let logits = net.forward(g, cx, true);
+        let logits = net.forward(g, cx, true, images);
         g.at("loss: cross entropy", None);
         let loss = nn::classification_loss(g, logits, b);
         g.drop(logits.v);
         loss
     });
+    g.drop(images);
     Ok(summary)
 }
 
@@ -145,13 +150,9 @@ struct Net {
 }
 
 impl Net {
-    fn forward(&self, g: &mut Graph, cx: &mut Ctx, training: bool) -> T {
+    fn forward(&self, g: &mut Graph, cx: &mut Ctx, training: bool, images: Value) -> T {
         let (b, h, n) = (self.b, self.h, self.n);
-        g.at("input images", None);
-        let images = g.input(
-            b * 3 * self.image * self.image * FP32,
-            Component::Activations,
-        );
+        g.hold(images);
         let images = T {
             v: images,
             elems: b * 3 * self.image * self.image,
