@@ -587,10 +587,14 @@ impl Model<'_> {
                 out
             }
         };
-        g.drop_all(&[q.v, k.v, v.v]);
         g.at("attention: o_proj", layer);
         let mut o = nn::linear(g, cx, attn, &lw.o, "attention: o_proj");
         g.drop(attn.v);
+        // `query_states`, `key_states` and `value_states` are locals of the
+        // attention module's forward: released when it returns, after
+        // `o_proj` (the H200 trace: the rotated queries' block is freed
+        // after `o_proj`'s output is allocated, so `o_proj` cannot reuse it).
+        g.drop_all(&[q.v, k.v, v.v]);
         if call.gpt2_dropout {
             let d = nn::dropout(g, o, "attention: residual dropout");
             g.drop(o.v);

@@ -404,14 +404,16 @@ pub fn rms_norm(
     let n = binary(g, x32, rs, name, true);
     g.drop_all(&[rs.v, x32.v]);
     let c = cast(g, n, x.dsize, name);
-    g.drop(n.v);
     let w = T {
         v: weight,
         elems: hidden,
         dsize: weight_dsize,
     };
+    // `return self.weight * hidden_states.to(input_dtype)`: the fp32
+    // `hidden_states` is a local until the return, after the product.
     let out = binary(g, w, c, name, true);
     g.drop(c.v);
+    g.drop(n.v);
     out
 }
 
