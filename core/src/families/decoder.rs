@@ -1156,7 +1156,7 @@ fn train(g: &mut Graph, model: &Model, workload: &Workload, b: u64, s: u64, gpt2
         let mut rope = None;
         let mut no_cache = None;
         // `use_cache=True` (the config default): the forward fills a
-        // DynamicCache that the returned outputs keep through backward.
+        // DynamicCache that the returned outputs hold until they are dropped.
         // transformers turns the cache off under gradient checkpointing.
         let mut train_cache = if t.use_cache && !t.grad_checkpointing {
             Some(KvCache {
@@ -1175,6 +1175,13 @@ fn train(g: &mut Graph, model: &Model, workload: &Workload, b: u64, s: u64, gpt2
         g.at("loss: cross entropy over all tokens", None);
         let loss = nn::causal_lm_loss(g, logits, b * s);
         g.drop(logits.v);
+        // `loss = model(...).loss`: the outputs, and the cache they hold,
+        // go as soon as the loss is taken (autograd keeps what it saved).
+        if let Some(c) = train_cache.take() {
+            for l in c.layers {
+                g.drop_all(&[l.keys, l.values]);
+            }
+        }
         cx.exit_autocast(g);
         g.at("backward", None);
         g.seed(loss.v);
@@ -1215,11 +1222,6 @@ fn train(g: &mut Graph, model: &Model, workload: &Workload, b: u64, s: u64, gpt2
         }
         if let Some(m) = mask {
             g.drop(m.v);
-        }
-        if let Some(c) = train_cache.take() {
-            for l in c.layers {
-                g.drop_all(&[l.keys, l.values]);
-            }
         }
         g.drop(loss.v);
         g.grad_mode = false;
