@@ -31,7 +31,8 @@ pub fn libraries(arch: &Architecture, workload: &Workload, runtime: &RuntimeProf
     LibraryUse {
         cublas: true,
         backward: workload.mode == Mode::Training || runtime.process_ran_backward,
-        cudnn: matches!(arch, Architecture::Cnn(_)),
+        // ViT's patch embedding is an nn.Conv2d too.
+        cudnn: matches!(arch, Architecture::Cnn(_) | Architecture::Vit(_)),
     }
 }
 

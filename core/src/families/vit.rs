@@ -97,7 +97,28 @@ pub fn replay(
     let image = workload.image_size.unwrap_or(a.image_size) as u64;
     let side = image / patch;
     let n = side * side + 1;
+    let act_dsize =
+        if training && workload.training.precision == crate::workload::Precision::AmpBf16 {
+            nn::BF16
+        } else {
+            dsize
+        };
+    let patch_conv = super::cnn::ConvCall {
+        cin: 3,
+        cout: h,
+        k: patch,
+        groups: 1,
+        in_hw: image,
+        out_hw: side,
+        batch: b,
+        dsize: act_dsize,
+    };
+    let conv_workspace = (
+        super::cnn::forward_workspace(runtime, &patch_conv),
+        super::cnn::backward_workspace(runtime, &patch_conv),
+    );
     let net = Net {
+        conv_workspace,
         conv,
         cls,
         pos,
@@ -147,6 +168,8 @@ struct Net {
     side: u64,
     b: u64,
     image: u64,
+    /// cuDNN workspace of `conv_proj`: forward, and backward (data, weight).
+    conv_workspace: (u64, [u64; 2]),
 }
 
 impl Net {
@@ -165,6 +188,10 @@ impl Net {
             ..images
         };
         let x = nn::linear(g, cx, patches, &self.conv, "patch embedding (conv_proj)");
+        // conv_proj is an nn.Conv2d: cuDNN's workspace (see `cnn`).
+        g.set_backward_scratch(x.v, self.conv_workspace.1);
+        g.at("patch embedding (conv_proj): cuDNN workspace", None);
+        g.scratch([self.conv_workspace.0, 0]);
         g.drop(images.v);
         g.at("class token + positions", None);
         let with_cls = g.op(
@@ -186,7 +213,11 @@ impl Net {
             dsize: self.pos_dsize,
         };
         let mut x = nn::binary(g, with_cls, posv, "input + pos_embedding", false);
-        g.drop(with_cls.v);
+        // `VisionTransformer.forward`'s `x` (the concatenation) and
+        // `Encoder.forward`'s `input` (with positions) are locals alive until
+        // the encoder returns (the H200 trace keeps both through every layer).
+        let encoder_input = x.v;
+        g.hold(encoder_input);
         for (l, blk) in self.blocks.iter().enumerate() {
             let layer = Some(l as u32);
             g.at("ln_1", layer);
@@ -200,13 +231,15 @@ impl Net {
             let y2 = nn::layer_norm(g, cx, x2, blk.ln2, h, "ln_2");
             g.at("mlp: fc1", layer);
             let f = nn::linear(g, cx, y2, &blk.fc1, "mlp: fc1");
-            g.drop(y2.v);
             g.at("mlp: gelu", layer);
             let act = nn::unary(g, f, "mlp: gelu", true, f.dsize);
             g.drop(f.v);
             g.at("mlp: fc2", layer);
             let d = nn::linear(g, cx, act, &blk.fc2, "mlp: fc2");
             g.drop(act.v);
+            // `y = self.ln_2(x); y = self.mlp(y)`: the norm's output is the
+            // local `y` until the MLP returns.
+            g.drop(y2.v);
             let out = nn::binary(g, x2, d, "residual add (mlp)", false);
             g.drop_all(&[x2.v, d.v]);
             g.drop(x.v);
@@ -215,6 +248,8 @@ impl Net {
         g.at("final ln", None);
         let y = nn::layer_norm(g, cx, x, self.ln, h, "final ln");
         g.drop(x.v);
+        g.drop(encoder_input);
+        g.drop(with_cls.v);
         let cls = g.op(
             "class token x[:, 0]",
             &[y.v],
