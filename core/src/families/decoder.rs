@@ -993,8 +993,18 @@ impl Model<'_> {
 /// evaluated op by op in Python (pow runs in fp32 under autocast).
 fn gelu_new(g: &mut Graph, cx: &Ctx, x: T) -> T {
     let half = nn::unary(g, x, "gelu_new: 0.5 * x", false, x.dsize);
-    let pd = if cx.autocast { FP32 } else { x.dsize };
-    let cube = nn::unary(g, x, "gelu_new: pow(x, 3)", true, pd);
+    // Under autocast `torch.pow` runs in fp32 on a cast copy of `x`, and
+    // its backward saves that copy (the H200 trace: four tensors per layer
+    // at `activations.py:66`, fp32 copy, 0.5 * x, tanh, 1 + tanh).
+    let cube = if cx.autocast && x.dsize != FP32 {
+        let x32 = nn::cast(g, x, FP32, "gelu_new: autocast cast to fp32");
+        let cube = nn::unary(g, x32, "gelu_new: pow(x, 3)", true, FP32);
+        g.drop(x32.v);
+        cube
+    } else {
+        nn::unary(g, x, "gelu_new: pow(x, 3)", true, x.dsize)
+    };
+    let pd = cube.dsize;
     let scaled = nn::unary(g, cube, "gelu_new: 0.044715 * x^3", false, pd);
     g.drop(cube.v);
     let inner = nn::binary(g, x, scaled, "gelu_new: x + ...", false);
