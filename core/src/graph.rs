@@ -314,7 +314,57 @@ impl<'r> Graph<'r> {
         extra_saved: u64,
         backward_workspace: u64,
     ) -> Value {
+        self.op_ordered(
+            name,
+            inputs,
+            saved,
+            save_output,
+            out_bytes,
+            component,
+            extra_saved,
+            backward_workspace,
+            false,
+        )
+    }
+
+    /// `F.dropout` in training: the kernel allocates its saved bool mask
+    /// (`mask_bytes`), then its output (the H200 trace of BERT's dropouts).
+    pub fn op_mask_first(
+        &mut self,
+        name: &'static str,
+        input: Value,
+        out_bytes: u64,
+        mask_bytes: u64,
+    ) -> Value {
+        self.op_ordered(
+            name,
+            &[input],
+            &[],
+            false,
+            out_bytes,
+            Component::Transient,
+            mask_bytes,
+            0,
+            true,
+        )
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn op_ordered(
+        &mut self,
+        name: &'static str,
+        inputs: &[Value],
+        saved: &[Value],
+        save_output: bool,
+        out_bytes: u64,
+        component: Component,
+        extra_saved: u64,
+        backward_workspace: u64,
+        extra_first: bool,
+    ) -> Value {
         self.replay.op(name, self.layer);
+        let early_extra = (extra_first && extra_saved > 0)
+            .then(|| self.replay.alloc(extra_saved, Component::Activations));
         let storage = self.replay.alloc(out_bytes, component);
         let requires_grad = self.grad_mode && inputs.iter().any(|&i| self.requires_grad(i));
         let out = self.push(ValueState {
@@ -326,7 +376,9 @@ impl<'r> Graph<'r> {
             leaf_param: false,
             grad: None,
         });
-        let extra = if extra_saved > 0 {
+        let extra = if early_extra.is_some() {
+            early_extra
+        } else if extra_saved > 0 {
             Some(self.replay.alloc(extra_saved, Component::Activations))
         } else {
             None

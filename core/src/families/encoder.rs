@@ -184,7 +184,6 @@ pub(crate) fn forward(
                 Component::Transient,
             );
             let sum = nn::binary(g, e0, T { v: tt, ..e0 }, "embeddings: sum", false);
-            g.drop(tt);
             let pos = g.op(
                 "embeddings: position",
                 &[w.embed],
@@ -203,10 +202,14 @@ pub(crate) fn forward(
                 "embeddings: + positions",
                 false,
             );
-            g.drop_all(&[sum.v, pos]);
+            g.drop(sum.v);
             let ln = nn::layer_norm(g, cx, sum2, w.emb_ln, h, "embeddings: LayerNorm");
             g.drop(sum2.v);
-            dropout_if(g, ln, training, "embeddings: dropout")
+            let out = dropout_if(g, ln, training, "embeddings: dropout");
+            // `token_type_embeddings` and `position_embeddings` are locals
+            // of `BertEmbeddings.forward` until it returns.
+            g.drop_all(&[tt, pos]);
+            out
         }
         EncoderKind::Esm => {
             // token_dropout: masked_fill, then rescale by the observed mask ratio (fp32 division).
@@ -279,15 +282,19 @@ pub(crate) fn forward(
                 out
             }
             EncoderKind::Bert => {
+                // Python lifetimes of BertAttention / BertSelfOutput /
+                // BertIntermediate / BertOutput (the H200 trace): the
+                // attention output is held by `self_outputs` until the
+                // attention block returns; `h = self.LayerNorm(h + input)`
+                // keeps the dropped-out `h` until the norm returns; the
+                // intermediate activation is a local of `feed_forward_chunk`.
                 let attn = self_attention(g, cx, x, lw, b, s, heads, attention, None, layer);
                 g.at("attention: output dense", layer);
                 let o = nn::linear(g, cx, attn, &lw.o, "attention: output dense");
-                g.drop(attn.v);
                 let o = dropout_if(g, o, training, "attention: dropout");
                 let s1 = nn::binary(g, o, x, "attention: residual add", false);
-                g.drop(o.v);
                 let x2 = nn::layer_norm(g, cx, s1, lw.ln_attn, h, "attention: LayerNorm");
-                g.drop(s1.v);
+                g.drop_all(&[s1.v, o.v, attn.v]);
                 g.at("mlp: intermediate dense", layer);
                 let f = nn::linear(g, cx, x2, &lw.fc, "mlp: intermediate dense");
                 g.at("mlp: gelu", layer);
@@ -295,12 +302,10 @@ pub(crate) fn forward(
                 g.drop(f.v);
                 g.at("mlp: output dense", layer);
                 let d = nn::linear(g, cx, act, &lw.proj, "mlp: output dense");
-                g.drop(act.v);
                 let d = dropout_if(g, d, training, "mlp: dropout");
                 let s2 = nn::binary(g, d, x2, "mlp: residual add", false);
-                g.drop_all(&[d.v, x2.v]);
                 let out = nn::layer_norm(g, cx, s2, lw.ln_out, h, "mlp: LayerNorm");
-                g.drop(s2.v);
+                g.drop_all(&[s2.v, d.v, act.v, x2.v]);
                 out
             }
         };

@@ -453,15 +453,7 @@ pub fn layer_norm(
 
 /// `F.dropout` in training with p > 0: output plus a saved bool mask.
 pub fn dropout(g: &mut Graph, x: T, name: &'static str) -> T {
-    let v = g.op_with(
-        name,
-        &[x.v],
-        &[],
-        x.bytes(),
-        Component::Transient,
-        x.elems,
-        0,
-    );
+    let v = g.op_mask_first(name, x.v, x.bytes(), x.elems);
     T {
         v,
         elems: x.elems,
