@@ -151,9 +151,12 @@ fn validation_set_regression_guard() {
     );
     assert_eq!(s.cases, 40);
     assert!(s.median <= 1.0, "median {:.1}%", s.median);
-    assert!(s.p90 <= 5.0, "p90 {:.1}%", s.p90);
+    assert!(s.p90 <= 4.0, "p90 {:.1}%", s.p90);
     assert!(s.max <= 10.0, "max {:.1}%", s.max);
-    assert!(s.under_5pct <= 2, "{} under by more than 5%", s.under_5pct);
+    // BERT fp32 training after amp training: whether one 954 MiB logits block
+    // finds a free segment depends on where a 24 MiB norm output landed
+    // steps earlier (measured: +0.1% or -8.6% with equally faithful orders).
+    assert!(s.under_5pct <= 1, "{} under by more than 5%", s.under_5pct);
 }
 
 /// Mixtral-8x7B generation on the H200 (`measurements/h200/mixtral.jsonl`):

@@ -236,13 +236,15 @@ pub(crate) fn autocast_weight(
 /// weights and LoRA (peft: `result + B(A(x.to(fp32))) * scaling`, then
 /// `.to(result dtype)`).
 pub fn linear(g: &mut Graph, cx: &mut Ctx, x: T, l: &Linear, name: &'static str) -> T {
-    g.gemm();
     let rows = x.elems / l.in_features;
     let w_elems = l.in_features * l.out_features;
     let mut drop_weight_copy = false;
     let (xin, w) = if cx.autocast {
-        let xin = cast(g, x, BF16, "autocast: input cast to bf16");
+        // Autocast casts `F.linear(input, weight, bias)`'s arguments in the
+        // order the compiler evaluates them, right to left under GCC: the
+        // weight before the input (the H200 trace of BERT's projections).
         let (w, uncached) = autocast_weight(g, cx, l.weight, w_elems, l.weight_dsize);
+        let xin = cast(g, x, BF16, "autocast: input cast to bf16");
         drop_weight_copy = uncached;
         (xin, w)
     } else {
@@ -278,6 +280,9 @@ pub fn linear(g: &mut Graph, cx: &mut Ctx, x: T, l: &Linear, name: &'static str)
         rows * l.out_features * out_dsize,
         Component::Transient,
     );
+    // A fresh process's first GEMM creates the cuBLAS workspace, after the
+    // output exists.
+    g.gemm();
     g.drop(xin.v);
     if drop_weight_copy {
         g.drop(w.v);
