@@ -437,7 +437,7 @@ pub fn replay(
     optim::train_steps(&mut g, &workload.training, &params.list, |g, cx| {
         let logits = run.forward(g, cx, images);
         g.at("loss: cross entropy", None);
-        let loss = super::nn::classification_loss(g, logits, b);
+        let loss = super::nn::cross_entropy(g, cx.autocast, logits, b);
         g.drop(logits.v);
         loss
     });

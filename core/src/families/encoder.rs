@@ -490,7 +490,7 @@ pub fn replay(
         let logits = forward(g, cx, a, &w, b, s, workload.attention, true, true, None);
         g.at("loss: cross entropy over all tokens", None);
         let loss = if a.kind == EncoderKind::Bert {
-            nn::causal_lm_loss(g, logits, b * s).v
+            nn::cross_entropy(g, cx.autocast, logits, b * s)
         } else {
             // No head on ESM-2 presets: a mean of the hidden states as the loss.
             g.op(

@@ -146,7 +146,7 @@ pub fn replay(
     optim::train_steps(&mut g, &workload.training, &params.list, |g, cx| {
         let logits = net.forward(g, cx, true, images);
         g.at("loss: cross entropy", None);
-        let loss = nn::classification_loss(g, logits, b);
+        let loss = nn::cross_entropy(g, cx.autocast, logits, b);
         g.drop(logits.v);
         loss
     });
