@@ -10,10 +10,13 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     if let Some(i) = args.iter().position(|a| a == "--after") {
         let earlier = Spec::from_json(&std::fs::read_to_string(&args[i + 1]).unwrap()).unwrap();
-        r.track_blocks();
-        headroom_core::families::replay(&spec.model.arch, &earlier.workload, &spec.runtime, &mut r)
-            .unwrap();
-        r.start_next_job(&headroom_core::estimate::KEPT_BETWEEN_JOBS);
+        headroom_core::estimate::replay_earlier_job(
+            &spec.model.arch,
+            &earlier.workload,
+            &spec.runtime,
+            &mut r,
+        )
+        .unwrap();
     }
     r.segment_log = Some(Vec::new());
     headroom_core::families::replay(&spec.model.arch, &spec.workload, &spec.runtime, &mut r)

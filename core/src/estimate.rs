@@ -243,6 +243,21 @@ pub fn estimate_after(
     )
 }
 
+/// Replays `earlier` into a fresh `replay` and ends it as a process ends
+/// one job before the next (see [`Replay::start_next_job`]); the next
+/// replay into it runs as a later job of the same process.
+pub fn replay_earlier_job(
+    arch: &Architecture,
+    earlier: &Workload,
+    runtime: &RuntimeProfile,
+    replay: &mut Replay,
+) -> Result<(), Error> {
+    replay.track_blocks();
+    families::replay(arch, earlier, runtime, replay)?;
+    replay.start_next_job(&KEPT_BETWEEN_JOBS);
+    Ok(())
+}
+
 fn run(
     arch: &Architecture,
     earlier: Option<&Workload>,
@@ -265,9 +280,7 @@ fn run(
     let capacity = options.capacity.map(|c| c.saturating_sub(outside));
     let mut replay = Replay::new(runtime.allocator, capacity);
     if let Some(earlier) = earlier {
-        replay.track_blocks();
-        families::replay(arch, earlier, runtime, &mut replay)?;
-        replay.start_next_job(&KEPT_BETWEEN_JOBS);
+        replay_earlier_job(arch, earlier, runtime, &mut replay)?;
     }
     let summary = families::replay(arch, workload, runtime, &mut replay)?;
     debug_assert!(earlier.is_some() || summary.libraries == libraries_guess);

@@ -279,7 +279,7 @@ impl<'r> Graph<'r> {
         extra_saved: u64,
         backward_workspace: u64,
     ) -> Value {
-        self.op_full(
+        self.op_ordered(
             name,
             inputs,
             saved,
@@ -288,6 +288,7 @@ impl<'r> Graph<'r> {
             component,
             extra_saved,
             backward_workspace,
+            false,
         )
     }
 
@@ -299,32 +300,7 @@ impl<'r> Graph<'r> {
         out_bytes: u64,
         component: Component,
     ) -> Value {
-        self.op_full(name, inputs, &[], true, out_bytes, component, 0, 0)
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn op_full(
-        &mut self,
-        name: &'static str,
-        inputs: &[Value],
-        saved: &[Value],
-        save_output: bool,
-        out_bytes: u64,
-        component: Component,
-        extra_saved: u64,
-        backward_workspace: u64,
-    ) -> Value {
-        self.op_ordered(
-            name,
-            inputs,
-            saved,
-            save_output,
-            out_bytes,
-            component,
-            extra_saved,
-            backward_workspace,
-            false,
-        )
+        self.op_ordered(name, inputs, &[], true, out_bytes, component, 0, 0, false)
     }
 
     /// `F.dropout` in training: the kernel allocates its saved bool mask
@@ -349,6 +325,8 @@ impl<'r> Graph<'r> {
         )
     }
 
+    /// Records an op: allocates its output (and an extra saved buffer,
+    /// before the output when `extra_first`), and in grad mode a node.
     #[allow(clippy::too_many_arguments)]
     fn op_ordered(
         &mut self,
