@@ -707,8 +707,21 @@ impl Model<'_> {
                 down,
                 shared,
             } => {
+                // Qwen2-MoE: the shared expert runs first and its output is
+                // held while the routed experts run.
+                let shared_out = shared.map(|(sg, su, sd)| {
+                    g.at("moe: shared expert", layer);
+                    let gt = nn::linear(g, cx, x, &sg, "moe: shared expert gate");
+                    let act = nn::unary(g, gt, "moe: shared expert act", true, gt.dsize);
+                    g.drop(gt.v);
+                    let u = nn::linear(g, cx, x, &su, "moe: shared expert up");
+                    let m = nn::binary(g, act, u, "moe: shared expert act * up", true);
+                    g.drop_all(&[act.v, u.v]);
+                    let d = nn::linear(g, cx, m, &sd, "moe: shared expert down");
+                    g.drop(m.v);
+                    d
+                });
                 let h = self.a.hidden_size as u64;
-                let rows = x.elems / h;
                 g.at("moe: router", layer);
                 let rl = nn::linear(
                     g,
@@ -725,79 +738,129 @@ impl Model<'_> {
                     },
                     "moe: router",
                 );
+                // `router_logits.float()`, softmax, top-k (small).
                 let probs = nn::unary(g, rl, "moe: router softmax", false, FP32);
                 g.drop_all(&[rl.v]);
-                let onehot = g.input(rows * top_k * experts * INT64, Component::Transient);
                 g.drop(probs.v);
-                g.at("moe: experts", layer);
-                let out = g.op(
-                    "moe: final_hidden_states = zeros_like",
-                    &[x.v],
-                    &[],
-                    x.bytes(),
-                    Component::Transient,
-                );
-                let out = T { v: out, ..x };
-                let i = gate_up.out_features / experts / 2;
-                // Only experts that receive tokens run (`expert_hit`); routing
-                // spreads tokens evenly over them (random or trained routers).
-                let assignments = rows * top_k;
-                let hit = experts.min(assignments);
-                let n = assignments.div_ceil(hit);
-                let per_gu = Linear {
-                    in_features: h,
-                    out_features: 2 * i,
-                    lora: None,
-                    ..gate_up
-                };
-                let per_down = Linear {
-                    in_features: i,
-                    out_features: h,
-                    lora: None,
-                    ..down
-                };
-                for _ in 0..hit {
-                    let cur = g.op(
-                        "moe: gather tokens",
-                        &[x.v],
-                        &[],
-                        n * h * x.dsize,
-                        Component::Transient,
-                    );
-                    let cur = T {
-                        v: cur,
-                        elems: n * h,
-                        dsize: x.dsize,
-                    };
-                    let gu = nn::linear(g, cx, cur, &per_gu, "moe: expert gate_up");
-                    let gate = T { elems: n * i, ..gu };
-                    let act = nn::unary(g, gate, "moe: expert act", true, gu.dsize);
-                    let m = nn::binary(g, act, gate, "moe: expert act * up", true);
-                    g.drop_all(&[act.v, gu.v]);
-                    let d = nn::linear(g, cx, m, &per_down, "moe: expert down_proj");
-                    g.drop(m.v);
-                    let wtd = nn::unary(g, d, "moe: expert * routing weight", false, d.dsize);
-                    g.drop_all(&[d.v, wtd.v, cur.v]);
-                }
-                g.drop(onehot);
-                match shared {
-                    Some((sg, su, sd)) => {
-                        let gt = nn::linear(g, cx, x, &sg, "moe: shared expert gate");
-                        let act = nn::unary(g, gt, "moe: shared expert act", true, gt.dsize);
-                        g.drop(gt.v);
-                        let u = nn::linear(g, cx, x, &su, "moe: shared expert up");
-                        let m = nn::binary(g, act, u, "moe: shared expert act * up", true);
-                        g.drop_all(&[act.v, u.v]);
-                        let d = nn::linear(g, cx, m, &sd, "moe: shared expert down");
-                        g.drop(m.v);
-                        let sum = nn::binary(g, out, d, "moe: add shared expert", false);
-                        g.drop_all(&[out.v, d.v]);
+                let out = self.grouped_experts(g, cx, x, experts, top_k, gate_up, down, layer);
+                match shared_out {
+                    Some(d) => {
+                        // sigmoid(shared_expert_gate(x)) * shared output, then the sum.
+                        let gated =
+                            nn::unary(g, d, "moe: shared expert * sigmoid gate", false, d.dsize);
+                        g.drop(d.v);
+                        let sum = nn::binary(g, out, gated, "moe: add shared expert", false);
+                        g.drop_all(&[out.v, gated.v]);
                         sum
                     }
                     None => out,
                 }
             }
         }
+    }
+
+    /// transformers 5.17's default experts implementation (`grouped_mm`,
+    /// `integrations/moe.py`): every (token, expert) pair at once. The
+    /// pairs are sorted by expert and the tokens gathered (`S = tokens x
+    /// top_k` rows), the concatenated gate/up projection runs as one grouped
+    /// GEMM (then an out-of-place `masked_fill`), the gated activation, the
+    /// down projection (and its `masked_fill`), the routing weights (fp32),
+    /// the inverse permutation and a sum over the top-k; every local lives
+    /// until the function returns. (The per-expert loop of older releases
+    /// needed an expert's share of this; the grouped version needs all of it.)
+    #[allow(clippy::too_many_arguments)]
+    fn grouped_experts(
+        &self,
+        g: &mut Graph,
+        cx: &mut Ctx,
+        x: T,
+        experts: u64,
+        top_k: u64,
+        gate_up: Linear,
+        down: Linear,
+        layer: Option<u32>,
+    ) -> T {
+        let h = self.a.hidden_size as u64;
+        let tokens = x.elems / h;
+        let pairs = tokens * top_k;
+        let i = gate_up.out_features / experts / 2;
+        g.at("moe: experts (grouped_mm)", layer);
+        let mut locals: Vec<Value> = Vec::new();
+        // Index tensors: no gradient, so no autograd node.
+        let mut small = |g: &mut Graph, name: &'static str, bytes: u64| {
+            g.at(name, layer);
+            locals.push(g.input(bytes, Component::Transient));
+        };
+        // sort -> (expert_ids_g, perm), sample_weights_g, expert_ids_g.int(), sentinel mask.
+        small(g, "moe: sort expert ids", pairs * INT64);
+        small(g, "moe: sort permutation", pairs * INT64);
+        g.at("moe: perm // top_k", layer);
+        let div = g.input(pairs * INT64, Component::Transient);
+        let gathered = g.op(
+            "moe: gather tokens by expert",
+            &[x.v],
+            &[x.v],
+            pairs * h * x.dsize,
+            Component::Transient,
+        );
+        g.drop(div);
+        let gathered = T {
+            v: gathered,
+            elems: pairs * h,
+            dsize: x.dsize,
+        };
+        small(g, "moe: routing weights by expert", pairs * FP32);
+        small(g, "moe: expert ids int32", pairs * 4);
+        small(g, "moe: sentinel mask", pairs);
+        let all_gu = Linear {
+            in_features: h,
+            out_features: 2 * i,
+            lora: None,
+            ..gate_up
+        };
+        let gu = nn::linear(g, cx, gathered, &all_gu, "moe: grouped gate_up");
+        let gu_masked = nn::unary(g, gu, "moe: gate_up masked_fill", false, gu.dsize);
+        g.drop(gu.v);
+        let gate = T {
+            elems: pairs * i,
+            ..gu_masked
+        };
+        let act = nn::unary(g, gate, "moe: act(gate)", true, gu_masked.dsize);
+        let gated = nn::binary(g, act, gate, "moe: act(gate) * up", true);
+        g.drop_all(&[act.v, gu_masked.v]);
+        let all_down = Linear {
+            in_features: i,
+            out_features: h,
+            lora: None,
+            ..down
+        };
+        let d = nn::linear(g, cx, gated, &all_down, "moe: grouped down_proj");
+        g.drop(gated.v);
+        let d_masked = nn::unary(g, d, "moe: down masked_fill", false, d.dsize);
+        g.drop(d.v);
+        let weighted = nn::unary(g, d_masked, "moe: * routing weights (fp32)", false, FP32);
+        small(g, "moe: inverse permutation", pairs * INT64);
+        g.at("moe: arange", layer);
+        let arange = g.input(pairs * INT64, Component::Transient);
+        g.drop(arange);
+        let restored = nn::unary(g, weighted, "moe: restore token order", false, FP32);
+        g.drop(weighted.v);
+        let summed = g.op(
+            "moe: sum over top-k",
+            &[restored.v],
+            &[],
+            tokens * h * FP32,
+            Component::Transient,
+        );
+        let summed = T {
+            v: summed,
+            elems: tokens * h,
+            dsize: FP32,
+        };
+        let out = nn::cast(g, summed, x.dsize, "moe: .to(hidden dtype)");
+        g.drop_all(&[summed.v, restored.v, d_masked.v, gathered.v]);
+        g.drop_all(&locals);
+        out
     }
 
     /// A full model call. Returns logits (or the final hidden states).
