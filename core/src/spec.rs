@@ -48,10 +48,11 @@ impl Spec {
         let model = parse_model(obj.get("model"))?;
         let mut workload = parse_workload(obj.get("workload"))?;
         infer_resident_optimizer_state(obj, &mut workload);
-        let runtime = match obj.get("runtime") {
+        let mut runtime = match obj.get("runtime") {
             None | Some(Value::Null) => RuntimeProfile::default(),
             Some(v) => parse_runtime(v)?,
         };
+        infer_backward_history(obj, &workload, &mut runtime);
         workload.validate()?;
         crate::families::validate(&model.arch, &workload)?;
         Ok(Spec {
@@ -88,6 +89,36 @@ fn infer_resident_optimizer_state(obj: &Map<String, Value>, workload: &mut Workl
         if weights > 0 && resident >= weights + weights / 2 {
             workload.training.optimizer_state_resident = true;
         }
+    }
+}
+
+/// A measured inference case says whether its process had run a backward
+/// pass: autograd's thread then holds a second cuBLAS workspace, so
+/// `measured.resident_before` exceeds `weight_bytes` by two workspaces
+/// (the public set's BERT, ESM-2 and ResNet-50 processes) rather than one
+/// or none (its Llama generation process). Unless the runtime says
+/// otherwise, `process_ran_backward` follows.
+fn infer_backward_history(
+    obj: &Map<String, Value>,
+    workload: &Workload,
+    runtime: &mut RuntimeProfile,
+) {
+    let explicit = obj
+        .get("runtime")
+        .and_then(|r| r.get("process_ran_backward"))
+        .is_some();
+    if workload.mode != crate::workload::Mode::Inference || explicit {
+        return;
+    }
+    let weights = obj.get("weight_bytes").and_then(Value::as_u64);
+    let resident = obj
+        .get("measured")
+        .and_then(|m| m.get("resident_before"))
+        .and_then(Value::as_u64);
+    if let (Some(weights), Some(resident)) = (weights, resident) {
+        let workspace = runtime.cublas_workspace_bytes.max(1);
+        let extra = resident.saturating_sub(weights);
+        runtime.process_ran_backward = extra + workspace / 2 >= 2 * workspace;
     }
 }
 
@@ -506,6 +537,27 @@ mod tests {
         assert!(case(3000, ""), "weights and AdamW state");
         assert!(
             !case(3000, r#", "optimizer_state_resident": false"#),
+            "explicit wins"
+        );
+    }
+
+    #[test]
+    fn an_inference_case_says_whether_its_process_ran_backward() {
+        let ws: u64 = 32 << 20;
+        let case = |resident: u64, explicit: &str| {
+            let text = format!(
+                r#"{{"case": "x", "model": "gpt2", "weight_bytes": 1000, "workload": {{"mode": "inference"}}, "runtime": {{"allocator": "default"{explicit}}}, "measured": {{"driver_peak": 1, "resident_before": {resident}}}}}"#
+            );
+            Spec::from_json(&text).unwrap().runtime.process_ran_backward
+        };
+        assert!(!case(1000, ""), "weights only: a fresh process");
+        assert!(!case(1000 + ws, ""), "one workspace: inference before");
+        assert!(
+            case(1000 + 2 * ws + 280, ""),
+            "two workspaces: a backward ran"
+        );
+        assert!(
+            case(1000, r#", "process_ran_backward": true"#),
             "explicit wins"
         );
     }
