@@ -86,7 +86,7 @@ fn infer_resident_optimizer_state(obj: &Map<String, Value>, workload: &mut Workl
         .and_then(|m| m.get("resident_before"))
         .and_then(Value::as_u64);
     if let (Some(weights), Some(resident)) = (weights, resident) {
-        if weights > 0 && resident >= weights + weights / 2 {
+        if weights > 0 && resident >= weights.saturating_add(weights / 2) {
             workload.training.optimizer_state_resident = true;
         }
     }
@@ -118,7 +118,8 @@ fn infer_backward_history(
     if let (Some(weights), Some(resident)) = (weights, resident) {
         let workspace = runtime.cublas_workspace_bytes.max(1);
         let extra = resident.saturating_sub(weights);
-        runtime.process_ran_backward = extra + workspace / 2 >= 2 * workspace;
+        runtime.process_ran_backward =
+            extra.saturating_add(workspace / 2) >= workspace.saturating_mul(2);
     }
 }
 

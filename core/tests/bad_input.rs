@@ -158,6 +158,11 @@ fn bad_documents_and_models_are_named() {
         r#"{"model": "llama-3.1-8b", "workload": {}, "runtime": {"cuda_context_bytes": 18446744073709551615}}"#,
         &["runtime.cuda_context_bytes", "1 TiB"],
     );
+    // A measured case's process-history fields never overflow.
+    check(
+        r#"{"model": "gpt2", "weight_bytes": 18446744073709551615, "workload": {"mode": "inference"}, "runtime": {"cublas_workspace_bytes": 18446744073709551615}, "measured": {"driver_peak": 1, "resident_before": 18446744073709551615}}"#,
+        &["runtime.cublas_workspace_bytes", "1 TiB"],
+    );
     check(
         r#"{"model": {"family": "decoder", "vocab_size": 0, "hidden_size": 64, "intermediate_size": 128, "num_layers": 2, "num_heads": 4, "num_kv_heads": 4, "head_dim": 16, "tie_word_embeddings": true, "mlp": "gated", "norm": "rms_norm"}, "workload": {}}"#,
         &["model.vocab_size", "must not be 0"],
