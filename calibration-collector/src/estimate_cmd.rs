@@ -2,7 +2,7 @@
 
 use crate::cases::read_text;
 use crate::error::{CollectorError, Result};
-use headroom_core::estimate::{estimate_with, Estimate, EstimateOptions};
+use headroom_core::estimate::{estimate_after_with, estimate_with, Estimate, EstimateOptions};
 use headroom_core::spec::Spec;
 use headroom_core::workload::Mode;
 use headroom_core::{gpus, Bytes};
@@ -18,6 +18,10 @@ pub struct EstimateArgs {
     pub table: bool,
     /// A GPU catalog id: check that the job fits its usable memory.
     pub gpu: Option<String>,
+    /// A spec of the same model whose job ran before this one in the same
+    /// process (its weights, optimizer state and workspaces stay where it
+    /// put them).
+    pub after: Option<String>,
 }
 
 /// Runs `estimate`, returning what to print.
@@ -39,8 +43,28 @@ pub fn run(args: &EstimateArgs) -> Result<String> {
     let options = EstimateOptions {
         capacity: gpu.map(|g| g.usable_bytes),
     };
-    let est = estimate_with(&spec.model.arch, &spec.workload, &spec.runtime, options)
-        .map_err(|e| CollectorError::input(format!("{name}: {e}")))?;
+    let est = match &args.after {
+        None => estimate_with(&spec.model.arch, &spec.workload, &spec.runtime, options)
+            .map_err(|e| CollectorError::input(format!("{name}: {e}")))?,
+        Some(earlier_path) => {
+            let earlier = Spec::from_json(&read_text(earlier_path)?)
+                .map_err(|e| CollectorError::input(format!("--after {earlier_path}: {e}")))?;
+            if earlier.model.arch != spec.model.arch {
+                return Err(CollectorError::input(format!(
+                    "--after {earlier_path}: its model ({}) is not the model of {name} ({}); allowed: a spec of the same model that ran earlier in the same process",
+                    earlier.model.name, spec.model.name
+                )));
+            }
+            estimate_after_with(
+                &spec.model.arch,
+                &earlier.workload,
+                &spec.workload,
+                &spec.runtime,
+                options,
+            )
+            .map_err(|e| CollectorError::input(format!("{name} after {earlier_path}: {e}")))?
+        }
+    };
     if args.table {
         Ok(table(&spec, &est, gpu))
     } else {

@@ -37,6 +37,10 @@ enum Command {
         /// Also say whether the job fits this GPU of the catalog (e.g. `h200`).
         #[arg(long)]
         gpu: Option<String>,
+        /// A spec of the same model that ran earlier in the same process (a notebook that
+        /// trained before): its weights, optimizer state and workspaces stay where it put them.
+        #[arg(long, value_name = "EARLIER_SPEC")]
+        after: Option<String>,
     },
     /// Which GPUs of the catalog run a spec: longest length and largest batch per card,
     /// jobs per card and the reservation to request; for ESMFold also the longest
@@ -216,8 +220,18 @@ fn json_line<T: serde::Serialize>(value: &T) -> Result<String> {
 
 fn dispatch(cli: Cli) -> Result<i32> {
     match cli.command {
-        Command::Estimate { spec, table, gpu } => {
-            let text = estimate_cmd::run(&estimate_cmd::EstimateArgs { spec, table, gpu })?;
+        Command::Estimate {
+            spec,
+            table,
+            gpu,
+            after,
+        } => {
+            let text = estimate_cmd::run(&estimate_cmd::EstimateArgs {
+                spec,
+                table,
+                gpu,
+                after,
+            })?;
             print(&text)?;
         }
         Command::Gpus { spec, margin } => {

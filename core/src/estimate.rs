@@ -232,15 +232,20 @@ pub fn estimate_after(
     workload: &Workload,
     runtime: &RuntimeProfile,
 ) -> Result<Estimate, Error> {
+    estimate_after_with(arch, earlier, workload, runtime, EstimateOptions::default())
+}
+
+/// [`estimate_after`] with options (a capacity).
+pub fn estimate_after_with(
+    arch: &Architecture,
+    earlier: &Workload,
+    workload: &Workload,
+    runtime: &RuntimeProfile,
+    options: EstimateOptions,
+) -> Result<Estimate, Error> {
     earlier.validate()?;
     families::validate(arch, earlier)?;
-    run(
-        arch,
-        Some(earlier),
-        workload,
-        runtime,
-        EstimateOptions::default(),
-    )
+    run(arch, Some(earlier), workload, runtime, options)
 }
 
 /// Replays `earlier` into a fresh `replay` and ends it as a process ends
