@@ -236,6 +236,32 @@ pub(crate) fn autocast_weight(
 /// weights and LoRA (peft: `result + B(A(x.to(fp32))) * scaling`, then
 /// `.to(result dtype)`).
 pub fn linear(g: &mut Graph, cx: &mut Ctx, x: T, l: &Linear, name: &'static str) -> T {
+    linear_by(g, cx, x, l, name, Kernel::Gemm)
+}
+
+/// How a linear map runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kernel {
+    /// cuBLAS GEMM (`F.linear`).
+    Gemm,
+    /// cuBLAS GEMM on a non-contiguous input (nn.MultiheadAttention's
+    /// batch-first transpose): the input is first copied contiguous, and
+    /// the copy is what the weight gradient saves.
+    GemmOfTransposedInput,
+    /// cuDNN convolution (a patch convolution written as a linear map): no
+    /// cuBLAS handle is made.
+    Convolution,
+}
+
+/// [`linear`] run by `kernel`.
+pub fn linear_by(
+    g: &mut Graph,
+    cx: &mut Ctx,
+    x: T,
+    l: &Linear,
+    name: &'static str,
+    kernel: Kernel,
+) -> T {
     let rows = x.elems / l.in_features;
     let w_elems = l.in_features * l.out_features;
     let mut drop_weight_copy = false;
@@ -255,6 +281,19 @@ pub fn linear(g: &mut Graph, cx: &mut Ctx, x: T, l: &Linear, name: &'static str)
             dsize: l.weight_dsize,
         };
         (x, w)
+    };
+    let xin = if kernel == Kernel::GemmOfTransposedInput {
+        let c = unary(
+            g,
+            xin,
+            "reshape: contiguous copy of the input",
+            false,
+            xin.dsize,
+        );
+        g.drop(xin.v);
+        c
+    } else {
+        xin
     };
     let out_dsize = if cx.autocast { BF16 } else { cx.compute_dsize };
     if l.quantized {
@@ -282,7 +321,9 @@ pub fn linear(g: &mut Graph, cx: &mut Ctx, x: T, l: &Linear, name: &'static str)
     );
     // A fresh process's first GEMM creates the cuBLAS workspace, after the
     // output exists.
-    g.gemm();
+    if kernel != Kernel::Convolution {
+        g.gemm();
+    }
     g.drop(xin.v);
     if drop_weight_copy {
         g.drop(w.v);

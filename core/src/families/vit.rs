@@ -187,25 +187,35 @@ impl Net {
             elems: b * self.side * self.side * self.conv.in_features,
             ..images
         };
-        let x = nn::linear(g, cx, patches, &self.conv, "patch embedding (conv_proj)");
+        let x = nn::linear_by(
+            g,
+            cx,
+            patches,
+            &self.conv,
+            "patch embedding (conv_proj)",
+            nn::Kernel::Convolution,
+        );
         // conv_proj is an nn.Conv2d: cuDNN's workspace (see `cnn`).
         g.set_backward_scratch(x.v, self.conv_workspace.1);
         g.at("patch embedding (conv_proj): cuDNN workspace", None);
         g.scratch([self.conv_workspace.0, 0]);
         g.drop(images.v);
         g.at("class token + positions", None);
+        // `torch.cat` promotes to the wider dtype: the fp32 class token
+        // makes the concatenation fp32 under autocast (the H200 trace).
+        let cat_dsize = x.dsize.max(self.pos_dsize);
         let with_cls = g.op(
             "torch.cat([class_token, x])",
             &[x.v, self.cls],
             &[],
-            b * n * h * x.dsize,
+            b * n * h * cat_dsize,
             Component::Transient,
         );
         g.drop(x.v);
         let with_cls = T {
             v: with_cls,
             elems: b * n * h,
-            dsize: x.dsize,
+            dsize: cat_dsize,
         };
         let posv = T {
             v: self.pos,
@@ -279,7 +289,14 @@ impl Net {
         layer: Option<u32>,
     ) -> T {
         let (b, h, n) = (self.b, self.h, self.n);
-        let proj = nn::linear(g, cx, y, &blk.in_proj, "self_attention: in_proj");
+        // Training takes nn.MultiheadAttention's general path, which
+        // transposes the batch-first input before `in_proj`.
+        let kernel = if training {
+            nn::Kernel::GemmOfTransposedInput
+        } else {
+            nn::Kernel::Gemm
+        };
+        let proj = nn::linear_by(g, cx, y, &blk.in_proj, "self_attention: in_proj", kernel);
         let ds = proj.dsize;
         let third = T {
             elems: b * n * h,
@@ -339,18 +356,25 @@ impl Net {
         };
         let attn = nn::sdpa(g, cx, q, k, v, shape);
         g.drop_all(&[q.v, k.v, v.v]);
-        let merged = g.op(
-            "self_attention: merge heads",
-            &[attn.v],
-            &[],
-            attn.bytes(),
-            Component::Transient,
-        );
-        g.drop(attn.v);
-        let merged = T {
-            v: merged,
-            elems: b * n * h,
-            dsize: ds,
+        // Merging the heads copies in inference; in training the H200
+        // trace shows no copy before `out_proj` (sdpa's output is already
+        // laid out token-major).
+        let merged = if training {
+            attn
+        } else {
+            let merged = g.op(
+                "self_attention: merge heads",
+                &[attn.v],
+                &[],
+                attn.bytes(),
+                Component::Transient,
+            );
+            g.drop(attn.v);
+            T {
+                v: merged,
+                elems: b * n * h,
+                dsize: ds,
+            }
         };
         let out = nn::linear(g, cx, merged, &blk.out_proj, "self_attention: out_proj");
         g.drop(merged.v);
