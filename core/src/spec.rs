@@ -63,6 +63,17 @@ impl Spec {
     }
 }
 
+/// A measured case's `weight_bytes` and `measured.resident_before`: what its
+/// process held when the case started, against the model's own weights.
+fn weights_and_resident(obj: &Map<String, Value>) -> Option<(u64, u64)> {
+    let weights = obj.get("weight_bytes").and_then(Value::as_u64)?;
+    let resident = obj
+        .get("measured")
+        .and_then(|m| m.get("resident_before"))
+        .and_then(Value::as_u64)?;
+    Some((weights, resident))
+}
+
 /// A measured case (the `shared/calibration` format) says what its process
 /// held when it started: `measured.resident_before` bytes against the
 /// model's `weight_bytes`. The harness keeps one optimizer per model, so a
@@ -80,12 +91,7 @@ fn infer_resident_optimizer_state(obj: &Map<String, Value>, workload: &mut Workl
     if workload.mode != crate::workload::Mode::Training || explicit {
         return;
     }
-    let weights = obj.get("weight_bytes").and_then(Value::as_u64);
-    let resident = obj
-        .get("measured")
-        .and_then(|m| m.get("resident_before"))
-        .and_then(Value::as_u64);
-    if let (Some(weights), Some(resident)) = (weights, resident) {
+    if let Some((weights, resident)) = weights_and_resident(obj) {
         if weights > 0 && resident >= weights.saturating_add(weights / 2) {
             workload.training.optimizer_state_resident = true;
         }
@@ -110,12 +116,7 @@ fn infer_backward_history(
     if workload.mode != crate::workload::Mode::Inference || explicit {
         return;
     }
-    let weights = obj.get("weight_bytes").and_then(Value::as_u64);
-    let resident = obj
-        .get("measured")
-        .and_then(|m| m.get("resident_before"))
-        .and_then(Value::as_u64);
-    if let (Some(weights), Some(resident)) = (weights, resident) {
+    if let Some((weights, resident)) = weights_and_resident(obj) {
         let workspace = runtime.cublas_workspace_bytes.max(1);
         let extra = resident.saturating_sub(weights);
         runtime.process_ran_backward =
