@@ -18,8 +18,10 @@
 //! - `expandable_segments:True`: one segment per pool that grows by 2 MiB
 //!   (small) or 20 MiB (large) pages at its end.
 
-use alloc::collections::BTreeSet;
+mod free_list;
+
 use alloc::vec::Vec;
+use free_list::{Found, FreeList};
 
 /// Requests are rounded up to a multiple of this (`kMinBlockSize`).
 pub const MIN_BLOCK_SIZE: u64 = 512;
@@ -137,9 +139,9 @@ pub struct CachingAllocator {
     blocks: Vec<Block>,
     free_slots: Vec<u32>,
     segments: Vec<Segment>,
-    /// Free blocks by (size, address, block).
-    small_free: BTreeSet<(u64, u64, u32)>,
-    large_free: BTreeSet<(u64, u64, u32)>,
+    /// Free blocks of each pool, best-fit by (size, address).
+    small_free: FreeList,
+    large_free: FreeList,
     next_address: u64,
     /// Expandable mode: the growing segment of each pool (small, large).
     expandable: [u32; 2],
@@ -156,8 +158,8 @@ impl CachingAllocator {
             blocks: Vec::with_capacity(1024),
             free_slots: Vec::new(),
             segments: Vec::with_capacity(512),
-            small_free: BTreeSet::new(),
-            large_free: BTreeSet::new(),
+            small_free: FreeList::new(),
+            large_free: FreeList::new(),
             next_address: TOP_ADDRESS,
             expandable: [NONE, NONE],
             stats: Stats::default(),
@@ -233,7 +235,7 @@ impl CachingAllocator {
         }
     }
 
-    fn pool(&mut self, small: bool) -> &mut BTreeSet<(u64, u64, u32)> {
+    fn pool(&mut self, small: bool) -> &mut FreeList {
         if small {
             &mut self.small_free
         } else {
@@ -243,31 +245,31 @@ impl CachingAllocator {
 
     fn insert_free(&mut self, b: u32) {
         let blk = self.blocks[b as usize];
-        self.pool(blk.small).insert((blk.size, blk.address, b));
+        self.pool(blk.small).insert(b, blk.size, blk.address);
     }
 
     fn remove_free(&mut self, b: u32) {
         let blk = self.blocks[b as usize];
-        self.pool(blk.small).remove(&(blk.size, blk.address, b));
+        self.pool(blk.small).remove(b, blk.size, blk.address);
     }
 
     /// Best-fit search with the `max_split_size` refusals of `get_free_block`.
-    fn find_free(&self, size: u64, small: bool) -> Option<u32> {
+    fn find_free(&self, size: u64, small: bool) -> Option<Found> {
         let pool = if small {
             &self.small_free
         } else {
             &self.large_free
         };
-        let &(found, _, b) = pool.range((size, 0, 0)..).next()?;
+        let found = pool.best_fit(size)?;
         if let Some(max_split) = self.config.max_split_size {
-            if size < max_split && found >= max_split {
+            if size < max_split && found.size >= max_split {
                 return None;
             }
-            if size >= max_split && found >= size + LARGE_BUFFER {
+            if size >= max_split && found.size >= size + LARGE_BUFFER {
                 return None;
             }
         }
-        Some(b)
+        Some(found)
     }
 
     fn can_reserve(&self, bytes: u64) -> bool {
@@ -309,7 +311,7 @@ impl CachingAllocator {
     pub fn empty_cache(&mut self) {
         let mut released = Vec::new();
         for pool in [&self.small_free, &self.large_free] {
-            for &(_, _, b) in pool.iter() {
+            for (_, _, b) in pool.sorted() {
                 let blk = self.blocks[b as usize];
                 if blk.prev == NONE && blk.next == NONE {
                     released.push(b);
@@ -385,10 +387,7 @@ impl CachingAllocator {
         let size = round_size(request);
         let small = size <= SMALL_SIZE;
         let block = match self.find_free(size, small) {
-            Some(b) => {
-                self.remove_free(b);
-                b
-            }
+            Some(found) => self.pool(small).take(found),
             None if self.config.expandable_segments => match self.grow_expandable(size, small) {
                 Some(b) => b,
                 None => {
