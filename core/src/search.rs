@@ -27,20 +27,20 @@ pub struct CurvePoint {
 /// run, by a few segments) reports that shorter point's peak instead: the
 /// curve is the running maximum, so it is monotone and never below the
 /// exact replay. `monotone_from` on the point says where that happened.
+/// With the `std` feature, outside WebAssembly, the replays run in parallel
+/// on every core (the result is the same).
 pub fn curve(
     arch: &Architecture,
     workload: &Workload,
     runtime: &RuntimeProfile,
     lengths: &[u32],
 ) -> Result<Vec<CurvePoint>, Error> {
-    let vision = arch.is_vision();
     let mut sorted: Vec<u32> = lengths.to_vec();
     sorted.sort_unstable();
     sorted.dedup();
+    let estimates = estimate_each(arch, workload, runtime, &sorted)?;
     let mut out: Vec<CurvePoint> = Vec::with_capacity(sorted.len());
-    for length in sorted {
-        let w = workload.with_length(vision, length);
-        let mut estimate = estimate_with(arch, &w, runtime, EstimateOptions::default())?;
+    for (length, mut estimate) in sorted.into_iter().zip(estimates) {
         let mut monotone_from = None;
         if let Some(prev) = out.last() {
             if prev.estimate.driver_peak > estimate.driver_peak {
@@ -55,6 +55,73 @@ pub fn curve(
         });
     }
     Ok(out)
+}
+
+/// The exact estimate at each length, in order.
+#[cfg(not(all(feature = "std", not(target_arch = "wasm32"))))]
+fn estimate_each(
+    arch: &Architecture,
+    workload: &Workload,
+    runtime: &RuntimeProfile,
+    lengths: &[u32],
+) -> Result<Vec<Estimate>, Error> {
+    let vision = arch.is_vision();
+    lengths
+        .iter()
+        .map(|&length| {
+            let w = workload.with_length(vision, length);
+            estimate_with(arch, &w, runtime, EstimateOptions::default())
+        })
+        .collect()
+}
+
+/// The exact estimate at each length, in order; the replays are independent,
+/// so with `std` (outside the browser) they run on every core, each thread
+/// taking every n-th length so that long and short replays spread evenly.
+#[cfg(all(feature = "std", not(target_arch = "wasm32")))]
+fn estimate_each(
+    arch: &Architecture,
+    workload: &Workload,
+    runtime: &RuntimeProfile,
+    lengths: &[u32],
+) -> Result<Vec<Estimate>, Error> {
+    let vision = arch.is_vision();
+    let one = |length: u32| {
+        let w = workload.with_length(vision, length);
+        estimate_with(arch, &w, runtime, EstimateOptions::default())
+    };
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(lengths.len().div_ceil(8).max(1));
+    if threads <= 1 {
+        return lengths.iter().map(|&l| one(l)).collect();
+    }
+    let mut slots: Vec<Option<Result<Estimate, Error>>> = alloc::vec![None; lengths.len()];
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|t| {
+                let one = &one;
+                scope.spawn(move || {
+                    (t..lengths.len())
+                        .step_by(threads)
+                        .map(|i| (i, one(lengths[i])))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        for worker in workers {
+            let done = worker
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            for (i, result) in done {
+                slots[i] = Some(result);
+            }
+        }
+    });
+    slots
+        .into_iter()
+        .map(|slot| slot.expect("every length was estimated"))
+        .collect()
 }
 
 /// `count` lengths from `min` to `max`, evenly spaced (or geometric when
