@@ -87,6 +87,10 @@ pub struct Graph<'r> {
     /// thread's at its first matmul ([`Graph::gemm`]), the autograd
     /// thread's at the first backward ([`Graph::seed`]).
     pending_workspaces: [u64; 2],
+    /// The GPU's multiprocessors and resident threads per multiprocessor:
+    /// PyTorch's reduction kernels size their grid (and their global-memory
+    /// buffer) by them.
+    pub multiprocessors: (u32, u32),
 }
 
 impl<'r> Graph<'r> {
@@ -101,7 +105,18 @@ impl<'r> Graph<'r> {
             param_log: None,
             staged: Vec::new(),
             pending_workspaces: [0; 2],
+            multiprocessors: (
+                crate::runtime::H200_MULTIPROCESSORS,
+                crate::runtime::H200_THREADS_PER_MULTIPROCESSOR,
+            ),
         }
+    }
+
+    /// A program in no-grad mode on the GPU `runtime` describes.
+    pub fn for_runtime(replay: &'r mut Replay, runtime: &crate::RuntimeProfile) -> Graph<'r> {
+        let mut g = Graph::new(replay);
+        g.multiprocessors = (runtime.multiprocessors, runtime.threads_per_multiprocessor);
+        g
     }
 
     /// Defers the cuBLAS workspaces of a fresh process: `forward` bytes at

@@ -44,6 +44,14 @@ pub const H200_MODEL_KERNELS_BYTES: u64 =
 /// `measurements/h200-cudnn/`): 1 on the card they were measured on.
 pub const H200_CUDNN_WORKSPACE_SCALE: f64 = 1.0;
 
+/// The H200's multiprocessors and resident threads per multiprocessor, as
+/// `torch.cuda.get_device_properties(0)` reports them on the calibration
+/// machine (`measurements/h200-linear-backward/README.md`). Device
+/// properties, not fitted.
+pub const H200_MULTIPROCESSORS: u32 = 132;
+/// See [`H200_MULTIPROCESSORS`].
+pub const H200_THREADS_PER_MULTIPROCESSOR: u32 = 2048;
+
 /// Default of [`RuntimeProfile::process_ran_backward`]: assume the process
 /// may have run a backward pass before (notebooks train then evaluate; the
 /// public H200 inference cases of BERT, ESM-2 and ResNet-50 ran in such
@@ -85,6 +93,12 @@ pub struct RuntimeProfile {
     /// trained, then evaluates): autograd's thread keeps its cuBLAS handle,
     /// kernels and 32 MiB workspace. Training jobs always have them.
     pub process_ran_backward: bool,
+    /// Streaming multiprocessors of the GPU (`multiProcessorCount`): sizes
+    /// the grid of PyTorch's reduction kernels, whose global-memory buffer
+    /// (a bias gradient's `sum(0)`) the allocator serves.
+    pub multiprocessors: u32,
+    /// Resident threads per multiprocessor (`maxThreadsPerMultiProcessor`).
+    pub threads_per_multiprocessor: u32,
     /// Allocator settings. In measurement files this is the string
     /// `"default"` or `"expandable_segments"`.
     #[cfg_attr(feature = "serde", serde(deserialize_with = "allocator_setting"))]
@@ -94,6 +108,10 @@ pub struct RuntimeProfile {
 /// Largest byte figure a runtime profile may carry: 1 TiB (no GPU is
 /// near it; larger values are typos that would overflow the sums).
 pub const MAX_RUNTIME_BYTES: u64 = 1 << 40;
+/// Largest `multiprocessors`.
+pub const MAX_MULTIPROCESSORS: u32 = 4096;
+/// Largest `threads_per_multiprocessor`.
+pub const MAX_THREADS_PER_MULTIPROCESSOR: u32 = 65536;
 /// Largest `cudnn_workspace_scale`.
 pub const MAX_CUDNN_WORKSPACE_SCALE: f64 = 16.0;
 
@@ -131,6 +149,20 @@ impl RuntimeProfile {
                 "a number from 0 to 16 (1 = as measured on the H200)",
             ));
         }
+        if !(1..=MAX_MULTIPROCESSORS).contains(&self.multiprocessors) {
+            return Err(Error::invalid(
+                "runtime.multiprocessors",
+                format!("{} is out of range", self.multiprocessors),
+                "a whole number from 1 to 4096 (132 on an H200)",
+            ));
+        }
+        if !(32..=MAX_THREADS_PER_MULTIPROCESSOR).contains(&self.threads_per_multiprocessor) {
+            return Err(Error::invalid(
+                "runtime.threads_per_multiprocessor",
+                format!("{} is out of range", self.threads_per_multiprocessor),
+                "a whole number from 32 to 65536 (2048 on an H200)",
+            ));
+        }
         if let Some(max) = self.allocator.max_split_size {
             if max > MAX_RUNTIME_BYTES {
                 return Err(Error::invalid(
@@ -164,6 +196,8 @@ impl RuntimeProfile {
             cudnn_library_bytes: H200_CUDNN_LIBRARY_BYTES,
             cudnn_workspace_scale: H200_CUDNN_WORKSPACE_SCALE,
             process_ran_backward: PROCESS_RAN_BACKWARD_DEFAULT,
+            multiprocessors: H200_MULTIPROCESSORS,
+            threads_per_multiprocessor: H200_THREADS_PER_MULTIPROCESSOR,
             allocator: AllocatorConfig::default(),
         }
     }

@@ -378,7 +378,7 @@ pub fn replay(
     };
     let image = workload.image_size.unwrap_or(224) as u64;
     let net = layers(arch, image);
-    let mut g = Graph::new(replay);
+    let mut g = Graph::for_runtime(replay, runtime);
     g.at("load weights", None);
     // Parameters and BatchNorm buffers, in module order.
     let mut params = super::nn::Params::new(dsize, training);

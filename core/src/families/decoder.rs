@@ -1096,7 +1096,7 @@ pub fn replay(
     runtime: &RuntimeProfile,
     replay: &mut Replay,
 ) -> Result<ReplaySummary, Error> {
-    let mut g = Graph::new(replay);
+    let mut g = Graph::for_runtime(replay, runtime);
     if workload.load == LoadPath::BuildThenCast
         && workload.mode == Mode::Inference
         && workload.dtype.is_float()

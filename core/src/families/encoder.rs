@@ -441,7 +441,7 @@ pub fn replay(
     runtime: &RuntimeProfile,
     replay: &mut Replay,
 ) -> Result<ReplaySummary, Error> {
-    let mut g = Graph::new(replay);
+    let mut g = Graph::for_runtime(replay, runtime);
     let training = workload.mode == Mode::Training;
     if training && workload.training.lora.is_some() {
         return Err(Error::unsupported(

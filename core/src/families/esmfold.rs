@@ -391,7 +391,7 @@ pub fn replay(
     runtime: &RuntimeProfile,
     replay: &mut Replay,
 ) -> Result<ReplaySummary, Error> {
-    let mut g = Graph::new(replay);
+    let mut g = Graph::for_runtime(replay, runtime);
     let stem_dsize = workload.esmfold.stem_dtype.bytes();
     let folding = folding_tensors(arch);
     let build_then_cast = workload.load == LoadPath::BuildThenCast && stem_dsize != FP32;

@@ -58,7 +58,7 @@ pub fn replay(
     runtime: &RuntimeProfile,
     replay: &mut Replay,
 ) -> Result<ReplaySummary, Error> {
-    let mut g = Graph::new(replay);
+    let mut g = Graph::for_runtime(replay, runtime);
     let training = workload.mode == Mode::Training;
     let dsize = nn::param_dsize(workload);
     let (h, m) = (a.hidden_size as u64, a.mlp_dim as u64);
