@@ -288,7 +288,10 @@ pub fn column_sum_buffer(rows: u64, cols: u64, dsize: u64, multiprocessors: (u32
         }
     };
     // "Vectorize along output": the widest of 4, 2, 1 dividing the row.
-    let vec = [4, 2, 1].into_iter().find(|&v| cols.is_multiple_of(v)).unwrap_or(1);
+    let vec = [4, 2, 1]
+        .into_iter()
+        .find(|&v| cols.is_multiple_of(v))
+        .unwrap_or(1);
     let max_threads = MAX_THREADS / vec;
     let (dim0, dim1) = (cols / vec, rows);
     let dim0_pow2 = if dim0 < max_threads {
