@@ -20,21 +20,23 @@ HERE = pathlib.Path(__file__).parent
 sys.path.insert(0, str(HERE.parent.parent / "calibration-collector" / "python"))
 import headroom_measure as h  # noqa: E402
 
+GENERALIZATION = HERE.parent / "h200-generalization"
 RUNS = {  # measured file: the case file it was run from
-    "validation.jsonl": "validation-cases.jsonl",
-    "mixtral.jsonl": "mixtral-cases.jsonl",
+    HERE / "validation.jsonl": HERE / "validation-cases.jsonl",
+    HERE / "mixtral.jsonl": HERE / "mixtral-cases.jsonl",
+    GENERALIZATION / "measured.jsonl": GENERALIZATION / "generalization-cases.jsonl",
 }
 
 for measured, cases in RUNS.items():
     history = {}
-    for group in h.group_cases(h.load_cases(HERE / cases)):
+    for group in h.group_cases(h.load_cases(cases)):
         trained = False
         for case in group:
             history[case["case"]] = trained
             trained = trained or case["workload"]["mode"] == "training"
         optimizers = [c["workload"]["training"].get("optimizer") for c in group if c["workload"]["mode"] == "training"]
         assert len(set(optimizers)) <= 1, f"one optimizer per build: {optimizers}"
-    path = HERE / measured
+    path = measured
     lines = []
     for line in path.read_text().splitlines():
         case = json.loads(line)
@@ -45,4 +47,4 @@ for measured, cases in RUNS.items():
         lines.append(json.dumps(case))
     path.chmod(0o644)
     path.write_text("\n".join(lines) + "\n")
-    print(f"{measured}: {len(lines)} cases, every case annotated")
+    print(f"{measured.name}: {len(lines)} cases, every case annotated")
