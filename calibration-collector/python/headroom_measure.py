@@ -647,8 +647,15 @@ class Runner:
         ids = random_ids(self.model, case, w["batch"], w["seq_len"], self.device)
         kwargs = {}
         import inspect
-        if "use_cache" in inspect.signature(self.model.forward).parameters:
+        params = inspect.signature(self.model.forward).parameters
+        if "use_cache" in params:
             kwargs["use_cache"] = False
+        logits = (w.get("inference") or {}).get("logits", "all")
+        if logits == "last":
+            # The core's `logits = "last"`: the head over the last position only.
+            if "logits_to_keep" not in params:
+                raise Unsupported(f"{case['model']} cannot keep only the last position's logits")
+            kwargs["logits_to_keep"] = 1
         with torch.no_grad():
             out = self.model(input_ids=ids, **kwargs)
         del out
