@@ -52,6 +52,22 @@ struct Node {
     backward_scratch: [u64; 2],
     /// A checkpointed segment: backward stops here and hands control back.
     checkpoint: Option<u32>,
+    /// A matrix multiply (see [`Graph::mark_gemm`]).
+    gemm: Option<GradOrder>,
+}
+
+/// The order in which a matrix multiply's backward computes its gradients.
+/// PyTorch's generated autograd functions compute them in the alphabetical
+/// order of the argument names: `addmm(self=bias, mat1=input, mat2=weight.t())`
+/// gives input, weight, bias (the ViT and BERT traces); `mm(self=input,
+/// mat2=weight.t())`, a linear without bias, gives weight, then input (GPT-2's
+/// `lm_head` in `measurements/h200-generalization/trace-segments.jsonl`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GradOrder {
+    /// `addmm`: input, weight (then bias).
+    InputFirst,
+    /// `mm`: weight, then input.
+    WeightFirst,
 }
 
 /// A checkpoint boundary reached by [`Graph::backward_run`]: the caller
@@ -129,6 +145,15 @@ impl<'r> Graph<'r> {
     /// workspace now (kept for the life of the process).
     pub fn gemm(&mut self) {
         let bytes = core::mem::take(&mut self.pending_workspaces[0]);
+        if bytes > 0 {
+            let _kept = self.replay.alloc(bytes, Component::LibraryWorkspace);
+        }
+    }
+
+    /// A backward matrix multiply ran: a fresh process's autograd thread
+    /// creates its cuBLAS workspace now.
+    fn autograd_gemm(&mut self) {
+        let bytes = core::mem::take(&mut self.pending_workspaces[1]);
         if bytes > 0 {
             let _kept = self.replay.alloc(bytes, Component::LibraryWorkspace);
         }
@@ -387,6 +412,7 @@ impl<'r> Graph<'r> {
                 backward_workspace,
                 backward_scratch: [0; 2],
                 checkpoint: None,
+                gemm: None,
             };
             for (slot, &i) in node.inputs.iter_mut().zip(inputs) {
                 *slot = Some(i);
@@ -427,6 +453,7 @@ impl<'r> Graph<'r> {
                 backward_workspace: 0,
                 backward_scratch: [0; 2],
                 checkpoint: None,
+                gemm: None,
             });
         }
     }
@@ -438,6 +465,20 @@ impl<'r> Graph<'r> {
         if let Some(node) = self.nodes.last_mut() {
             if node.output == output {
                 node.backward_scratch = buffers;
+            }
+        }
+    }
+
+    /// Marks the node that produced `output` (the most recent one) as a
+    /// matrix multiply: its backward computes its gradients in `order`, and
+    /// the first backward matrix multiply of a fresh process creates the
+    /// autograd thread's cuBLAS workspace, right after its output exists
+    /// (the traces: ResNet-50's `fc` input gradient, BERT's MLM decoder,
+    /// GPT-2's `lm_head` weight gradient). No-op when no node was recorded.
+    pub fn mark_gemm(&mut self, output: Value, order: GradOrder) {
+        if let Some(node) = self.nodes.last_mut() {
+            if node.output == output {
+                node.gemm = Some(order);
             }
         }
     }
@@ -480,6 +521,7 @@ impl<'r> Graph<'r> {
             backward_workspace: 0,
             backward_scratch: [0; 2],
             checkpoint: Some(segment),
+            gemm: None,
         });
     }
 
@@ -501,10 +543,6 @@ impl<'r> Graph<'r> {
         let seed = self.replay.alloc(seed_bytes, Component::Transient);
         self.values[loss.0 as usize].grad = Some(seed);
         self.gemm();
-        let autograd = core::mem::take(&mut self.pending_workspaces[1]);
-        if autograd > 0 {
-            let _kept = self.replay.alloc(autograd, Component::LibraryWorkspace);
-        }
     }
 
     /// Runs recorded nodes in reverse down to `mark`; stops at a checkpoint
@@ -544,7 +582,11 @@ impl<'r> Graph<'r> {
                 self.replay
                     .touch(node.backward_workspace, Component::Transient);
             }
-            for input in node.inputs.iter().flatten() {
+            let order = match node.gemm {
+                Some(GradOrder::WeightFirst) => [1, 0, 2],
+                _ => [0, 1, 2],
+            };
+            for input in order.iter().filter_map(|&i| node.inputs[i]) {
                 let s = &self.values[input.0 as usize];
                 if !s.requires_grad {
                     continue;
@@ -555,6 +597,9 @@ impl<'r> Graph<'r> {
                     Component::Transient
                 };
                 let g = self.replay.alloc(s.bytes, component);
+                if node.gemm.is_some() {
+                    self.autograd_gemm();
+                }
                 let s = &mut self.values[input.0 as usize];
                 if s.grad.is_some() {
                     // Accumulated in place into the existing gradient.

@@ -2,7 +2,7 @@
 //! allocations, the tensors autograd saves, and autocast's dtype rules.
 
 use crate::estimate::Component;
-use crate::graph::{Graph, Value};
+use crate::graph::{GradOrder, Graph, Value};
 use alloc::vec::Vec;
 
 /// A tensor handle with its element count and element size.
@@ -410,6 +410,19 @@ pub fn linear_by(
     if !reduction_first && bias_reduction > 0 {
         g.set_backward_scratch(v, [bias_reduction, 0]);
     }
+    if kernel != Kernel::Convolution {
+        // `addmm` for a 2-D or contiguous input with bias; otherwise `mm`
+        // (the bias, if any, added apart).
+        let addmm = l.bias.is_some() && !reduction_first;
+        g.mark_gemm(
+            v,
+            if addmm {
+                GradOrder::InputFirst
+            } else {
+                GradOrder::WeightFirst
+            },
+        );
+    }
     // A fresh process's first GEMM creates the cuBLAS workspace, after the
     // output exists.
     if kernel != Kernel::Convolution {
@@ -435,6 +448,7 @@ pub fn linear_by(
                 rows * rank * FP32,
                 Component::Transient,
             );
+            g.mark_gemm(ha, GradOrder::WeightFirst);
             g.drop(x32.v);
             let hb = g.op(
                 "lora_B",
@@ -443,6 +457,7 @@ pub fn linear_by(
                 rows * l.out_features * FP32,
                 Component::Transient,
             );
+            g.mark_gemm(hb, GradOrder::WeightFirst);
             g.drop(ha);
             let scaled = g.op(
                 "lora scaling",
