@@ -382,9 +382,11 @@ fn self_attention(
             let qs = nn::unary(g, q, "attention: query * head_size^-0.5", false, q.dsize);
             g.drop(q.v);
             g.at("attention: rotary embedding", layer);
-            let qr = nn::rotary(g, qs, cos, sin);
-            let kr = nn::rotary(g, k, cos, sin);
-            g.drop_all(&[qs.v, k.v]);
+            let q32 = esm_rotary(g, qs, cos, sin);
+            let k32 = esm_rotary(g, k, cos, sin);
+            let qr = nn::cast(g, q32, qs.dsize, "rotary: q_embed.to(dtype)");
+            let kr = nn::cast(g, k32, k.dsize, "rotary: k_embed.to(dtype)");
+            g.drop_all(&[q32.v, k32.v, qs.v, k.v]);
             (qr, kr)
         }
         None => (q, k),
@@ -505,4 +507,39 @@ pub fn replay(
         loss
     });
     Ok(summary)
+}
+
+/// ESM's `apply_rotary_pos_emb` for one of q and k, in fp32 whatever the
+/// model's dtype: `(x.float() * cos) + (rotate_half(x.float()) * sin)`, two
+/// separate `float()` copies (the first freed once multiplied), the
+/// half-precision tables promoted. The H200 trace of ESM-2 650M bf16
+/// (`measurements/h200-generalization/trace-segments.jsonl`) makes its
+/// 80 MiB segments at `apply_rotary_pos_emb` and `rotate_half` where a
+/// same-dtype rotary would take 40 MiB. Returns the fp32 result.
+fn esm_rotary(g: &mut Graph, x: T, cos: T, sin: T) -> T {
+    let a = nn::cast(g, x, FP32, "rotary: x.float()");
+    let with_cos = nn::binary(g, a, cos, "rotary: x * cos", true);
+    g.drop(a.v);
+    let c = nn::cast(g, x, FP32, "rotary: x.float()");
+    let neg = g.op(
+        "rotary: rotate_half",
+        &[c.v],
+        &[],
+        c.bytes() / 2,
+        Component::Transient,
+    );
+    let rot = g.op(
+        "rotary: rotate_half",
+        &[neg, c.v],
+        &[],
+        c.bytes(),
+        Component::Transient,
+    );
+    g.drop_all(&[neg, c.v]);
+    let rot = T { v: rot, ..c };
+    let with_sin = nn::binary(g, rot, sin, "rotary: rotate_half(x) * sin", true);
+    g.drop(rot.v);
+    let sum = nn::binary(g, with_cos, with_sin, "rotary: sum", false);
+    g.drop_all(&[with_cos.v, with_sin.v]);
+    sum
 }
