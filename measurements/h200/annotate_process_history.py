@@ -25,6 +25,7 @@ RUNS = {  # measured file: the case file it was run from
     HERE / "validation.jsonl": HERE / "validation-cases.jsonl",
     HERE / "mixtral.jsonl": HERE / "mixtral-cases.jsonl",
     GENERALIZATION / "measured.jsonl": GENERALIZATION / "generalization-cases.jsonl",
+    GENERALIZATION / "measured-2.jsonl": GENERALIZATION / "generalization-cases-2.jsonl",
 }
 
 for measured, cases in RUNS.items():
