@@ -580,9 +580,27 @@ impl Model<'_> {
                 g.drop_all(&[kr.v, vr.v]);
                 out
             }
+            // fp32 with grouped heads: no fused kernel takes it.
+            Attention::Sdpa if kvh < nh && !cx.autocast && q.dsize == FP32 => {
+                nn::sdpa_math(g, q, k, v, shape)
+            }
             Attention::Sdpa => nn::sdpa(g, cx, q, k, v, shape),
             Attention::Eager => {
-                let (out, probs) = nn::eager_attention(g, q, k, v, shape, eager_mask);
+                // GPT-2's eager attention: a plain softmax, then dropout on
+                // the probabilities in training (transformers 5.17's
+                // `modeling_gpt2.eager_attention_forward`).
+                let style = if self.a.norm == NormKind::LayerNorm {
+                    nn::EagerSoftmax {
+                        fp32: cx.autocast,
+                        dropout: call.gpt2_dropout,
+                    }
+                } else {
+                    nn::EagerSoftmax {
+                        fp32: true,
+                        dropout: false,
+                    }
+                };
+                let (out, probs) = nn::eager_attention(g, q, k, v, shape, eager_mask, style);
                 kept_probs = Some(probs);
                 out
             }

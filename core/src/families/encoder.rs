@@ -408,7 +408,18 @@ fn self_attention(
         Attention::Sdpa => nn::sdpa(g, cx, q, k, v, shape),
         Attention::Eager => {
             // Dropped with the attention module's frame (`attn_output, _ = ...`).
-            let (out, probs) = nn::eager_attention(g, q, k, v, shape, None);
+            let (out, probs) = nn::eager_attention(
+                g,
+                q,
+                k,
+                v,
+                shape,
+                None,
+                nn::EagerSoftmax {
+                    fp32: true,
+                    dropout: false,
+                },
+            );
             g.drop(probs);
             out
         }

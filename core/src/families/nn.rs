@@ -672,8 +672,111 @@ pub fn sdpa(g: &mut Graph, cx: &Ctx, q: T, k: T, v: T, s: AttnShape) -> T {
     }
 }
 
+/// `scaled_dot_product_attention` on PyTorch's math backend: what fp32
+/// inputs with grouped-query heads (`enable_gqa=True`) fall back to, since
+/// flash and cuDNN attention take only half precision and the
+/// memory-efficient kernel no grouped heads (`sdp_utils.cpp`). As
+/// `_scaled_dot_product_attention_math` composes it: the query scaled by
+/// the square root of the scale, a causal mask (bool `tril`, then a float
+/// copy), keys and values `repeat_interleave`d to every head, the keys
+/// transposed and scaled, `q @ k^T`, the mask added in place,
+/// `_safe_softmax`, `probs @ v`; its locals live until it returns. The
+/// output comes in (b, heads, s, hd) layout, so the caller's
+/// `transpose(1, 2).contiguous()` copies it. Llama-3.2-1B fp32 training b2
+/// L1024 on the H200 allocates 4.6 GB more than the efficient kernel would
+/// (`measurements/h200-generalization/`).
+pub fn sdpa_math(g: &mut Graph, q: T, k: T, v: T, s: AttnShape) -> T {
+    let ds = q.dsize;
+    let score_elems = s.batch * s.heads * s.q_len * s.kv_len;
+    let kv_elems = s.batch * s.heads * s.kv_len * s.head_dim;
+    let out_elems = s.batch * s.heads * s.q_len * s.head_dim;
+    let scaled_q = g.op(
+        "attention (sdpa math): query * sqrt(scale)",
+        &[q.v],
+        &[],
+        q.bytes(),
+        Component::Transient,
+    );
+    let mask = (s.q_len > 1).then(|| {
+        let tril = g.input(s.q_len * s.kv_len, Component::Transient);
+        let float = g.input(s.q_len * s.kv_len * ds, Component::Transient);
+        g.drop(tril);
+        float
+    });
+    let expand = |g: &mut Graph, x: T, name| {
+        if s.heads > s.kv_heads {
+            g.op(name, &[x.v], &[], kv_elems * ds, Component::Transient)
+        } else {
+            g.hold(x.v);
+            x.v
+        }
+    };
+    let keys = expand(g, k, "attention (sdpa math): repeat_interleave(key)");
+    let values = expand(g, v, "attention (sdpa math): repeat_interleave(value)");
+    let scaled_k = g.op(
+        "attention (sdpa math): key^T * sqrt(scale)",
+        &[keys],
+        &[],
+        kv_elems * ds,
+        Component::Transient,
+    );
+    let scores = g.op(
+        "attention (sdpa math): query @ key^T",
+        &[scaled_q, scaled_k],
+        &[scaled_q, scaled_k],
+        score_elems * ds,
+        Component::Transient,
+    );
+    let probs = g.op_saving_output(
+        "attention (sdpa math): softmax",
+        &[scores],
+        score_elems * ds,
+        Component::Transient,
+    );
+    g.drop(scores);
+    let out = g.op(
+        "attention (sdpa math): probs @ value",
+        &[probs, values],
+        &[probs, values],
+        out_elems * ds,
+        Component::Transient,
+    );
+    g.drop_all(&[scaled_q, scaled_k, probs, keys, values]);
+    if let Some(m) = mask {
+        g.drop(m);
+    }
+    let t = g.op(
+        "attention output transpose",
+        &[out],
+        &[],
+        out_elems * ds,
+        Component::Transient,
+    );
+    g.drop(out);
+    T {
+        v: t,
+        elems: out_elems,
+        dsize: ds,
+    }
+}
+
+/// How a model's eager attention turns scores into probabilities.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EagerSoftmax {
+    /// The softmax runs on an fp32 copy of the scores: `softmax(...,
+    /// dtype=torch.float32)` (Llama, Mistral, Qwen2, the encoders), or a
+    /// plain `softmax` under autocast, which runs it in fp32 (GPT-2 amp).
+    pub fp32: bool,
+    /// `dropout(attn_weights, p)` in training after the cast back to the
+    /// values' dtype (GPT-2's `attn_pdrop`): its output and bool mask are
+    /// kept for backward, and it is the tensor the caller holds.
+    pub dropout: bool,
+}
+
 /// Eager attention: `softmax(QK^T * scale + mask, dtype=fp32).to(q.dtype) @ V`
-/// with `repeat_kv` copies for grouped-query attention.
+/// with `repeat_kv` copies for grouped-query attention (GPT-2: the softmax
+/// in the scores' dtype unless autocast runs it in fp32, then dropout on
+/// the probabilities in training; see [`EagerSoftmax`]).
 ///
 /// The attention probabilities are returned too (`attn_weights`): the
 /// caller's `hidden_states, _ = self.self_attn(...)` keeps them until its
@@ -686,6 +789,7 @@ pub fn eager_attention(
     v: T,
     s: AttnShape,
     mask: Option<T>,
+    style: EagerSoftmax,
 ) -> (T, Value) {
     let groups = s.heads / s.kv_heads.max(1);
     let (kr, vr) = if groups > 1 {
@@ -751,7 +855,12 @@ pub fn eager_attention(
     // softmax(x, dtype=torch.float32) converts its input first, then
     // softmaxes the copy: masked scores, the fp32 copy and the fp32 output
     // are alive together (H200 snapshot of eager attention).
-    let up = cast(g, masked, FP32, "softmax: input to fp32");
+    let up = cast(
+        g,
+        masked,
+        if style.fp32 { FP32 } else { masked.dsize },
+        "softmax: input to fp32",
+    );
     let sm = g.op_saving_output(
         "softmax (fp32)",
         &[up.v],
@@ -762,12 +871,19 @@ pub fn eager_attention(
     let sm = T {
         v: sm,
         elems: score_elems,
-        dsize: FP32,
+        dsize: up.dsize,
     };
     // `softmax(...).to(q.dtype)` in one expression: the fp32 output goes
     // when `.to` returns, the masked scores when the name is rebound.
     let smc = cast(g, sm, q.dsize, "attention probs to q dtype");
     g.drop_all(&[sm.v, masked.v]);
+    let smc = if style.dropout {
+        let d = dropout(g, smc, "attention probs dropout");
+        g.drop(smc.v);
+        d
+    } else {
+        smc
+    };
     let out_elems = s.batch * s.heads * s.q_len * s.head_dim;
     let out = g.op(
         "attention probs @ V",
