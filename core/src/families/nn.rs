@@ -922,6 +922,10 @@ pub fn rotary_tables(g: &mut Graph, tokens: u64, head_dim: u64, dsize: u64) -> (
     g.at("rotary embedding cos/sin", None);
     let table = tokens * head_dim;
     let freqs = g.input(table / 2 * FP32, Component::Transient);
+    // `inv_freq @ position_ids` is a batched matmul: in a fresh process
+    // the model's first, which creates the cuBLAS workspace (the H200
+    // traces: 32 MiB at `modeling_llama.py:122`, before any layer).
+    g.gemm();
     let emb = g.input(table * FP32, Component::Transient);
     let mut scaled = [freqs; 2];
     for slot in &mut scaled {
