@@ -172,3 +172,25 @@ fn mixtral_generation_within_bounds() {
     assert_eq!(all.len(), 2);
     check_bounds("mixtral", &all, 3.0, 8.0, 0);
 }
+
+/// The two generalization batches (`measurements/h200-generalization/`):
+/// 39 new shapes of the held-back families, each predicted before it was
+/// measured. Every mechanism they exposed is now modelled; the bounds keep
+/// them there (issue 2's: median 3%, none worse than 8%, none under by more
+/// than 5%).
+#[test]
+fn generalization_sets_meet_the_bounds() {
+    let dir =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../measurements/h200-generalization");
+    let mut rows = Vec::new();
+    for name in ["measured.jsonl", "measured-2.jsonl"] {
+        let text = std::fs::read_to_string(dir.join(name)).expect("generalization file");
+        let (mut file_rows, skipped) = compare_file(&text);
+        assert!(skipped.is_empty(), "{name}: skipped {skipped:?}");
+        rows.append(&mut file_rows);
+    }
+    let all: Vec<&Compared> = rows.iter().collect();
+    assert_eq!(all.len(), 39);
+    report(&all);
+    check_bounds("generalization", &all, 3.0, 8.0, 0);
+}
