@@ -180,8 +180,8 @@ fn mixtral_generation_within_bounds() {
 /// than 5%).
 #[test]
 fn generalization_sets_meet_the_bounds() {
-    let dir =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../measurements/h200-generalization");
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../measurements/h200-generalization");
     let mut rows = Vec::new();
     for name in ["measured.jsonl", "measured-2.jsonl"] {
         let text = std::fs::read_to_string(dir.join(name)).expect("generalization file");
