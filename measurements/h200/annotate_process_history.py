@@ -26,6 +26,7 @@ RUNS = {  # measured file: the case file it was run from
     HERE / "mixtral.jsonl": HERE / "mixtral-cases.jsonl",
     GENERALIZATION / "measured.jsonl": GENERALIZATION / "generalization-cases.jsonl",
     GENERALIZATION / "measured-2.jsonl": GENERALIZATION / "generalization-cases-2.jsonl",
+    GENERALIZATION / "measured-3.jsonl": GENERALIZATION / "generalization-cases-3.jsonl",
 }
 
 for measured, cases in RUNS.items():
