@@ -343,12 +343,23 @@ pub fn forward_workspace(runtime: &RuntimeProfile, c: &ConvCall) -> u64 {
             c.input_copy_bytes() + c.filter_copy_bytes() + CUDNN_PLAN_HEADER,
         );
     }
+    if c.k == 1 && c.dsize == 2 && c.cin <= CUDNN_HALF_1X1_STRIDED_COPY_FREE_CIN {
+        return 0;
+    }
     let filter = if c.k > 1 { c.filter_copy_bytes() } else { 0 };
     scaled(
         runtime,
         c.input_copy_bytes() + c.output_bytes() + filter + CUDNN_PLAN_HEADER,
     )
 }
+
+/// Half-precision 1x1/2 convolutions with at most this many input channels
+/// run without copies: ResNet-18's `layer2.0.downsample` (64 -> 128, 56x56,
+/// bf16 b128) takes no workspace in the H200 trace, where those with 128
+/// and 256 input channels (and ResNet-50's with 256) take their copies
+/// (`measurements/h200-generalization/trace-segments-3.jsonl`). cuDNN's
+/// heuristics pick the kernel; this is the one such choice measured.
+pub const CUDNN_HALF_1X1_STRIDED_COPY_FREE_CIN: u64 = 64;
 
 /// Bytes a transforming kernel's workspace request carries beyond its
 /// copies: the bf16 allocation trace asks for exactly 147 B more (3x3
@@ -358,8 +369,9 @@ pub fn forward_workspace(runtime: &RuntimeProfile, c: &ConvCall) -> u64 {
 pub const CUDNN_PLAN_HEADER: u64 = 147;
 
 /// The blocks a convolution's backward takes, one after the other, after
-/// its gradients exist: the data-gradient kernel's copies of its input and
-/// output gradient (none for the stem, whose input needs no gradient), then
+/// its gradients exist: the data-gradient kernel's copies of its input,
+/// output gradient and filter (none for the stem, whose input needs no
+/// gradient), then
 /// the weight-gradient kernel's, [`CUDNN_WGRAD_EXTRA`] larger; a 1x1/1
 /// GEMM takes only its split-K partial weight gradients.
 pub fn backward_workspace(runtime: &RuntimeProfile, c: &ConvCall) -> [u64; 2] {
@@ -370,7 +382,11 @@ pub fn backward_workspace(runtime: &RuntimeProfile, c: &ConvCall) -> [u64; 2] {
         let partials = CUDNN_BWD_1X1_SPLITS * c.cin * c.cout * FP32;
         return [scaled(runtime, partials.min(CUDNN_BWD_1X1_CAP)), 0];
     }
-    let copies = c.input_copy_bytes() + c.output_bytes();
+    // As forward: the filter is copied too (ResNet-18 bf16 b128, layer4
+    // 3x3: the data gradient asks 17,563,664 B = 2 x 6,422,528 + 4,718,592
+    // + 16; `measurements/h200-generalization/trace-segments-3.jsonl`).
+    let filter = if c.k > 1 { c.filter_copy_bytes() } else { 0 };
+    let copies = c.input_copy_bytes() + c.output_bytes() + filter + CUDNN_PLAN_HEADER;
     let data = if c.cin == 3 {
         0
     } else {
