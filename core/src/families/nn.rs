@@ -862,9 +862,9 @@ pub fn eager_attention(
         "softmax: input to fp32",
     );
     let sm = g.op_saving_output(
-        "softmax (fp32)",
+        "softmax",
         &[up.v],
-        score_elems * FP32,
+        score_elems * up.dsize,
         Component::Transient,
     );
     g.drop(up.v);
