@@ -57,6 +57,17 @@ pub fn curve(
     Ok(out)
 }
 
+/// The exact estimate at one length.
+fn estimate_at(
+    arch: &Architecture,
+    workload: &Workload,
+    runtime: &RuntimeProfile,
+    length: u32,
+) -> Result<Estimate, Error> {
+    let w = workload.with_length(arch.is_vision(), length);
+    estimate_with(arch, &w, runtime, EstimateOptions::default())
+}
+
 /// The exact estimate at each length, in order.
 #[cfg(not(all(feature = "std", not(target_arch = "wasm32"))))]
 fn estimate_each(
@@ -65,13 +76,9 @@ fn estimate_each(
     runtime: &RuntimeProfile,
     lengths: &[u32],
 ) -> Result<Vec<Estimate>, Error> {
-    let vision = arch.is_vision();
     lengths
         .iter()
-        .map(|&length| {
-            let w = workload.with_length(vision, length);
-            estimate_with(arch, &w, runtime, EstimateOptions::default())
-        })
+        .map(|&length| estimate_at(arch, workload, runtime, length))
         .collect()
 }
 
@@ -85,11 +92,7 @@ fn estimate_each(
     runtime: &RuntimeProfile,
     lengths: &[u32],
 ) -> Result<Vec<Estimate>, Error> {
-    let vision = arch.is_vision();
-    let one = |length: u32| {
-        let w = workload.with_length(vision, length);
-        estimate_with(arch, &w, runtime, EstimateOptions::default())
-    };
+    let one = |length: u32| estimate_at(arch, workload, runtime, length);
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .min(lengths.len().div_ceil(8).max(1));
