@@ -101,7 +101,7 @@ pub struct Graph<'r> {
     staged: Vec<Tensor>,
     /// cuBLAS workspaces a fresh process creates lazily: the forward
     /// thread's at its first matmul ([`Graph::gemm`]), the autograd
-    /// thread's at the first backward ([`Graph::seed`]).
+    /// thread's at the first backward matmul ([`Graph::mark_gemm`]).
     pending_workspaces: [u64; 2],
     /// The GPU's multiprocessors and resident threads per multiprocessor:
     /// PyTorch's reduction kernels size their grid (and their global-memory
@@ -136,7 +136,8 @@ impl<'r> Graph<'r> {
     }
 
     /// Defers the cuBLAS workspaces of a fresh process: `forward` bytes at
-    /// the first matmul, `autograd` bytes at the first backward (0: none).
+    /// the first matmul, `autograd` bytes at the first backward matmul (0:
+    /// none).
     pub fn defer_workspaces(&mut self, forward: u64, autograd: u64) {
         self.pending_workspaces = [forward, autograd];
     }

@@ -41,9 +41,10 @@ pub fn libraries(arch: &Architecture, workload: &Workload, runtime: &RuntimeProf
 /// and the autograd thread's once any backward has run. A process that ran
 /// a backward pass before (`runtime.process_ran_backward`, the default)
 /// holds both from the start; a fresh one creates the forward thread's at
-/// its first matmul and, when training, the autograd thread's at the first
-/// backward (the H200 traces: ResNet-50's at `fc`, then at the start of
-/// backward; `measurements/h200-segments/training-segments.jsonl`).
+/// its first matmul (a decoder's rotary `inv_freq @ position_ids`,
+/// ResNet-50's `fc`) and, when training, the autograd thread's at the first
+/// backward matmul, after that matmul's output (the H200 traces in
+/// `measurements/h200-segments/` and `measurements/h200-generalization/`).
 pub fn cublas_workspaces(g: &mut crate::graph::Graph, runtime: &RuntimeProfile, training: bool) {
     use crate::estimate::Component::LibraryWorkspace;
     let bytes = runtime.cublas_workspace_bytes;
