@@ -499,7 +499,7 @@ impl<'r> Graph<'r> {
         self.replay.touch(bytes, Component::Transient);
     }
 
-    /// Nodes recorded so far (a mark for [`Graph::backward_from`]).
+    /// Nodes recorded so far (a mark for [`Graph::backward_run`]).
     pub fn mark(&self) -> usize {
         self.nodes.len()
     }
