@@ -593,11 +593,13 @@ impl Model<'_> {
                     nn::EagerSoftmax {
                         fp32: cx.autocast,
                         dropout: call.gpt2_dropout,
+                        dropout_before_cast: false,
                     }
                 } else {
                     nn::EagerSoftmax {
                         fp32: true,
                         dropout: false,
+                        dropout_before_cast: false,
                     }
                 };
                 let (out, probs) = nn::eager_attention(g, q, k, v, shape, eager_mask, style);

@@ -407,6 +407,7 @@ fn self_attention(
     let out = match attention {
         Attention::Sdpa => nn::sdpa(g, cx, q, k, v, shape),
         Attention::Eager => {
+            let esm = rope.is_some();
             // Dropped with the attention module's frame (`attn_output, _ = ...`).
             let (out, probs) = nn::eager_attention(
                 g,
@@ -415,9 +416,14 @@ fn self_attention(
                 v,
                 shape,
                 None,
+                // BERT's and ESM's `eager_attention_forward`: a plain
+                // softmax (fp32 only under autocast), dropout on the
+                // probabilities in training (BERT's
+                // `attention_probs_dropout_prob`; ESM-2's is 0).
                 nn::EagerSoftmax {
-                    fp32: true,
-                    dropout: false,
+                    fp32: cx.autocast,
+                    dropout: g.grad_mode && !esm,
+                    dropout_before_cast: true,
                 },
             );
             g.drop(probs);

@@ -787,6 +787,10 @@ pub struct EagerSoftmax {
     /// values' dtype (GPT-2's `attn_pdrop`): its output and bool mask are
     /// kept for backward, and it is the tensor the caller holds.
     pub dropout: bool,
+    /// BERT and ESM: no cast back to the values' dtype; the dropout (if
+    /// any) runs on the softmax output and autocast casts the result for
+    /// the product, which saves the cast.
+    pub dropout_before_cast: bool,
 }
 
 /// Eager attention: `softmax(QK^T * scale + mask, dtype=fp32).to(q.dtype) @ V`
@@ -891,23 +895,40 @@ pub fn eager_attention(
     };
     // `softmax(...).to(q.dtype)` in one expression: the fp32 output goes
     // when `.to` returns, the masked scores when the name is rebound.
-    let smc = cast(g, sm, q.dsize, "attention probs to q dtype");
-    g.drop_all(&[sm.v, masked.v]);
-    let smc = if style.dropout {
-        let d = dropout(g, smc, "attention probs dropout");
-        g.drop(smc.v);
-        d
+    // `probs` is what the caller keeps (the returned `attn_weights`),
+    // `operand` what `probs @ V` multiplies.
+    let (probs, operand) = if style.dropout_before_cast {
+        // BERT: dropout on the softmax output, then autocast's cast of it
+        // for the product (saved by the product, not returned).
+        let d = if style.dropout {
+            dropout(g, sm, "attention probs dropout")
+        } else {
+            cast(g, sm, sm.dsize, "attention probs")
+        };
+        g.drop_all(&[sm.v, masked.v]);
+        (d, cast(g, d, q.dsize, "attention probs: autocast cast"))
     } else {
-        smc
+        let smc = cast(g, sm, q.dsize, "attention probs to q dtype");
+        g.drop_all(&[sm.v, masked.v]);
+        let smc = if style.dropout {
+            let d = dropout(g, smc, "attention probs dropout");
+            g.drop(smc.v);
+            d
+        } else {
+            smc
+        };
+        g.hold(smc.v);
+        (smc, smc)
     };
     let out_elems = s.batch * s.heads * s.q_len * s.head_dim;
     let out = g.op(
         "attention probs @ V",
-        &[smc.v, vr.v],
-        &[smc.v, vr.v],
+        &[operand.v, vr.v],
+        &[operand.v, vr.v],
         out_elems * q.dsize,
         Component::Transient,
     );
+    g.drop(operand.v);
     let t = g.op(
         "attention output transpose",
         &[out],
@@ -924,7 +945,7 @@ pub fn eager_attention(
             elems: out_elems,
             dsize: q.dsize,
         },
-        smc.v,
+        probs.v,
     )
 }
 
