@@ -419,6 +419,9 @@ struct Call {
     logits: Logits,
     checkpointing: bool,
     gpt2_dropout: bool,
+    /// A decode step of `generate`: transformers switches mixture-of-experts
+    /// layers to `batched_mm` for it (`_optimize_model_for_decode`).
+    decode: bool,
 }
 
 struct Model<'a> {
@@ -625,7 +628,7 @@ impl Model<'_> {
         g.drop(o.v);
         g.at("mlp: post-attention norm", layer);
         let h2 = self.norm(g, cx, x2, lw.norm2, "mlp: post-attention norm");
-        let mut d = self.mlp(g, cx, h2, &lw.mlp, layer);
+        let mut d = self.mlp(g, cx, h2, &lw.mlp, call.decode, layer);
         g.drop(h2.v);
         if call.gpt2_dropout {
             let dd = nn::dropout(g, d, "mlp: residual dropout");
@@ -657,16 +660,16 @@ impl Model<'_> {
             return false;
         }
         let a = self.a;
+        if a.moe.is_some() {
+            // Decode runs the experts as `batched_mm`: gigabyte copies of
+            // the chosen experts' weights share the large pool with the
+            // cache, so every layer is replayed.
+            return false;
+        }
         let widest = [a.hidden_size, a.intermediate_size, a.num_heads * a.head_dim]
             .into_iter()
             .max()
             .unwrap_or(0) as u64;
-        let widest = match a.moe {
-            Some(m) => widest
-                .max(2 * m.expert_intermediate_size as u64)
-                .max(m.num_experts as u64 * m.experts_per_token as u64),
-            None => widest,
-        };
         let transient = call.batch * widest * FP32;
         let shortest = c.layers.iter().map(|l| l.kept).min().unwrap_or(0);
         let kv = c
@@ -690,7 +693,15 @@ impl Model<'_> {
         );
     }
 
-    fn mlp(&self, g: &mut Graph, cx: &mut Ctx, x: T, mlp: &Mlp, layer: Option<u32>) -> T {
+    fn mlp(
+        &self,
+        g: &mut Graph,
+        cx: &mut Ctx,
+        x: T,
+        mlp: &Mlp,
+        decode: bool,
+        layer: Option<u32>,
+    ) -> T {
         match *mlp {
             Mlp::Gated { gate, up, down } => {
                 g.at("mlp: gate_proj", layer);
@@ -762,7 +773,11 @@ impl Model<'_> {
                 let probs = nn::unary(g, rl, "moe: router softmax", false, FP32);
                 g.drop_all(&[rl.v]);
                 g.drop(probs.v);
-                let out = self.grouped_experts(g, cx, x, experts, top_k, gate_up, down, layer);
+                let out = if decode {
+                    self.batched_experts(g, x, top_k, gate_up, down, layer)
+                } else {
+                    self.grouped_experts(g, cx, x, experts, top_k, gate_up, down, layer)
+                };
                 match shared_out {
                     Some(d) => {
                         // sigmoid(shared_expert_gate(x)) * shared output, then the sum.
@@ -777,6 +792,82 @@ impl Model<'_> {
                 }
             }
         }
+    }
+
+    /// The experts of a decode step, as `generate` runs them on a GPU
+    /// (`batched_mm_experts_forward`, `integrations/moe.py`): each token
+    /// repeated once per chosen expert (`S = tokens x top_k` rows), then
+    /// the chosen experts' gate/up weights gathered per row
+    /// (`gate_up_proj[expert_ids]`: S copies of an expert's weights), a
+    /// batched GEMM, the gated activation, the down weights gathered the
+    /// same way (allocated before the gate/up copies are released, so both
+    /// are live together), the down GEMM, the routing weights (fp32) and a
+    /// sum over the top-k. Mixtral-8x7B at batch 8: 3.5 GiB and 1.75 GiB of
+    /// weight copies per layer, the peak of the run
+    /// (`measurements/h200-generalization/trace-snapshots-4.md`).
+    fn batched_experts(
+        &self,
+        g: &mut Graph,
+        x: T,
+        top_k: u64,
+        gate_up: Linear,
+        down: Linear,
+        layer: Option<u32>,
+    ) -> T {
+        let h = self.a.hidden_size as u64;
+        let tokens = x.elems / h;
+        let pairs = tokens * top_k;
+        let i = down.in_features;
+        let op = |g: &mut Graph, name, inputs: &[Value], bytes| {
+            g.op(name, inputs, &[], bytes, Component::Transient)
+        };
+        g.at("moe: experts (batched_mm, decode)", layer);
+        let rows = op(
+            g,
+            "moe: repeat tokens per expert",
+            &[x.v],
+            pairs * h * x.dsize,
+        );
+        g.at("moe: expert ids", layer);
+        let ids = g.input(pairs * INT64, Component::Transient);
+        let gu_weights = op(
+            g,
+            "moe: gate_up_proj[expert_ids]",
+            &[gate_up.weight],
+            pairs * 2 * i * h * gate_up.weight_dsize,
+        );
+        let gu = op(
+            g,
+            "moe: batched gate_up",
+            &[rows, gu_weights],
+            pairs * 2 * i * x.dsize,
+        );
+        let act = op(g, "moe: act(gate)", &[gu], pairs * i * x.dsize);
+        let gated = op(g, "moe: act(gate) * up", &[act, gu], pairs * i * x.dsize);
+        g.drop_all(&[act, gu]);
+        let down_weights = op(
+            g,
+            "moe: down_proj[expert_ids]",
+            &[down.weight],
+            pairs * h * i * down.weight_dsize,
+        );
+        g.drop(gu_weights);
+        let d = op(
+            g,
+            "moe: batched down_proj",
+            &[gated, down_weights],
+            pairs * h * x.dsize,
+        );
+        g.drop(gated);
+        let weighted = op(g, "moe: * routing weights (fp32)", &[d], pairs * h * FP32);
+        let summed = T {
+            v: op(g, "moe: sum over top-k", &[weighted], tokens * h * FP32),
+            elems: tokens * h,
+            dsize: FP32,
+        };
+        let out = nn::cast(g, summed, x.dsize, "moe: .to(hidden dtype)");
+        g.drop_all(&[summed.v, weighted, d, down_weights, ids, rows]);
+        out
     }
 
     /// transformers 5.17's default experts implementation (`grouped_mm`,
@@ -1163,6 +1254,7 @@ pub fn replay(
                         logits: workload.inference.logits,
                         checkpointing: false,
                         gpt2_dropout: false,
+                        decode: false,
                     };
                     let mut cache = None;
                     let out =
@@ -1202,6 +1294,7 @@ fn generate(g: &mut Graph, model: &Model, cx: &mut Ctx, workload: &Workload, b: 
             logits: workload.inference.logits,
             checkpointing: false,
             gpt2_dropout: false,
+            decode: step > 0,
         };
         let logits = model.forward(g, cx, &call, &mut cache, &mut None, &mut None);
         g.at("generate: next-token logits to fp32", None);
@@ -1245,6 +1338,7 @@ fn train(g: &mut Graph, model: &Model, workload: &Workload, b: u64, s: u64, gpt2
             logits: Logits::All,
             checkpointing: t.grad_checkpointing,
             gpt2_dropout: gpt2,
+            decode: false,
         };
         let mut rope = None;
         let mut no_cache = None;
