@@ -248,8 +248,9 @@ pub(crate) fn forward(
     // public set's BERT case, whose process reserves 145 MB less than a
     // fresh one for the same job, at +9.4%, over the 8% bound; until that
     // process's compaction is understood BERT keeps the older lifetime.
-    // Held, fresh-process BERT inference would go from -2.0% and -4.6% to
-    // +0.5% and +0.3% (`measurements/h200-generalization/`); the public
+    // Held, fresh-process SDPA BERT inference would go from -2.0%, -4.6%
+    // and -4.1% to +0.5%, +0.3% and +0.1%, but eager fp32 BERT inference
+    // from -0.5% to +6.7% (`measurements/h200-generalization/`); the public
     // cases ran after a training job, as held-back ones may, and favour
     // the older lifetime.
     let embedding_output = x.v;
