@@ -1,22 +1,12 @@
 //! Allocation and free events of at least N MiB: `cargo run --example events -- SPEC.json N LIMIT [--after EARLIER.json]`
 //! (`--after`: the job runs after EARLIER in the same process, as `estimate_after`; only its events are listed).
-use headroom_core::spec::Spec;
+mod common;
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let spec = Spec::from_json(&std::fs::read_to_string(&args[1]).unwrap()).unwrap();
+    let (spec, mut r) = common::spec_and_replay(&args);
     let min: u64 = args.get(2).map_or(100, |s| s.parse().unwrap_or(100));
     let limit: usize = args.get(3).map_or(80, |s| s.parse().unwrap_or(80));
-    let mut r = headroom_core::trace::Replay::new(spec.runtime.allocator, None);
-    if let Some(i) = args.iter().position(|a| a == "--after") {
-        let earlier = Spec::from_json(&std::fs::read_to_string(&args[i + 1]).unwrap()).unwrap();
-        headroom_core::estimate::replay_earlier_job(
-            &spec.model.arch,
-            &earlier.workload,
-            &spec.runtime,
-            &mut r,
-        )
-        .unwrap();
-    }
     r.event_log = Some(Vec::new());
     r.event_log_min = min << 20;
     headroom_core::families::replay(&spec.model.arch, &spec.workload, &spec.runtime, &mut r)

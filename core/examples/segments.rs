@@ -2,22 +2,11 @@
 //! (`--after`: the job runs after EARLIER in the same process, as `estimate_after`).
 #![allow(clippy::field_reassign_with_default)]
 
-use headroom_core::spec::Spec;
+mod common;
+
 fn main() {
-    let spec = Spec::from_json(&std::fs::read_to_string(std::env::args().nth(1).unwrap()).unwrap())
-        .unwrap();
-    let mut r = headroom_core::trace::Replay::new(spec.runtime.allocator, None);
     let args: Vec<String> = std::env::args().collect();
-    if let Some(i) = args.iter().position(|a| a == "--after") {
-        let earlier = Spec::from_json(&std::fs::read_to_string(&args[i + 1]).unwrap()).unwrap();
-        headroom_core::estimate::replay_earlier_job(
-            &spec.model.arch,
-            &earlier.workload,
-            &spec.runtime,
-            &mut r,
-        )
-        .unwrap();
-    }
+    let (spec, mut r) = common::spec_and_replay(&args);
     r.segment_log = Some(Vec::new());
     headroom_core::families::replay(&spec.model.arch, &spec.workload, &spec.runtime, &mut r)
         .unwrap();

@@ -68,24 +68,10 @@ fn estimate_at(
     estimate_with(arch, &w, runtime, EstimateOptions::default())
 }
 
-/// The exact estimate at each length, in order.
-#[cfg(not(all(feature = "std", not(target_arch = "wasm32"))))]
-fn estimate_each(
-    arch: &Architecture,
-    workload: &Workload,
-    runtime: &RuntimeProfile,
-    lengths: &[u32],
-) -> Result<Vec<Estimate>, Error> {
-    lengths
-        .iter()
-        .map(|&length| estimate_at(arch, workload, runtime, length))
-        .collect()
-}
-
-/// The exact estimate at each length, in order; the replays are independent,
-/// so with `std` (outside the browser) they run on every core, each thread
-/// taking every n-th length so that long and short replays spread evenly.
-#[cfg(all(feature = "std", not(target_arch = "wasm32")))]
+/// The exact estimate at each length, in order. The replays are
+/// independent: with `std` (outside the browser) they run on every core,
+/// each thread taking every n-th length so that long and short replays
+/// spread evenly.
 fn estimate_each(
     arch: &Architecture,
     workload: &Workload,
@@ -93,17 +79,29 @@ fn estimate_each(
     lengths: &[u32],
 ) -> Result<Vec<Estimate>, Error> {
     let one = |length: u32| estimate_at(arch, workload, runtime, length);
+    #[cfg(all(feature = "std", not(target_arch = "wasm32")))]
+    if let Some(all) = estimate_in_parallel(lengths, &one) {
+        return all;
+    }
+    lengths.iter().map(|&l| one(l)).collect()
+}
+
+/// [`estimate_each`] on every core; `None` when one thread would do.
+#[cfg(all(feature = "std", not(target_arch = "wasm32")))]
+fn estimate_in_parallel(
+    lengths: &[u32],
+    one: &(dyn Fn(u32) -> Result<Estimate, Error> + Sync),
+) -> Option<Result<Vec<Estimate>, Error>> {
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .min(lengths.len().div_ceil(8).max(1));
     if threads <= 1 {
-        return lengths.iter().map(|&l| one(l)).collect();
+        return None;
     }
     let mut slots: Vec<Option<Result<Estimate, Error>>> = alloc::vec![None; lengths.len()];
     std::thread::scope(|scope| {
         let workers: Vec<_> = (0..threads)
             .map(|t| {
-                let one = &one;
                 scope.spawn(move || {
                     (t..lengths.len())
                         .step_by(threads)
@@ -121,10 +119,12 @@ fn estimate_each(
             }
         }
     });
-    slots
-        .into_iter()
-        .map(|slot| slot.expect("every length was estimated"))
-        .collect()
+    Some(
+        slots
+            .into_iter()
+            .map(|slot| slot.expect("every length was estimated"))
+            .collect(),
+    )
 }
 
 /// `count` lengths from `min` to `max`, evenly spaced (or geometric when
