@@ -166,6 +166,21 @@ impl CachingAllocator {
         }
     }
 
+    /// Empties the allocator as [`CachingAllocator::new`] would, keeping the
+    /// memory of its arrays.
+    pub fn reset(&mut self, config: AllocatorConfig, capacity: Option<u64>) {
+        self.config = config;
+        self.capacity = capacity;
+        self.blocks.clear();
+        self.free_slots.clear();
+        self.segments.clear();
+        self.small_free.clear();
+        self.large_free.clear();
+        self.next_address = TOP_ADDRESS;
+        self.expandable = [NONE, NONE];
+        self.stats = Stats::default();
+    }
+
     /// Changes the reserved-bytes limit.
     pub fn set_capacity(&mut self, capacity: Option<u64>) {
         self.capacity = capacity;

@@ -207,7 +207,21 @@ pub fn estimate_with(
     runtime: &RuntimeProfile,
     options: EstimateOptions,
 ) -> Result<Estimate, Error> {
-    run(arch, None, workload, runtime, options)
+    let mut replay = Replay::new(runtime.allocator, None);
+    run(&mut replay, arch, None, workload, runtime, options)
+}
+
+/// [`estimate_with`] on a replay kept from an earlier estimate (it is reset
+/// first): the same result, without allocating the replay's arrays again.
+/// Curves use it for their hundreds of lengths.
+pub fn estimate_reusing(
+    replay: &mut Replay,
+    arch: &Architecture,
+    workload: &Workload,
+    runtime: &RuntimeProfile,
+    options: EstimateOptions,
+) -> Result<Estimate, Error> {
+    run(replay, arch, None, workload, runtime, options)
 }
 
 /// What a process keeps from one job to the next when it runs several (the
@@ -245,7 +259,8 @@ pub fn estimate_after_with(
 ) -> Result<Estimate, Error> {
     earlier.validate()?;
     families::validate(arch, earlier)?;
-    run(arch, Some(earlier), workload, runtime, options)
+    let mut replay = Replay::new(runtime.allocator, None);
+    run(&mut replay, arch, Some(earlier), workload, runtime, options)
 }
 
 /// Replays `earlier` into a fresh `replay` and ends it as a process ends
@@ -264,6 +279,7 @@ pub fn replay_earlier_job(
 }
 
 fn run(
+    replay: &mut Replay,
     arch: &Architecture,
     earlier: Option<&Workload>,
     workload: &Workload,
@@ -283,11 +299,11 @@ fn run(
     }
     let outside = outside_allocator(runtime, libraries_guess);
     let capacity = options.capacity.map(|c| c.saturating_sub(outside));
-    let mut replay = Replay::new(runtime.allocator, capacity);
+    replay.reset(runtime.allocator, capacity);
     if let Some(earlier) = earlier {
-        replay_earlier_job(arch, earlier, runtime, &mut replay)?;
+        replay_earlier_job(arch, earlier, runtime, replay)?;
     }
-    let summary = families::replay(arch, workload, runtime, &mut replay)?;
+    let summary = families::replay(arch, workload, runtime, replay)?;
     debug_assert!(earlier.is_some() || summary.libraries == libraries_guess);
     let stats = replay.stats();
     let peak = replay.peak();

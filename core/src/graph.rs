@@ -86,6 +86,15 @@ pub struct CheckpointHit {
     pub held: Detached,
 }
 
+/// The value and node arrays a graph leaves with its replay when it is
+/// done, for the next graph on the same replay to reuse (a curve replays
+/// hundreds of lengths; fresh arrays would page-fault in each time).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct GraphBuffers {
+    values: Vec<ValueState>,
+    nodes: Vec<Node>,
+}
+
 /// A tensor program bound to a replay.
 pub struct Graph<'r> {
     /// The replay every allocation goes to.
@@ -109,13 +118,30 @@ pub struct Graph<'r> {
     pub multiprocessors: (u32, u32),
 }
 
+impl Drop for Graph<'_> {
+    fn drop(&mut self) {
+        self.replay.graph_buffers = GraphBuffers {
+            values: core::mem::take(&mut self.values),
+            nodes: core::mem::take(&mut self.nodes),
+        };
+    }
+}
+
 impl<'r> Graph<'r> {
     /// A program in no-grad mode.
     pub fn new(replay: &'r mut Replay) -> Graph<'r> {
+        let GraphBuffers {
+            mut values,
+            mut nodes,
+        } = core::mem::take(&mut replay.graph_buffers);
+        values.clear();
+        nodes.clear();
+        values.reserve(4096);
+        nodes.reserve(4096);
         Graph {
             replay,
-            values: Vec::with_capacity(4096),
-            nodes: Vec::with_capacity(4096),
+            values,
+            nodes,
             grad_mode: false,
             layer: None,
             param_log: None,

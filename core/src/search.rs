@@ -2,8 +2,9 @@
 
 use crate::arch::Architecture;
 use crate::error::Error;
-use crate::estimate::{estimate_with, Estimate, EstimateOptions};
+use crate::estimate::{estimate_reusing, estimate_with, Estimate, EstimateOptions};
 use crate::runtime::RuntimeProfile;
+use crate::trace::Replay;
 use crate::workload::{Workload, MAX_BATCH, MAX_IMAGE_SIZE, MAX_SEQ_LEN};
 use alloc::vec::Vec;
 
@@ -57,15 +58,17 @@ pub fn curve(
     Ok(out)
 }
 
-/// The exact estimate at one length.
+/// The exact estimate at one length, replayed on `replay` (reused from
+/// one length to the next).
 fn estimate_at(
+    replay: &mut Replay,
     arch: &Architecture,
     workload: &Workload,
     runtime: &RuntimeProfile,
     length: u32,
 ) -> Result<Estimate, Error> {
     let w = workload.with_length(arch.is_vision(), length);
-    estimate_with(arch, &w, runtime, EstimateOptions::default())
+    estimate_reusing(replay, arch, &w, runtime, EstimateOptions::default())
 }
 
 /// The exact estimate at each length, in order. The replays are
@@ -78,19 +81,21 @@ fn estimate_each(
     runtime: &RuntimeProfile,
     lengths: &[u32],
 ) -> Result<Vec<Estimate>, Error> {
-    let one = |length: u32| estimate_at(arch, workload, runtime, length);
+    let one =
+        |replay: &mut Replay, length: u32| estimate_at(replay, arch, workload, runtime, length);
     #[cfg(all(feature = "std", not(target_arch = "wasm32")))]
     if let Some(all) = estimate_in_parallel(lengths, &one) {
         return all;
     }
-    lengths.iter().map(|&l| one(l)).collect()
+    let mut replay = Replay::new(runtime.allocator, None);
+    lengths.iter().map(|&l| one(&mut replay, l)).collect()
 }
 
 /// [`estimate_each`] on every core; `None` when one thread would do.
 #[cfg(all(feature = "std", not(target_arch = "wasm32")))]
 fn estimate_in_parallel(
     lengths: &[u32],
-    one: &(dyn Fn(u32) -> Result<Estimate, Error> + Sync),
+    one: &(dyn Fn(&mut Replay, u32) -> Result<Estimate, Error> + Sync),
 ) -> Option<Result<Vec<Estimate>, Error>> {
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
@@ -103,9 +108,10 @@ fn estimate_in_parallel(
         let workers: Vec<_> = (0..threads)
             .map(|t| {
                 scope.spawn(move || {
+                    let mut replay = Replay::new(Default::default(), None);
                     (t..lengths.len())
                         .step_by(threads)
-                        .map(|i| (i, one(lengths[i])))
+                        .map(|i| (i, one(&mut replay, lengths[i])))
                         .collect::<Vec<_>>()
                 })
             })
@@ -283,6 +289,42 @@ mod tests {
             chunked > plain,
             "chunking lets longer proteins fit: {chunked} vs {plain}"
         );
+    }
+
+    /// A replay reused from one estimate to the next (as curves do) gives
+    /// exactly what a fresh one gives, whatever ran on it before: here a
+    /// training job, an out-of-memory fit search and an expandable-segments
+    /// run, then the estimates again.
+    #[test]
+    fn a_reused_replay_answers_as_a_fresh_one() {
+        let rt = RuntimeProfile::h200();
+        let mut expandable = rt.clone();
+        expandable.allocator.expandable_segments = true;
+        let llama = crate::presets::find("llama-3.2-1b").unwrap().arch;
+        let vit = crate::presets::find("vit-b-16").unwrap().arch;
+        let train = Workload {
+            mode: crate::workload::Mode::Training,
+            seq_len: 512,
+            ..Workload::default()
+        };
+        let infer = Workload::default();
+        let tight = EstimateOptions {
+            capacity: Some(2 << 30),
+        };
+        let runs: [(&Architecture, &Workload, &RuntimeProfile, EstimateOptions); 5] = [
+            (&llama, &train, &rt, EstimateOptions::default()),
+            (&llama, &infer, &rt, tight),
+            (&vit, &train, &expandable, EstimateOptions::default()),
+            (&llama, &train, &rt, EstimateOptions::default()),
+            (&llama, &infer, &rt, tight),
+        ];
+        let mut replay = Replay::new(Default::default(), None);
+        for (arch, workload, runtime, options) in runs {
+            let fresh = estimate_with(arch, workload, runtime, options).unwrap();
+            let reused = estimate_reusing(&mut replay, arch, workload, runtime, options).unwrap();
+            assert_eq!(fresh, reused);
+            assert_eq!(reused.fits, options.capacity.is_none(), "the tight runs run out");
+        }
     }
 
     #[test]

@@ -76,6 +76,8 @@ pub struct Replay {
     /// Blocks a previous job left resident, by component, in reverse
     /// allocation order (the next to adopt is last).
     adoptable: [alloc::vec::Vec<(BlockId, u64)>; Component::IN_ALLOCATOR],
+    /// What the last [`crate::graph::Graph`] on this replay left to reuse.
+    pub(crate) graph_buffers: crate::graph::GraphBuffers,
 }
 
 impl Replay {
@@ -99,6 +101,31 @@ impl Replay {
             block_info: alloc::vec::Vec::new(),
             block_order: alloc::vec::Vec::new(),
             adoptable: Default::default(),
+            graph_buffers: Default::default(),
+        }
+    }
+
+    /// Starts over as [`Replay::new`] would, keeping the memory of every
+    /// array for the next replay (curves run hundreds of replays in a row).
+    pub fn reset(&mut self, config: AllocatorConfig, capacity: Option<u64>) {
+        self.allocator.reset(config, capacity);
+        self.live = [0; Component::IN_ALLOCATOR];
+        self.op = Op::default();
+        self.peak = PeakMoment::default();
+        self.oom = None;
+        self.allocations = 0;
+        self.inspect_at = None;
+        self.owners.clear();
+        self.inspected.clear();
+        self.peak_allocation = 0;
+        self.segment_log = None;
+        self.event_log = None;
+        self.event_log_min = 0;
+        self.track_blocks = false;
+        self.block_info.clear();
+        self.block_order.clear();
+        for queue in self.adoptable.iter_mut() {
+            queue.clear();
         }
     }
 

@@ -85,6 +85,18 @@ impl FreeList {
         }
     }
 
+    /// Removes every block, keeping the bins' memory.
+    pub(super) fn clear(&mut self) {
+        for (word, bits) in self.occupied.iter_mut().enumerate() {
+            while *bits != 0 {
+                let bin = word * 64 + bits.trailing_zeros() as usize;
+                self.bins[bin].clear();
+                *bits &= *bits - 1;
+            }
+        }
+        self.len = 0;
+    }
+
     /// Free blocks in the list.
     #[cfg(test)]
     pub(super) fn len(&self) -> usize {
