@@ -3,7 +3,8 @@
 
 use crate::state::View;
 use headroom_core::arch::Architecture;
-use headroom_core::estimate::{estimate, Component, Estimate};
+use headroom_core::estimate::{estimate_reusing, Component, Estimate, EstimateOptions};
+use headroom_core::trace::Replay;
 use headroom_core::search::lengths;
 use headroom_core::workload::Workload;
 use headroom_core::RuntimeProfile;
@@ -33,8 +34,11 @@ impl CurveData {
     ) -> CurveData {
         let vision = arch.is_vision();
         let mut out = CurveData::default();
+        // One replay for every length: its arrays are allocated once.
+        let mut replay = Replay::new(runtime.allocator, None);
         for length in lengths(view.from, view.to, count, view.log_x) {
-            match estimate(arch, &workload.with_length(vision, length), runtime) {
+            let w = workload.with_length(vision, length);
+            match estimate_reusing(&mut replay, arch, &w, runtime, EstimateOptions::default()) {
                 Ok(e) => {
                     out.lengths.push(length);
                     out.estimates.push(e);
