@@ -564,6 +564,36 @@ impl<'r> Graph<'r> {
         }
     }
 
+    /// Runs backward from `loss` with non-reentrant gradient checkpointing:
+    /// at each checkpoint boundary (last segment first) `recompute(graph,
+    /// segment, input)` runs the segment's forward again from its saved
+    /// input, in grad mode, and returns its output; the boundary's gradient
+    /// flows into that output, backward runs through the recomputed nodes,
+    /// and what they and the boundary held is released before the next
+    /// segment.
+    pub fn backward_recomputing(
+        &mut self,
+        loss: Value,
+        recompute: &mut dyn FnMut(&mut Graph, u32, Value) -> Value,
+    ) {
+        self.seed(loss);
+        while let Some(hit) = self.backward_run(0) {
+            let mark = self.mark();
+            let out = recompute(self, hit.segment, hit.input);
+            if let Some(grad) = hit.grad {
+                self.set_grad(out, grad);
+            }
+            self.drop(out);
+            while let Some(inner) = self.backward_run(mark) {
+                if let Some(grad) = inner.grad {
+                    self.replay.free(grad);
+                }
+                self.release_detached(inner.held);
+            }
+            self.release_detached(hit.held);
+        }
+    }
+
     /// Seeds the gradient of `loss` with ones.
     pub fn seed(&mut self, loss: Value) {
         let seed_bytes = self.bytes(loss);

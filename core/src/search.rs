@@ -323,7 +323,11 @@ mod tests {
             let fresh = estimate_with(arch, workload, runtime, options).unwrap();
             let reused = estimate_reusing(&mut replay, arch, workload, runtime, options).unwrap();
             assert_eq!(fresh, reused);
-            assert_eq!(reused.fits, options.capacity.is_none(), "the tight runs run out");
+            assert_eq!(
+                reused.fits,
+                options.capacity.is_none(),
+                "the tight runs run out"
+            );
         }
     }
 

@@ -28,6 +28,7 @@ RUNS = {  # measured file: the case file it was run from
     GENERALIZATION / "measured-2.jsonl": GENERALIZATION / "generalization-cases-2.jsonl",
     GENERALIZATION / "measured-3.jsonl": GENERALIZATION / "generalization-cases-3.jsonl",
     GENERALIZATION / "measured-4.jsonl": GENERALIZATION / "generalization-cases-4.jsonl",
+    GENERALIZATION / "measured-5.jsonl": GENERALIZATION / "generalization-cases-5.jsonl",
 }
 
 for measured, cases in RUNS.items():

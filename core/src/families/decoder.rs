@@ -1371,39 +1371,28 @@ fn train(g: &mut Graph, model: &Model, workload: &Workload, b: u64, s: u64, gpt2
         }
         cx.exit_autocast(g);
         g.at("backward", None);
-        g.seed(loss.v);
-        while let Some(hit) = g.backward_run(0) {
+        g.backward_recomputing(loss.v, &mut |g, segment, input| {
             // Recompute the layer with saving, then backward through it.
-            let mark = g.mark();
             let x = T {
-                v: hit.input,
+                v: input,
                 elems: b * s * model.a.hidden_size as u64,
                 dsize: layer_input_dsize(&cx, model),
             };
-            g.at("backward: recompute checkpointed layer", Some(hit.segment));
+            g.at("backward: recompute checkpointed layer", Some(segment));
             cx.cache_weight_casts = false;
-            let out = model.layer(
-                g,
-                &mut cx,
-                hit.segment as usize,
-                x,
-                &call,
-                rope,
-                &mut no_cache,
-                mask,
-            );
-            if let Some(grad) = hit.grad {
-                g.set_grad(out.v, grad);
-            }
-            g.drop(out.v);
-            while let Some(inner) = g.backward_run(mark) {
-                if let Some(gr) = inner.grad {
-                    g.replay.free(gr);
-                }
-                g.release_detached(inner.held);
-            }
-            g.release_detached(hit.held);
-        }
+            model
+                .layer(
+                    g,
+                    &mut cx,
+                    segment as usize,
+                    x,
+                    &call,
+                    rope,
+                    &mut no_cache,
+                    mask,
+                )
+                .v
+        });
         if let Some((cos, sin)) = rope {
             g.drop_all(&[cos.v, sin.v]);
         }

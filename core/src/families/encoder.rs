@@ -14,6 +14,7 @@ use crate::runtime::RuntimeProfile;
 use crate::trace::Replay;
 use crate::workload::{Attention, InferenceKind, Logits, Mode, Workload};
 use alloc::vec::Vec;
+use core::cell::Cell;
 
 /// Rejects workloads the encoder family cannot run.
 pub fn validate(workload: &Workload) -> Result<(), Error> {
@@ -23,9 +24,6 @@ pub fn validate(workload: &Workload) -> Result<(), Error> {
             "encoders do not generate",
             "\"forward\" for encoder models",
         ));
-    }
-    if workload.training.grad_checkpointing && workload.mode == Mode::Training {
-        // Supported: HF encoders implement gradient checkpointing per layer.
     }
     Ok(())
 }
@@ -156,6 +154,8 @@ pub(crate) fn forward(
     training: bool,
     head: bool,
     mut hidden: Option<&mut Vec<T>>,
+    checkpointing: bool,
+    kept_rope: &mut Option<(T, T)>,
 ) -> T {
     let h = a.hidden_size as u64;
     let heads = a.num_heads as u64;
@@ -264,73 +264,36 @@ pub(crate) fn forward(
         None
     };
     for (l, lw) in w.layers.iter().enumerate() {
-        let layer = Some(l as u32);
         if let Some(h) = hidden.as_deref_mut() {
             // output_hidden_states=True keeps every layer's input.
             g.hold(x.v);
             h.push(x);
         }
-        let out = match a.kind {
-            EncoderKind::Esm => {
-                g.at("attention: LayerNorm", layer);
-                let ln = nn::layer_norm(g, cx, x, lw.ln_attn, h, "attention: LayerNorm");
-                // Python lifetimes of EsmAttention / EsmLayer (as for BERT):
-                // `hidden_states_ln` and `attn_output` live until the
-                // attention block returns, `attention_output_ln` and
-                // `intermediate_output` until `feed_forward_chunk` returns.
-                let attn = self_attention(g, cx, ln, lw, b, s, heads, attention, rope, layer);
-                g.at("attention: output dense", layer);
-                let o = nn::linear(g, cx, attn, &lw.o, "attention: output dense");
-                let o = dropout_if(g, o, training, "attention: dropout");
-                let x2 = nn::binary(g, o, x, "attention: residual add", false);
-                g.drop_all(&[o.v, attn.v, ln.v]);
-                g.at("mlp: LayerNorm", layer);
-                let ln2 = nn::layer_norm(g, cx, x2, lw.ln_out, h, "mlp: LayerNorm");
-                g.at("mlp: intermediate dense", layer);
-                let f = nn::linear(g, cx, ln2, &lw.fc, "mlp: intermediate dense");
-                g.at("mlp: gelu (erf form)", layer);
-                let act = esm_gelu(g, f);
-                g.drop(f.v);
-                g.at("mlp: output dense", layer);
-                let d = nn::linear(g, cx, act, &lw.proj, "mlp: output dense");
-                let d = dropout_if(g, d, training, "mlp: dropout");
-                let out = nn::binary(g, d, x2, "mlp: residual add", false);
-                g.drop_all(&[d.v, act.v, ln2.v, x2.v]);
-                out
-            }
-            EncoderKind::Bert => {
-                // Python lifetimes of BertAttention / BertSelfOutput /
-                // BertIntermediate / BertOutput (the H200 trace): the
-                // attention output is held by `self_outputs` until the
-                // attention block returns; `h = self.LayerNorm(h + input)`
-                // keeps the dropped-out `h` until the norm returns; the
-                // intermediate activation is a local of `feed_forward_chunk`.
-                let attn = self_attention(g, cx, x, lw, b, s, heads, attention, None, layer);
-                g.at("attention: output dense", layer);
-                let o = nn::linear(g, cx, attn, &lw.o, "attention: output dense");
-                let o = dropout_if(g, o, training, "attention: dropout");
-                let s1 = nn::binary(g, o, x, "attention: residual add", false);
-                let x2 = nn::layer_norm(g, cx, s1, lw.ln_attn, h, "attention: LayerNorm");
-                g.drop_all(&[s1.v, o.v, attn.v]);
-                g.at("mlp: intermediate dense", layer);
-                let f = nn::linear(g, cx, x2, &lw.fc, "mlp: intermediate dense");
-                g.at("mlp: gelu", layer);
-                let act = nn::unary(g, f, "mlp: gelu", true, f.dsize);
-                g.drop(f.v);
-                g.at("mlp: output dense", layer);
-                let d = nn::linear(g, cx, act, &lw.proj, "mlp: output dense");
-                let d = dropout_if(g, d, training, "mlp: dropout");
-                let s2 = nn::binary(g, d, x2, "mlp: residual add", false);
-                let out = nn::layer_norm(g, cx, s2, lw.ln_out, h, "mlp: LayerNorm");
-                g.drop_all(&[s2.v, d.v, act.v, x2.v]);
-                out
-            }
+        let out = if checkpointing {
+            // Non-reentrant checkpoint (`GradientCheckpointingLayer`): the
+            // layer runs without saving; the boundary keeps its input.
+            let grad = g.grad_mode;
+            g.grad_mode = false;
+            let cached = cx.cache_weight_casts;
+            cx.cache_weight_casts = false;
+            let o = encoder_layer(g, cx, a, lw, x, (b, s), attention, rope, training, l);
+            cx.cache_weight_casts = cached;
+            g.grad_mode = grad;
+            g.checkpoint(l as u32, x.v, o.v);
+            o
+        } else {
+            encoder_layer(g, cx, a, lw, x, (b, s), attention, rope, training, l)
         };
         g.drop(x.v);
         x = out;
     }
     if let Some((cos, sin)) = rope {
-        g.drop_all(&[cos.v, sin.v]);
+        if checkpointing {
+            // Kept for the recompute of each checkpointed layer.
+            *kept_rope = Some((cos, sin));
+        } else {
+            g.drop_all(&[cos.v, sin.v]);
+        }
     }
     if a.kind == EncoderKind::Esm {
         g.at("emb_layer_norm_after", None);
@@ -360,6 +323,82 @@ pub(crate) fn forward(
             logits
         }
         _ => x,
+    }
+}
+
+/// One encoder layer (`EsmLayer` / `BertLayer`): returns its output; drops
+/// nothing it was given.
+#[allow(clippy::too_many_arguments)]
+fn encoder_layer(
+    g: &mut Graph,
+    cx: &mut Ctx,
+    a: &EncoderArch,
+    lw: &Layer,
+    x: T,
+    (b, s): (u64, u64),
+    attention: Attention,
+    rope: Option<(T, T)>,
+    training: bool,
+    l: usize,
+) -> T {
+    let h = a.hidden_size as u64;
+    let heads = a.num_heads as u64;
+    let layer = Some(l as u32);
+    match a.kind {
+        EncoderKind::Esm => {
+            g.at("attention: LayerNorm", layer);
+            let ln = nn::layer_norm(g, cx, x, lw.ln_attn, h, "attention: LayerNorm");
+            // Python lifetimes of EsmAttention / EsmLayer (as for BERT):
+            // `hidden_states_ln` and `attn_output` live until the
+            // attention block returns, `attention_output_ln` and
+            // `intermediate_output` until `feed_forward_chunk` returns.
+            let attn = self_attention(g, cx, ln, lw, b, s, heads, attention, rope, layer);
+            g.at("attention: output dense", layer);
+            let o = nn::linear(g, cx, attn, &lw.o, "attention: output dense");
+            let o = dropout_if(g, o, training, "attention: dropout");
+            let x2 = nn::binary(g, o, x, "attention: residual add", false);
+            g.drop_all(&[o.v, attn.v, ln.v]);
+            g.at("mlp: LayerNorm", layer);
+            let ln2 = nn::layer_norm(g, cx, x2, lw.ln_out, h, "mlp: LayerNorm");
+            g.at("mlp: intermediate dense", layer);
+            let f = nn::linear(g, cx, ln2, &lw.fc, "mlp: intermediate dense");
+            g.at("mlp: gelu (erf form)", layer);
+            let act = esm_gelu(g, f);
+            g.drop(f.v);
+            g.at("mlp: output dense", layer);
+            let d = nn::linear(g, cx, act, &lw.proj, "mlp: output dense");
+            let d = dropout_if(g, d, training, "mlp: dropout");
+            let out = nn::binary(g, d, x2, "mlp: residual add", false);
+            g.drop_all(&[d.v, act.v, ln2.v, x2.v]);
+            out
+        }
+        EncoderKind::Bert => {
+            // Python lifetimes of BertAttention / BertSelfOutput /
+            // BertIntermediate / BertOutput (the H200 trace): the
+            // attention output is held by `self_outputs` until the
+            // attention block returns; `h = self.LayerNorm(h + input)`
+            // keeps the dropped-out `h` until the norm returns; the
+            // intermediate activation is a local of `feed_forward_chunk`.
+            let attn = self_attention(g, cx, x, lw, b, s, heads, attention, None, layer);
+            g.at("attention: output dense", layer);
+            let o = nn::linear(g, cx, attn, &lw.o, "attention: output dense");
+            let o = dropout_if(g, o, training, "attention: dropout");
+            let s1 = nn::binary(g, o, x, "attention: residual add", false);
+            let x2 = nn::layer_norm(g, cx, s1, lw.ln_attn, h, "attention: LayerNorm");
+            g.drop_all(&[s1.v, o.v, attn.v]);
+            g.at("mlp: intermediate dense", layer);
+            let f = nn::linear(g, cx, x2, &lw.fc, "mlp: intermediate dense");
+            g.at("mlp: gelu", layer);
+            let act = nn::unary(g, f, "mlp: gelu", true, f.dsize);
+            g.drop(f.v);
+            g.at("mlp: output dense", layer);
+            let d = nn::linear(g, cx, act, &lw.proj, "mlp: output dense");
+            let d = dropout_if(g, d, training, "mlp: dropout");
+            let s2 = nn::binary(g, d, x2, "mlp: residual add", false);
+            let out = nn::layer_norm(g, cx, s2, lw.ln_out, h, "mlp: LayerNorm");
+            g.drop_all(&[s2.v, d.v, act.v, x2.v]);
+            out
+        }
     }
 }
 
@@ -506,12 +545,32 @@ pub fn replay(
             false,
             head,
             None,
+            false,
+            &mut None,
         );
         g.drop(out.v);
         return Ok(summary);
     }
-    optim::train_steps(&mut g, &workload.training, &w.trainable, |g, cx| {
-        let logits = forward(g, cx, a, &w, b, s, workload.attention, true, true, None);
+    let checkpointing = workload.training.grad_checkpointing;
+    // ESM's rotary tables, kept for the recomputes when checkpointing.
+    let kept_rope: Cell<Option<(T, T)>> = Cell::new(None);
+    let forward_loss = |g: &mut Graph, cx: &mut Ctx| {
+        let mut kept = None;
+        let logits = forward(
+            g,
+            cx,
+            a,
+            &w,
+            b,
+            s,
+            workload.attention,
+            true,
+            true,
+            None,
+            checkpointing,
+            &mut kept,
+        );
+        kept_rope.set(kept);
         g.at("loss: cross entropy over all tokens", None);
         let loss = if a.kind == EncoderKind::Bert {
             nn::cross_entropy(g, cx.autocast, logits, b * s)
@@ -527,7 +586,49 @@ pub fn replay(
         };
         g.drop(logits.v);
         loss
-    });
+    };
+    if !checkpointing {
+        optim::train_steps(&mut g, &workload.training, &w.trainable, forward_loss);
+        return Ok(summary);
+    }
+    let recompute = |g: &mut Graph, cx: &mut Ctx, segment: u32, input: Value| {
+        let l = segment as usize;
+        let elems = b * s * a.hidden_size as u64;
+        let x = T {
+            v: input,
+            elems,
+            dsize: g.bytes(input) / elems.max(1),
+        };
+        g.at("backward: recompute checkpointed layer", Some(segment));
+        cx.cache_weight_casts = false;
+        let rope = kept_rope.get();
+        let out = encoder_layer(
+            g,
+            cx,
+            a,
+            &w.layers[l],
+            x,
+            (b, s),
+            workload.attention,
+            rope,
+            true,
+            l,
+        );
+        if segment == 0 {
+            // The last recompute: the recomputed nodes hold what they saved.
+            if let Some((cos, sin)) = kept_rope.take() {
+                g.drop_all(&[cos.v, sin.v]);
+            }
+        }
+        out.v
+    };
+    optim::train_steps_recomputing(
+        &mut g,
+        &workload.training,
+        &w.trainable,
+        forward_loss,
+        recompute,
+    );
     Ok(summary)
 }
 

@@ -442,6 +442,8 @@ pub fn replay(
         false,
         false,
         Some(&mut hidden),
+        false,
+        &mut None,
     );
     g.drop(last.v);
     g.at("stem: torch.stack(hidden_states, dim=2)", None);

@@ -133,7 +133,33 @@ pub fn train_steps(
     g: &mut Graph,
     t: &TrainingOptions,
     trainable: &[Trainable],
+    forward_loss: impl FnMut(&mut Graph, &mut Ctx) -> Value,
+) {
+    train_steps_inner(g, t, trainable, forward_loss, None);
+}
+
+/// [`train_steps`] for a forward with checkpointed segments: backward
+/// recomputes segment `segment` from its saved `input` with
+/// `recompute(graph, cx, segment, input)`, which returns the segment's
+/// output (see [`Graph::backward_recomputing`]).
+pub fn train_steps_recomputing(
+    g: &mut Graph,
+    t: &TrainingOptions,
+    trainable: &[Trainable],
+    forward_loss: impl FnMut(&mut Graph, &mut Ctx) -> Value,
+    mut recompute: impl FnMut(&mut Graph, &mut Ctx, u32, Value) -> Value,
+) {
+    train_steps_inner(g, t, trainable, forward_loss, Some(&mut recompute));
+}
+
+type Recompute<'a> = &'a mut dyn FnMut(&mut Graph, &mut Ctx, u32, Value) -> Value;
+
+fn train_steps_inner(
+    g: &mut Graph,
+    t: &TrainingOptions,
+    trainable: &[Trainable],
     mut forward_loss: impl FnMut(&mut Graph, &mut Ctx) -> Value,
+    mut recompute: Option<Recompute>,
 ) {
     let mut state = OptimizerState::default();
     if t.optimizer_state_resident {
@@ -146,7 +172,12 @@ pub fn train_steps(
         let loss = forward_loss(g, &mut cx);
         cx.exit_autocast(g);
         g.at("backward", None);
-        g.backward(loss);
+        match recompute.as_mut() {
+            Some(recompute) => g.backward_recomputing(loss, &mut |g, segment, input| {
+                recompute(g, &mut cx, segment, input)
+            }),
+            None => g.backward(loss),
+        }
         g.drop(loss);
         g.grad_mode = false;
         step(g, t.optimizer, trainable, &mut state);
