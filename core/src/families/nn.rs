@@ -840,15 +840,21 @@ pub fn eager_attention(
         (k, v)
     };
     let score_elems = s.batch * s.heads * s.q_len * s.kv_len;
-    // The batched matmul copies its query operand (a q-sized temporary
-    // around the scores' allocation in the H200 trace).
-    let operand = g.op(
-        "attention scores: matmul operand copy",
-        &[q.v],
-        &[],
-        q.bytes(),
-        Component::Transient,
-    );
+    // `torch.matmul` folds the batch and head dims into one for `bmm` with
+    // `reshape`: the query (a transposed view of the projection) cannot be
+    // viewed that way when batch > 1 and is copied (a q-sized temporary
+    // around the scores' allocation in the H200 trace); with batch 1 the
+    // fold is a view (no copy in the trace of Mistral-7B eager, b1 L8192,
+    // `measurements/h200-generalization/trace-segments-5.jsonl`).
+    let operand = (s.batch > 1).then(|| {
+        g.op(
+            "attention scores: matmul operand copy",
+            &[q.v],
+            &[],
+            q.bytes(),
+            Component::Transient,
+        )
+    });
     let scores = g.op(
         "attention scores QK^T",
         &[q.v, kr.v],
@@ -856,7 +862,9 @@ pub fn eager_attention(
         score_elems * q.dsize,
         Component::Transient,
     );
-    g.drop(operand);
+    if let Some(operand) = operand {
+        g.drop(operand);
+    }
     let scores = T {
         v: scores,
         elems: score_elems,
