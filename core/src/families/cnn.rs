@@ -463,9 +463,10 @@ pub fn replay(
         runtime,
     };
     // The caller's batch (`torch.randn(b, 3, image, image)`), made once and
-    // held for the whole run.
+    // held for the whole run, in the parameters' dtype (a convolution needs
+    // its input in its weight's dtype; fp32 under autocast).
     g.at("input images", None);
-    let images = g.input(b * 3 * image * image * FP32, Component::Activations);
+    let images = g.input(b * 3 * image * image * dsize, Component::Activations);
     if !training {
         let mut cx = Ctx::plain(dsize);
         let out = run.forward(&mut g, &mut cx, images);

@@ -133,9 +133,12 @@ pub fn replay(
         b,
         image,
     };
-    // The caller's batch, made once and held for the whole run.
+    // The caller's batch, made once and held for the whole run, in the
+    // parameters' dtype (a convolution needs its input in its weight's
+    // dtype; fp32 under autocast): 108 MiB of fp16 images for b128 at 384
+    // px in the H200 trace (`measurements/h200-generalization/trace-snapshots-5.md`).
     g.at("input images", None);
-    let images = g.input(b * 3 * image * image * FP32, Component::Activations);
+    let images = g.input(b * 3 * image * image * dsize, Component::Activations);
     if !training {
         let mut cx = Ctx::plain(dsize);
         let out = net.forward(&mut g, &mut cx, false, images);
