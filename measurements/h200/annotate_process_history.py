@@ -31,6 +31,10 @@ RUNS = {  # measured file: the case file it was run from
     GENERALIZATION / "measured-5.jsonl": GENERALIZATION / "generalization-cases-5.jsonl",
 }
 
+def is_decoder(model):
+    return model.split("-")[0] in ("gpt2", "llama", "mistral", "qwen2.5", "mixtral")
+
+
 for measured, cases in RUNS.items():
     history = {}
     for group in h.group_cases(h.load_cases(cases)):
@@ -48,6 +52,12 @@ for measured, cases in RUNS.items():
             case["runtime"]["process_ran_backward"] = history[case["case"]]
             if case["workload"]["mode"] == "training":
                 case["workload"]["training"]["optimizer_state_resident"] = history[case["case"]]
+                if is_decoder(case["model"]):
+                    # This harness calls `model(input_ids=ids, labels=ids)`
+                    # without `use_cache=False`: transformers fills a
+                    # DynamicCache from the config default (off under
+                    # gradient checkpointing, which the core knows).
+                    case["workload"]["training"].setdefault("use_cache", True)
         lines.append(json.dumps(case))
     path.chmod(0o644)
     path.write_text("\n".join(lines) + "\n")
