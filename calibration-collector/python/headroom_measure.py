@@ -718,12 +718,23 @@ class Runner:
             inputs = (x, y)
         else:
             inputs = random_ids(self.model, case, w["batch"], w["seq_len"], self.device)
+        # `training.use_cache` (default false, as the public harness runs):
+        # without `use_cache=False` transformers fills a DynamicCache from the
+        # config during the training forward (cases measured before
+        # 2026-11-30's batch 5 ran that way and are annotated so).
+        kwargs = {}
+        if not self.is_vision:
+            import inspect
+            takes = "use_cache" in inspect.signature(self.model.forward).parameters
+            # peft's PeftModelForCausalLM passes **kwargs on to the base model.
+            if takes or hasattr(self.model, "peft_config"):
+                kwargs["use_cache"] = bool(tr.get("use_cache", False))
         for step in range(int(tr.get("steps", 1))):
             self.mark(f"step {step + 1}")
-            self.train_step(inputs, ac)
+            self.train_step(inputs, ac, kwargs)
         self.mark("end")
 
-    def train_step(self, inputs, ac):
+    def train_step(self, inputs, ac, kwargs=None):
         torch = self.torch
         ctx = (torch.autocast(self.device, dtype=torch_dtype(ac)) if ac
                else torch.autocast(self.device, enabled=False))
@@ -732,7 +743,7 @@ class Runner:
                 x, y = inputs
                 loss = torch.nn.functional.cross_entropy(self.model(x), y)
             else:
-                loss = self.model(input_ids=inputs, labels=inputs).loss
+                loss = self.model(input_ids=inputs, labels=inputs, **(kwargs or {})).loss
         if self.scaler:
             self.scaler.scale(loss).backward()
             self.scaler.step(self.optimizer)
