@@ -29,6 +29,7 @@ RUNS = {  # measured file: the case file it was run from
     GENERALIZATION / "measured-3.jsonl": GENERALIZATION / "generalization-cases-3.jsonl",
     GENERALIZATION / "measured-4.jsonl": GENERALIZATION / "generalization-cases-4.jsonl",
     GENERALIZATION / "measured-5.jsonl": GENERALIZATION / "generalization-cases-5.jsonl",
+    GENERALIZATION / "harness-use-cache-measured.jsonl": GENERALIZATION / "harness-use-cache-cases.jsonl",
 }
 
 def is_decoder(model):
@@ -52,7 +53,7 @@ for measured, cases in RUNS.items():
             case["runtime"]["process_ran_backward"] = history[case["case"]]
             if case["workload"]["mode"] == "training":
                 case["workload"]["training"]["optimizer_state_resident"] = history[case["case"]]
-                if is_decoder(case["model"]):
+                if is_decoder(case["model"]) and measured.name != "harness-use-cache-measured.jsonl":
                     # This harness calls `model(input_ids=ids, labels=ids)`
                     # without `use_cache=False`: transformers fills a
                     # DynamicCache from the config default (off under

@@ -4,8 +4,8 @@
 use crate::state::View;
 use headroom_core::arch::Architecture;
 use headroom_core::estimate::{estimate_reusing, Component, Estimate, EstimateOptions};
-use headroom_core::trace::Replay;
 use headroom_core::search::lengths;
+use headroom_core::trace::Replay;
 use headroom_core::workload::Workload;
 use headroom_core::RuntimeProfile;
 
