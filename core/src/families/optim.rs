@@ -133,9 +133,9 @@ pub fn train_steps(
     g: &mut Graph,
     t: &TrainingOptions,
     trainable: &[Trainable],
-    forward_loss: impl FnMut(&mut Graph, &mut Ctx) -> Value,
+    mut forward_loss: impl FnMut(&mut Graph, &mut Ctx) -> Value,
 ) {
-    train_steps_inner(g, t, trainable, forward_loss, None);
+    train_steps_inner(g, t, trainable, &mut forward_loss, None);
 }
 
 /// [`train_steps`] for a forward with checkpointed segments: backward
@@ -146,19 +146,21 @@ pub fn train_steps_recomputing(
     g: &mut Graph,
     t: &TrainingOptions,
     trainable: &[Trainable],
-    forward_loss: impl FnMut(&mut Graph, &mut Ctx) -> Value,
+    mut forward_loss: impl FnMut(&mut Graph, &mut Ctx) -> Value,
     mut recompute: impl FnMut(&mut Graph, &mut Ctx, u32, Value) -> Value,
 ) {
-    train_steps_inner(g, t, trainable, forward_loss, Some(&mut recompute));
+    train_steps_inner(g, t, trainable, &mut forward_loss, Some(&mut recompute));
 }
 
 type Recompute<'a> = &'a mut dyn FnMut(&mut Graph, &mut Ctx, u32, Value) -> Value;
 
+/// The loop itself, once for every family (closures behind `dyn`: one copy
+/// of this code in the wasm bundle).
 fn train_steps_inner(
     g: &mut Graph,
     t: &TrainingOptions,
     trainable: &[Trainable],
-    mut forward_loss: impl FnMut(&mut Graph, &mut Ctx) -> Value,
+    forward_loss: &mut dyn FnMut(&mut Graph, &mut Ctx) -> Value,
     mut recompute: Option<Recompute>,
 ) {
     let mut state = OptimizerState::default();
