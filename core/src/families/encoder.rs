@@ -644,22 +644,8 @@ fn esm_rotary(g: &mut Graph, x: T, cos: T, sin: T) -> T {
     let with_cos = nn::binary(g, a, cos, "rotary: x * cos", true);
     g.drop(a.v);
     let c = nn::cast(g, x, FP32, "rotary: x.float()");
-    let neg = g.op(
-        "rotary: rotate_half",
-        &[c.v],
-        &[],
-        c.bytes() / 2,
-        Component::Transient,
-    );
-    let rot = g.op(
-        "rotary: rotate_half",
-        &[neg, c.v],
-        &[],
-        c.bytes(),
-        Component::Transient,
-    );
-    g.drop_all(&[neg, c.v]);
-    let rot = T { v: rot, ..c };
+    let rot = nn::rotate_half(g, c);
+    g.drop(c.v);
     let with_sin = nn::binary(g, rot, sin, "rotary: rotate_half(x) * sin", true);
     g.drop(rot.v);
     let sum = nn::binary(g, with_cos, with_sin, "rotary: sum", false);

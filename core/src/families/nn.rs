@@ -993,6 +993,17 @@ pub fn rotary_tables(g: &mut Graph, tokens: u64, head_dim: u64, dsize: u64) -> (
 /// is `cat(-x2, x1)`. `cos`/`sin` are shared (b, s, hd) tensors.
 pub fn rotary(g: &mut Graph, x: T, cos: T, sin: T) -> T {
     let a = binary(g, x, cos, "rotary: x * cos", true);
+    let rot = rotate_half(g, x);
+    let b = binary(g, rot, sin, "rotary: rotate_half(x) * sin", true);
+    g.drop(rot.v);
+    let out = binary(g, a, b, "rotary: sum", false);
+    g.drop_all(&[a.v, b.v]);
+    out
+}
+
+/// `rotate_half(x) = cat(-x2, x1)`: the negated half, then the
+/// concatenation (the half freed once it is copied in). `x` is not dropped.
+pub fn rotate_half(g: &mut Graph, x: T) -> T {
     let neg = g.op(
         "rotary: rotate_half",
         &[x.v],
@@ -1008,12 +1019,7 @@ pub fn rotary(g: &mut Graph, x: T, cos: T, sin: T) -> T {
         Component::Transient,
     );
     g.drop(neg);
-    let rot = T { v: rot, ..x };
-    let b = binary(g, rot, sin, "rotary: rotate_half(x) * sin", true);
-    g.drop(rot.v);
-    let out = binary(g, a, b, "rotary: sum", false);
-    g.drop_all(&[a.v, b.v]);
-    out
+    T { v: rot, ..x }
 }
 
 /// `F.cross_entropy(logits, labels)` (torch's `CrossEntropyLoss`, as
