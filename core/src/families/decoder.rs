@@ -1004,6 +1004,13 @@ impl Model<'_> {
                 dsize: emb_dsize,
             }
         };
+        // The embedding outputs the model's forward keeps in locals until it
+        // returns (after the final norm): Llama's `inputs_embeds` (the
+        // hidden states entering the first layer); GPT-2's `inputs_embeds`
+        // and `position_embeds`, whose sum (and its dropout) is passed on
+        // (the H200 trace of GPT-2 training frees the 48 MiB `wte` output
+        // right after `ln_f`, `trace-segments-5b.jsonl`).
+        let mut embedding_locals: Vec<Value> = Vec::new();
         if let Some(p) = self.w.positions {
             let pe = g.op(
                 "position embedding",
@@ -1023,7 +1030,7 @@ impl Model<'_> {
                 "embedding + positions",
                 false,
             );
-            g.drop_all(&[x.v, pe]);
+            embedding_locals.extend([x.v, pe]);
             x = sum;
             if call.gpt2_dropout {
                 let d = nn::dropout(g, x, "embedding dropout");
@@ -1036,8 +1043,10 @@ impl Model<'_> {
             // gradient_checkpointing_enable() calls enable_input_require_grads().
             g.set_requires_grad(x.v);
         }
-        let inputs_embeds = x;
-        g.hold(inputs_embeds.v);
+        if embedding_locals.is_empty() {
+            g.hold(x.v);
+            embedding_locals.push(x.v);
+        }
         // Rotary cos/sin for the positions of this call, computed in fp32 and
         // cast to the hidden states' dtype.
         let rope = if a.learned_positions == 0 {
@@ -1107,7 +1116,7 @@ impl Model<'_> {
         g.at("final norm", None);
         let hn = self.norm(g, cx, x, self.w.norm, "final norm");
         g.drop(x.v);
-        g.drop(inputs_embeds.v);
+        g.drop_all(&embedding_locals);
         if let Some((cos, sin)) = rope {
             if call.checkpointing {
                 // The checkpoints hold the position embeddings until their recompute.
