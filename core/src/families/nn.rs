@@ -746,6 +746,10 @@ pub fn sdpa_math(g: &mut Graph, q: T, k: T, v: T, s: AttnShape) -> T {
         score_elems * ds,
         Component::Transient,
     );
+    // Its backward takes a scores-sized temporary once the gradient is
+    // allocated (three scores-sized blocks per layer backward in the H200
+    // trace of Llama-3.2-1B fp32 training, `trace-segments-5.jsonl`).
+    g.set_backward_scratch(probs, [score_elems * ds, 0]);
     // `_safe_softmax` zeroes fully masked rows through a bool mask of the
     // scores' shape.
     g.workspace("attention (sdpa math): softmax row mask", score_elems);
