@@ -30,7 +30,15 @@ RUNS = {  # measured file: the case file it was run from
     GENERALIZATION / "measured-4.jsonl": GENERALIZATION / "generalization-cases-4.jsonl",
     GENERALIZATION / "measured-5.jsonl": GENERALIZATION / "generalization-cases-5.jsonl",
     GENERALIZATION / "harness-use-cache-measured.jsonl": GENERALIZATION / "harness-use-cache-cases.jsonl",
+    GENERALIZATION / "measured-6.jsonl": GENERALIZATION / "generalization-cases-6.jsonl",
 }
+
+# Measured before the harness passed `use_cache=training.use_cache`: their
+# decoder training ran with transformers' default cache.
+RAN_WITH_CACHE = [HERE / "validation.jsonl"] + [
+    GENERALIZATION / f"measured{n}.jsonl" for n in ("", "-2", "-3", "-4", "-5")
+]
+
 
 def is_decoder(model):
     return model.split("-")[0] in ("gpt2", "llama", "mistral", "qwen2.5", "mixtral")
@@ -53,7 +61,7 @@ for measured, cases in RUNS.items():
             case["runtime"]["process_ran_backward"] = history[case["case"]]
             if case["workload"]["mode"] == "training":
                 case["workload"]["training"]["optimizer_state_resident"] = history[case["case"]]
-                if is_decoder(case["model"]) and measured.name != "harness-use-cache-measured.jsonl":
+                if is_decoder(case["model"]) and measured in RAN_WITH_CACHE:
                     # This harness calls `model(input_ids=ids, labels=ids)`
                     # without `use_cache=False`: transformers fills a
                     # DynamicCache from the config default (off under
