@@ -17,7 +17,7 @@ fn main() {
         headroom_core::estimate::live_at_peak(&spec.model.arch, &spec.workload, &spec.runtime)
             .unwrap();
     let filter = std::env::args().nth(2).unwrap_or_default();
-    for g in groups.iter().filter(|g| g.op.contains(&filter)).take(60) {
+    for g in groups.iter().filter(|g| g.op.contains(&filter)).take(400) {
         println!(
             "{:>10.1} MiB {:>5} {:20} {}",
             g.bytes.0 as f64 / 1048576.0,

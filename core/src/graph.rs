@@ -370,6 +370,33 @@ impl<'r> Graph<'r> {
         self.op_ordered(name, inputs, &[], true, out_bytes, component, 0, 0, false)
     }
 
+    /// An attention kernel: [`Graph::op_with`] whose backward also needs
+    /// its own output (flash and memory-efficient attention save `out`
+    /// with the inputs and the logsumexp).
+    #[allow(clippy::too_many_arguments)]
+    pub fn op_with_saving_output(
+        &mut self,
+        name: &'static str,
+        inputs: &[Value],
+        saved: &[Value],
+        out_bytes: u64,
+        component: Component,
+        extra_saved: u64,
+        backward_workspace: u64,
+    ) -> Value {
+        self.op_ordered(
+            name,
+            inputs,
+            saved,
+            true,
+            out_bytes,
+            component,
+            extra_saved,
+            backward_workspace,
+            false,
+        )
+    }
+
     /// `F.dropout` in training: the kernel allocates its saved bool mask
     /// (`mask_bytes`), then its output (the H200 trace of BERT's dropouts).
     pub fn op_mask_first(

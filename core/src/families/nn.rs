@@ -638,8 +638,12 @@ pub struct AttnShape {
 /// `measurements/h200-segments`). Under autocast, fp32 inputs are cast to
 /// bf16 first and the casts are what backward keeps (llama-3.2-1b amp
 /// training snapshot: six blocks per layer at `sdpa_attention_forward`).
-/// In grad mode the kernel also saves an fp32 logsumexp; its backward needs
-/// an fp32 dq accumulator.
+/// In grad mode the kernel also saves an fp32 logsumexp and its output (in
+/// HF models the next projection saves that storage too; in torchvision's
+/// fp32 ViT training a `contiguous()` copy goes to `out_proj` and the
+/// kernel's output stays with the kernel: 24 blocks per 12 layers at
+/// `multi_head_attention_forward` in `trace-snapshots-6.md`); its backward
+/// needs an fp32 dq accumulator.
 pub fn sdpa(g: &mut Graph, cx: &Ctx, q: T, k: T, v: T, s: AttnShape) -> T {
     let (q, k, v) = if cx.autocast {
         // sdpa is on autocast's bf16 list: fp32 inputs are cast (and saved).
@@ -655,7 +659,7 @@ pub fn sdpa(g: &mut Graph, cx: &Ctx, q: T, k: T, v: T, s: AttnShape) -> T {
     };
     let out_elems = s.batch * s.heads * s.q_len * s.head_dim;
     let lse = s.batch * s.heads * s.q_len * FP32;
-    let out = g.op_with(
+    let out = g.op_with_saving_output(
         "attention (sdpa)",
         &[q.v, k.v, v.v],
         &[q.v, k.v, v.v],

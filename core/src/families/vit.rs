@@ -359,10 +359,15 @@ impl Net {
         };
         let attn = nn::sdpa(g, cx, q, k, v, shape);
         g.drop_all(&[q.v, k.v, v.v]);
-        // Merging the heads copies in inference; in training the H200
-        // trace shows no copy before `out_proj` (sdpa's output is already
-        // laid out token-major).
-        let merged = if training {
+        // Merging the heads copies in inference. In training,
+        // `attn_output.permute(2, 0, 1, 3).contiguous()` is free when the
+        // flash kernel ran (half precision: its output takes the query's
+        // token-major layout) and a copy when the memory-efficient kernel
+        // did (fp32: a batch-major output), saved by `out_proj`: 12 x 36.9
+        // MiB from `multi_head_attention_forward` in the H200 trace of
+        // ViT-B/16 fp32 training b64 (`trace-snapshots-6.md`), none in the
+        // bf16 traces.
+        let merged = if training && ds != FP32 {
             attn
         } else {
             let merged = g.op(
