@@ -110,8 +110,14 @@ impl FreeList {
             block,
         };
         let entries = &mut self.bins[bin];
-        let at = entries.partition_point(|e| e.key > entry.key);
-        entries.insert(at, entry);
+        // Most blocks freed into a crowded bin are the lowest of their size
+        // (new segments lie below the old ones): they go at the end.
+        if entries.last().is_none_or(|last| last.key > entry.key) {
+            entries.push(entry);
+        } else {
+            let at = entries.partition_point(|e| e.key > entry.key);
+            entries.insert(at, entry);
+        }
         self.occupied[bin / 64] |= 1 << (bin % 64);
         self.len += 1;
     }
@@ -134,7 +140,11 @@ impl FreeList {
     pub(super) fn best_fit(&self, size: u64) -> Option<Found> {
         let first = bin_of(size);
         let own = &self.bins[first];
-        let fitting = own.partition_point(|e| e.key >= key(size, 0));
+        // The smallest block of the bin (its last) usually fits already.
+        let fitting = match own.last() {
+            Some(last) if last.key >= key(size, 0) => own.len(),
+            _ => own.partition_point(|e| e.key >= key(size, 0)),
+        };
         let (bin, index) = if fitting > 0 {
             (first, fitting - 1)
         } else {
