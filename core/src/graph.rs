@@ -661,6 +661,10 @@ impl<'r> Graph<'r> {
         } else {
             self.values[node.output.0 as usize].grad.take()
         };
+        // Gradients for inputs that already hold one: the engine adds them
+        // in place once the node has run (`InputBuffer::accumulate`), after
+        // the node's own gradient output and saved tensors are released.
+        let mut accumulated: [Option<Tensor>; 3] = [None; 3];
         if grad_out.is_some() {
             if node.backward_workspace > 0 {
                 self.replay
@@ -670,7 +674,7 @@ impl<'r> Graph<'r> {
                 Some(GradOrder::WeightFirst) => [1, 0, 2],
                 _ => [0, 1, 2],
             };
-            for input in order.iter().filter_map(|&i| node.inputs[i]) {
+            for (slot, input) in order.iter().filter_map(|&i| node.inputs[i]).enumerate() {
                 let s = &self.values[input.0 as usize];
                 if !s.requires_grad {
                     continue;
@@ -686,8 +690,7 @@ impl<'r> Graph<'r> {
                 }
                 let s = &mut self.values[input.0 as usize];
                 if s.grad.is_some() {
-                    // Accumulated in place into the existing gradient.
-                    self.replay.free(g);
+                    accumulated[slot] = Some(g);
                 } else {
                     s.grad = Some(g);
                 }
@@ -708,6 +711,9 @@ impl<'r> Graph<'r> {
         }
         for s in node.saved.iter().flatten() {
             self.release(*s);
+        }
+        for g in accumulated.into_iter().flatten() {
+            self.replay.free(g);
         }
     }
 
