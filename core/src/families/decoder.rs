@@ -1047,6 +1047,27 @@ impl Model<'_> {
             g.hold(x.v);
             embedding_locals.push(x.v);
         }
+        // Eager attention adds an explicit (b, 1, s, s) causal mask in the
+        // activations' dtype, built once per call, before the rotary tables:
+        // `masking_utils` first evaluates the causal mask function as a
+        // (1, 1, s, s) boolean, then `eager_mask` turns it into the additive
+        // mask and the boolean is freed (the H200 traces: 16 MiB then 32 MiB
+        // for Llama-3.1-8B b1 L4096; 1 MiB then 8 MiB for Llama-3.2-1B b4
+        // L1024).
+        let eager_mask = if self.attention == Attention::Eager && s > 1 {
+            g.at("eager causal mask", None);
+            let boolean = g.input(s * s, Component::Transient);
+            let elems = b * s * s;
+            let mask = T {
+                v: g.input(elems * x.dsize, Component::Transient),
+                elems,
+                dsize: x.dsize,
+            };
+            g.drop(boolean);
+            Some(mask)
+        } else {
+            None
+        };
         // Rotary cos/sin for the positions of this call, computed in fp32 and
         // cast to the hidden states' dtype.
         let rope = if a.learned_positions == 0 {
@@ -1065,19 +1086,6 @@ impl Model<'_> {
             } else {
                 None
             };
-        // Eager attention adds an explicit (b, 1, s, s) causal mask in the
-        // activations' dtype, built once per call.
-        let eager_mask = if self.attention == Attention::Eager && s > 1 {
-            g.at("eager causal mask", None);
-            let elems = b * s * s;
-            Some(T {
-                v: g.input(elems * x.dsize, Component::Transient),
-                elems,
-                dsize: x.dsize,
-            })
-        } else {
-            None
-        };
         let decode_shortcut = self.decode_shortcut(call, cache);
         for l in 0..a.num_layers as usize {
             if decode_shortcut && l > 0 {
