@@ -54,6 +54,8 @@ struct Node {
     checkpoint: Option<u32>,
     /// A matrix multiply (see [`Graph::mark_gemm`]).
     gemm: Option<GradOrder>,
+    /// An addition (see [`Graph::mark_addition`]).
+    addition: bool,
 }
 
 /// The order in which a matrix multiply's backward computes its gradients.
@@ -112,6 +114,9 @@ pub struct Graph<'r> {
     /// thread's at its first matmul ([`Graph::gemm`]), the autograd
     /// thread's at the first backward matmul ([`Graph::mark_gemm`]).
     pending_workspaces: [u64; 2],
+    /// Gradients held by more than one input buffer (an addition hands its
+    /// gradient to each operand as is): the tensor and its extra holders.
+    shared_grads: Vec<(Tensor, u32)>,
     /// The GPU's multiprocessors and resident threads per multiprocessor:
     /// PyTorch's reduction kernels size their grid (and their global-memory
     /// buffer) by them.
@@ -147,6 +152,7 @@ impl<'r> Graph<'r> {
             param_log: None,
             staged: Vec::new(),
             pending_workspaces: [0; 2],
+            shared_grads: Vec::new(),
             multiprocessors: (
                 crate::runtime::H200_MULTIPROCESSORS,
                 crate::runtime::H200_THREADS_PER_MULTIPROCESSOR,
@@ -467,6 +473,7 @@ impl<'r> Graph<'r> {
                 backward_scratch: [0; 2],
                 checkpoint: None,
                 gemm: None,
+                addition: false,
             };
             for (slot, &i) in node.inputs.iter_mut().zip(inputs) {
                 *slot = Some(i);
@@ -508,6 +515,7 @@ impl<'r> Graph<'r> {
                 backward_scratch: [0; 2],
                 checkpoint: None,
                 gemm: None,
+                addition: false,
             });
         }
     }
@@ -534,6 +542,45 @@ impl<'r> Graph<'r> {
             if node.output == output {
                 node.gemm = Some(order);
             }
+        }
+    }
+
+    /// Marks the node that produced `output` (the most recent one) as an
+    /// addition: `AddBackward` returns its gradient as is for each operand
+    /// of the same size (no allocation; both input buffers hold the one
+    /// tensor), and a cast or reduced copy for the others (a bf16 operand
+    /// of an fp32 sum, a broadcast bias). No-op when no node was recorded.
+    pub fn mark_addition(&mut self, output: Value) {
+        if let Some(node) = self.nodes.last_mut() {
+            if node.output == output {
+                node.addition = true;
+            }
+        }
+    }
+
+    fn holders(&self, grad: Tensor) -> u32 {
+        1 + self
+            .shared_grads
+            .iter()
+            .find(|(t, _)| *t == grad)
+            .map_or(0, |&(_, extra)| extra)
+    }
+
+    fn share_grad(&mut self, grad: Tensor) {
+        match self.shared_grads.iter_mut().find(|(t, _)| *t == grad) {
+            Some((_, extra)) => *extra += 1,
+            None => self.shared_grads.push((grad, 1)),
+        }
+    }
+
+    /// A holder lets go of a gradient; the last one frees it.
+    fn drop_grad(&mut self, grad: Tensor) {
+        match self.shared_grads.iter().position(|(t, _)| *t == grad) {
+            Some(i) if self.shared_grads[i].1 > 1 => self.shared_grads[i].1 -= 1,
+            Some(i) => {
+                let _last_holder = self.shared_grads.swap_remove(i);
+            }
+            None => self.replay.free(grad),
         }
     }
 
@@ -576,6 +623,7 @@ impl<'r> Graph<'r> {
             backward_scratch: [0; 2],
             checkpoint: Some(segment),
             gemm: None,
+            addition: false,
         });
     }
 
@@ -585,7 +633,7 @@ impl<'r> Graph<'r> {
         while let Some(hit) = self.backward_run(0) {
             // Without a recompute callback a checkpoint passes gradients straight through.
             if let Some(g) = hit.grad {
-                self.replay.free(g);
+                self.drop_grad(g);
             }
             self.release_detached(hit.held);
         }
@@ -613,7 +661,7 @@ impl<'r> Graph<'r> {
             self.drop(out);
             while let Some(inner) = self.backward_run(mark) {
                 if let Some(grad) = inner.grad {
-                    self.replay.free(grad);
+                    self.drop_grad(grad);
                 }
                 self.release_detached(inner.held);
             }
@@ -662,9 +710,10 @@ impl<'r> Graph<'r> {
             self.values[node.output.0 as usize].grad.take()
         };
         // Gradients for inputs that already hold one: the engine adds them
-        // in place once the node has run (`InputBuffer::accumulate`), after
-        // the node's own gradient output and saved tensors are released.
-        let mut accumulated: [Option<Tensor>; 3] = [None; 3];
+        // once the node has run (`InputBuffer::accumulate`), after the
+        // node's own gradient output and saved tensors are released.
+        let mut accumulated: [Option<(Value, Tensor)>; 3] = [None; 3];
+        let out_bytes = self.values[node.output.0 as usize].bytes;
         if grad_out.is_some() {
             if node.backward_workspace > 0 {
                 self.replay
@@ -679,18 +728,29 @@ impl<'r> Graph<'r> {
                 if !s.requires_grad {
                     continue;
                 }
-                let component = if s.leaf_param {
+                let (leaf, bytes) = (s.leaf_param, s.bytes);
+                let component = if leaf {
                     Component::Gradients
                 } else {
                     Component::Transient
                 };
-                let g = self.replay.alloc(s.bytes, component);
+                let passed = match grad_out {
+                    Some(out) if node.addition && !leaf && bytes == out_bytes => {
+                        self.share_grad(out);
+                        Some(out)
+                    }
+                    _ => None,
+                };
+                let g = match passed {
+                    Some(out) => out,
+                    None => self.replay.alloc(bytes, component),
+                };
                 if node.gemm.is_some() {
                     self.autograd_gemm();
                 }
                 let s = &mut self.values[input.0 as usize];
                 if s.grad.is_some() {
-                    accumulated[slot] = Some(g);
+                    accumulated[slot] = Some((input, g));
                 } else {
                     s.grad = Some(g);
                 }
@@ -704,7 +764,7 @@ impl<'r> Graph<'r> {
             }
         }
         if let Some(g) = grad_out {
-            self.replay.free(g);
+            self.drop_grad(g);
         }
         if let Some(t) = node.extra {
             self.replay.free(t);
@@ -712,8 +772,29 @@ impl<'r> Graph<'r> {
         for s in node.saved.iter().flatten() {
             self.release(*s);
         }
-        for g in accumulated.into_iter().flatten() {
-            self.replay.free(g);
+        for (input, new) in accumulated.into_iter().flatten() {
+            self.accumulate(input, new);
+        }
+    }
+
+    /// `InputBuffer::accumulate`: adds `new` into the gradient `input`
+    /// holds, in place into whichever of the two has no other holder, or
+    /// into a fresh sum when both are shared.
+    fn accumulate(&mut self, input: Value, new: Tensor) {
+        let old = self.values[input.0 as usize]
+            .grad
+            .expect("accumulating into a held gradient");
+        if self.holders(old) == 1 {
+            self.drop_grad(new);
+        } else if self.holders(new) == 1 {
+            self.values[input.0 as usize].grad = Some(new);
+            self.drop_grad(old);
+        } else {
+            let bytes = self.values[input.0 as usize].bytes;
+            let sum = self.replay.alloc(bytes, Component::Transient);
+            self.values[input.0 as usize].grad = Some(sum);
+            self.drop_grad(old);
+            self.drop_grad(new);
         }
     }
 
@@ -758,7 +839,7 @@ impl<'r> Graph<'r> {
     pub fn zero_grad(&mut self) {
         for i in 0..self.values.len() {
             if let Some(g) = self.values[i].grad.take() {
-                self.replay.free(g);
+                self.drop_grad(g);
             }
         }
     }
@@ -791,5 +872,51 @@ fn saved_component(c: Component) -> Component {
     match c {
         Component::Transient => Component::Activations,
         other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::allocator::AllocatorConfig;
+
+    /// Allocations made by the backward of `loss(h1 + h2)`, with `h1` and
+    /// `h2` computed from one parameter, the sum marked as an addition or not.
+    fn backward_allocations(addition: bool) -> u64 {
+        const MIB: u64 = 1 << 20;
+        let mut replay = Replay::new(AllocatorConfig::default(), None);
+        let mut g = Graph::new(&mut replay);
+        g.grad_mode = true;
+        let p = g.param(4 * MIB, true);
+        let h1 = g.op("h1", &[p], &[], 8 * MIB, Component::Transient);
+        let h2 = g.op("h2", &[p], &[], 8 * MIB, Component::Transient);
+        let sum = g.op("sum", &[h1, h2], &[], 8 * MIB, Component::Transient);
+        if addition {
+            g.mark_addition(sum);
+        }
+        g.drop_all(&[h1, h2]);
+        let loss = g.op("loss", &[sum], &[], 4, Component::Transient);
+        g.drop(sum);
+        let before = g.replay.allocations();
+        g.backward(loss);
+        g.zero_grad();
+        g.drop(loss);
+        let after = g.replay.allocations();
+        drop(g);
+        assert_eq!(
+            replay.stats().allocated,
+            4 * MIB,
+            "only the parameter is left"
+        );
+        after - before
+    }
+
+    #[test]
+    fn an_addition_hands_its_gradient_to_both_operands() {
+        // Seed, the sum's gradient, and the parameter's gradient from each
+        // branch (the second accumulated into the first); an unmarked op
+        // allocates a gradient for each operand too.
+        assert_eq!(backward_allocations(true), 4);
+        assert_eq!(backward_allocations(false), 6);
     }
 }

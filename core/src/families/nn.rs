@@ -512,6 +512,10 @@ pub fn binary(g: &mut Graph, a: T, b: T, name: &'static str, save_operands: bool
         elems * dsize,
         Component::Transient,
     );
+    if !save_operands {
+        // Every unsaved-operand binary op here is an addition.
+        g.mark_addition(v);
+    }
     T { v, elems, dsize }
 }
 
