@@ -224,6 +224,7 @@ pub fn estimate_reusing(
     run(replay, arch, None, workload, runtime, options)
 }
 
+#[cfg(feature = "diagnostics")]
 /// What a process keeps from one job to the next when it runs several (the
 /// measurement harness keeps the model and its optimizer): weights, the
 /// optimizer state and the library workspaces.
@@ -233,6 +234,7 @@ pub const KEPT_BETWEEN_JOBS: [Component; 3] = [
     Component::LibraryWorkspace,
 ];
 
+#[cfg(feature = "diagnostics")]
 /// [`estimate`] of a job that runs after `earlier` in the same process, on
 /// the same model: the earlier job runs first, then everything but
 /// [`KEPT_BETWEEN_JOBS`] is freed, the cache emptied and the peak window
@@ -249,6 +251,7 @@ pub fn estimate_after(
     estimate_after_with(arch, earlier, workload, runtime, EstimateOptions::default())
 }
 
+#[cfg(feature = "diagnostics")]
 /// [`estimate_after`] with options (a capacity).
 pub fn estimate_after_with(
     arch: &Architecture,
@@ -263,6 +266,7 @@ pub fn estimate_after_with(
     run(&mut replay, arch, Some(earlier), workload, runtime, options)
 }
 
+#[cfg(feature = "diagnostics")]
 /// Replays `earlier` into a fresh `replay` and ends it as a process ends
 /// one job before the next (see [`Replay::start_next_job`]); the next
 /// replay into it runs as a later job of the same process.
@@ -300,6 +304,7 @@ fn run(
     let outside = outside_allocator(runtime, libraries_guess);
     let capacity = options.capacity.map(|c| c.saturating_sub(outside));
     replay.reset(runtime.allocator, capacity);
+    #[cfg(feature = "diagnostics")]
     if let Some(earlier) = earlier {
         replay_earlier_job(arch, earlier, runtime, replay)?;
     }
@@ -391,6 +396,7 @@ pub struct LiveGroup {
     pub bytes: Bytes,
 }
 
+#[cfg(feature = "diagnostics")]
 /// What is live at the peak moment, largest groups first: replays twice,
 /// the second time stopping at the peak to list the live blocks.
 pub fn live_at_peak(

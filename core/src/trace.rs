@@ -2,9 +2,9 @@
 //! goes straight into the [`CachingAllocator`] model, and the moment of the
 //! peak (with what is live by component, and the op running) is kept.
 
-use crate::allocator::{
-    round_size, AllocatorConfig, BlockId, CachingAllocator, OutOfMemory, Stats,
-};
+#[cfg(feature = "diagnostics")]
+use crate::allocator::round_size;
+use crate::allocator::{AllocatorConfig, BlockId, CachingAllocator, OutOfMemory, Stats};
 use crate::estimate::Component;
 
 /// Handle to a tensor alive in the replay.
@@ -56,25 +56,36 @@ pub struct Replay {
     allocations: u64,
     /// Diagnostics: record who allocated each block and list the live
     /// blocks right after allocation number `inspect_at`.
+    #[cfg(feature = "diagnostics")]
     inspect_at: Option<u64>,
+    #[cfg(feature = "diagnostics")]
     owners: alloc::vec::Vec<(Op, Component)>,
+    #[cfg(feature = "diagnostics")]
     inspected: alloc::vec::Vec<(Op, Component, u64)>,
+    #[cfg(feature = "diagnostics")]
     peak_allocation: u64,
     /// Diagnostics: every segment created, with the op that asked for it.
+    #[cfg(feature = "diagnostics")]
     pub segment_log: Option<alloc::vec::Vec<(Op, u64)>>,
     /// Diagnostics: every allocation (true) and free (false) of at least
     /// `event_log_min` bytes: size, block address, op.
+    #[cfg(feature = "diagnostics")]
     pub event_log: Option<alloc::vec::Vec<(bool, u64, u64, Op)>>,
     /// Smallest block the event log records.
+    #[cfg(feature = "diagnostics")]
     pub event_log_min: u64,
     /// Process history: record each block's component and rounded request
     /// (indexed by block), so that [`Replay::start_next_job`] can hand the
     /// blocks that survive a job to the next one.
+    #[cfg(feature = "diagnostics")]
     track_blocks: bool,
+    #[cfg(feature = "diagnostics")]
     block_info: alloc::vec::Vec<(Component, u64)>,
+    #[cfg(feature = "diagnostics")]
     block_order: alloc::vec::Vec<u64>,
     /// Blocks a previous job left resident, by component, in reverse
     /// allocation order (the next to adopt is last).
+    #[cfg(feature = "diagnostics")]
     adoptable: [alloc::vec::Vec<(BlockId, u64)>; Component::IN_ALLOCATOR],
     /// What the last [`crate::graph::Graph`] on this replay left to reuse.
     pub(crate) graph_buffers: crate::graph::GraphBuffers,
@@ -90,16 +101,27 @@ impl Replay {
             peak: PeakMoment::default(),
             oom: None,
             allocations: 0,
+            #[cfg(feature = "diagnostics")]
             inspect_at: None,
+            #[cfg(feature = "diagnostics")]
             owners: alloc::vec::Vec::new(),
+            #[cfg(feature = "diagnostics")]
             inspected: alloc::vec::Vec::new(),
+            #[cfg(feature = "diagnostics")]
             peak_allocation: 0,
+            #[cfg(feature = "diagnostics")]
             segment_log: None,
+            #[cfg(feature = "diagnostics")]
             event_log: None,
+            #[cfg(feature = "diagnostics")]
             event_log_min: 0,
+            #[cfg(feature = "diagnostics")]
             track_blocks: false,
+            #[cfg(feature = "diagnostics")]
             block_info: alloc::vec::Vec::new(),
+            #[cfg(feature = "diagnostics")]
             block_order: alloc::vec::Vec::new(),
+            #[cfg(feature = "diagnostics")]
             adoptable: Default::default(),
             graph_buffers: Default::default(),
         }
@@ -114,27 +136,32 @@ impl Replay {
         self.peak = PeakMoment::default();
         self.oom = None;
         self.allocations = 0;
-        self.inspect_at = None;
-        self.owners.clear();
-        self.inspected.clear();
-        self.peak_allocation = 0;
-        self.segment_log = None;
-        self.event_log = None;
-        self.event_log_min = 0;
-        self.track_blocks = false;
-        self.block_info.clear();
-        self.block_order.clear();
-        for queue in self.adoptable.iter_mut() {
-            queue.clear();
+        #[cfg(feature = "diagnostics")]
+        {
+            self.inspect_at = None;
+            self.owners.clear();
+            self.inspected.clear();
+            self.peak_allocation = 0;
+            self.segment_log = None;
+            self.event_log = None;
+            self.event_log_min = 0;
+            self.track_blocks = false;
+            self.block_info.clear();
+            self.block_order.clear();
+            for queue in self.adoptable.iter_mut() {
+                queue.clear();
+            }
         }
     }
 
+    #[cfg(feature = "diagnostics")]
     /// Records what each block holds, for [`Replay::start_next_job`]; call
     /// before the first allocation.
     pub fn track_blocks(&mut self) {
         self.track_blocks = true;
     }
 
+    #[cfg(feature = "diagnostics")]
     /// Ends a job the way a process running several jobs does (the
     /// measurement harness: drop everything but the model and its optimizer,
     /// `gc.collect()`, `torch.cuda.empty_cache()`,
@@ -171,6 +198,7 @@ impl Replay {
         self.reset_peaks();
     }
 
+    #[cfg(feature = "diagnostics")]
     /// A kept block of a previous job for this request, if the next one in
     /// line matches (see [`Replay::start_next_job`]).
     fn adopt(&mut self, bytes: u64, component: Component) -> Option<Tensor> {
@@ -187,12 +215,14 @@ impl Replay {
         None
     }
 
+    #[cfg(feature = "diagnostics")]
     /// Diagnostics: list the live blocks right after allocation number `n`
     /// (see [`Replay::peak_allocation`]); read them with [`Replay::inspected`].
     pub fn inspect_at(&mut self, n: u64) {
         self.inspect_at = Some(n);
     }
 
+    #[cfg(feature = "diagnostics")]
     /// The allocation number at which the peak moment was reached.
     pub fn peak_allocation(&self) -> u64 {
         self.peak_allocation
@@ -203,6 +233,7 @@ impl Replay {
         self.allocations
     }
 
+    #[cfg(feature = "diagnostics")]
     /// Live blocks captured by [`Replay::inspect_at`]: (op, component, bytes).
     pub fn inspected(&self) -> &[(Op, Component, u64)] {
         &self.inspected
@@ -227,9 +258,11 @@ impl Replay {
     /// Allocates a tensor of `bytes`. Zero-byte tensors take no block in
     /// PyTorch; they are given a 512 B block here, which is lost in the noise.
     pub fn alloc(&mut self, bytes: u64, component: Component) -> Tensor {
+        #[cfg(feature = "diagnostics")]
         if let Some(adopted) = self.adopt(bytes, component) {
             return adopted;
         }
+        #[cfg(feature = "diagnostics")]
         let segments_before = self.allocator.stats().segments_created;
         let block = match self.allocator.malloc(bytes) {
             Ok(block) => block,
@@ -245,6 +278,30 @@ impl Replay {
         };
         self.live[component as usize] += self.allocator.block_size(block);
         self.allocations += 1;
+        #[cfg(feature = "diagnostics")]
+        self.record(block, bytes, component, segments_before);
+        let stats = self.allocator.stats();
+        if stats.reserved > self.peak.reserved
+            || (stats.reserved == self.peak.reserved && stats.allocated > self.peak.allocated)
+        {
+            self.peak = PeakMoment {
+                live: self.live,
+                reserved: stats.reserved,
+                allocated: stats.allocated,
+                op: self.op,
+            };
+            #[cfg(feature = "diagnostics")]
+            {
+                self.peak_allocation = self.allocations;
+            }
+        }
+        Tensor { block, component }
+    }
+
+    /// Diagnostics and process history for one allocation: what the block
+    /// holds, the logs, and the live blocks at the inspected allocation.
+    #[cfg(feature = "diagnostics")]
+    fn record(&mut self, block: BlockId, bytes: u64, component: Component, segments_before: u64) {
         if self.track_blocks {
             let i = block.index();
             if self.block_info.len() <= i {
@@ -283,23 +340,11 @@ impl Replay {
                     .collect();
             }
         }
-        let stats = self.allocator.stats();
-        if stats.reserved > self.peak.reserved
-            || (stats.reserved == self.peak.reserved && stats.allocated > self.peak.allocated)
-        {
-            self.peak = PeakMoment {
-                live: self.live,
-                reserved: stats.reserved,
-                allocated: stats.allocated,
-                op: self.op,
-            };
-            self.peak_allocation = self.allocations;
-        }
-        Tensor { block, component }
     }
 
     /// Frees a tensor.
     pub fn free(&mut self, tensor: Tensor) {
+        #[cfg(feature = "diagnostics")]
         if let Some(log) = self.event_log.as_mut() {
             let size = self.allocator.block_size(tensor.block);
             if size >= self.event_log_min {
@@ -321,11 +366,14 @@ impl Replay {
         self.live[tensor.component as usize] -= size;
         self.live[component as usize] += size;
         tensor.component = component;
-        if let Some(owner) = self.owners.get_mut(tensor.block.index()) {
-            owner.1 = component;
-        }
-        if let Some(info) = self.block_info.get_mut(tensor.block.index()) {
-            info.0 = component;
+        #[cfg(feature = "diagnostics")]
+        {
+            if let Some(owner) = self.owners.get_mut(tensor.block.index()) {
+                owner.1 = component;
+            }
+            if let Some(info) = self.block_info.get_mut(tensor.block.index()) {
+                info.0 = component;
+            }
         }
     }
 
