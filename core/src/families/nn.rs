@@ -646,8 +646,10 @@ pub struct AttnShape {
 /// HF models the next projection saves that storage too; in torchvision's
 /// fp32 ViT training a `contiguous()` copy goes to `out_proj` and the
 /// kernel's output stays with the kernel: 24 blocks per 12 layers at
-/// `multi_head_attention_forward` in `trace-snapshots-6.md`); its backward
-/// needs an fp32 dq accumulator.
+/// `multi_head_attention_forward` in `trace-snapshots-6.md`). Its backward
+/// allocates the input gradients, then its fp32 accumulator (the
+/// memory-efficient kernel in fp32 first takes `grad_out * out` for the row
+/// sums, and per-(batch, head) counters with the accumulator).
 pub fn sdpa(g: &mut Graph, cx: &Ctx, q: T, k: T, v: T, s: AttnShape) -> T {
     let (q, k, v) = if cx.autocast {
         // sdpa is on autocast's bf16 list: fp32 inputs are cast (and saved).
@@ -670,8 +672,18 @@ pub fn sdpa(g: &mut Graph, cx: &Ctx, q: T, k: T, v: T, s: AttnShape) -> T {
         out_elems * q.dsize,
         Component::Transient,
         lse,
-        out_elems * FP32,
+        0,
     );
+    // Backward allocates the input gradients first, then (fp32, the
+    // memory-efficient kernel) `grad_out * out` for the row sums, then its
+    // fp32 accumulator (the H200 trace of BERT fp32 training: three 24 MiB
+    // gradients, a 24 MiB product, then a 24.02 MiB workspace).
+    let (product, counters) = if q.dsize == FP32 {
+        (out_elems * FP32, s.batch * s.heads * 128)
+    } else {
+        (0, 0)
+    };
+    g.set_backward_scratch(out, [product, out_elems * FP32 + counters]);
     g.drop_all(&[q.v, k.v, v.v]);
     T {
         v: out,
