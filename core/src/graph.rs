@@ -31,6 +31,10 @@ struct ValueState {
     requires_grad: bool,
     leaf_param: bool,
     grad: Option<Tensor>,
+    /// The gradient was a matrix multiply's weight gradient, which autograd
+    /// hands over as a transposed view (`mm(...).t()`): `InputBuffer`
+    /// never adds into it in place.
+    grad_from_matmul: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -254,6 +258,7 @@ impl<'r> Graph<'r> {
             requires_grad,
             leaf_param: true,
             grad: None,
+            grad_from_matmul: false,
         })
     }
 
@@ -268,6 +273,7 @@ impl<'r> Graph<'r> {
             requires_grad: false,
             leaf_param: false,
             grad: None,
+            grad_from_matmul: false,
         })
     }
 
@@ -453,6 +459,7 @@ impl<'r> Graph<'r> {
             requires_grad,
             leaf_param: false,
             grad: None,
+            grad_from_matmul: false,
         });
         let extra = if early_extra.is_some() {
             early_extra
@@ -753,6 +760,7 @@ impl<'r> Graph<'r> {
                     accumulated[slot] = Some((input, g));
                 } else {
                     s.grad = Some(g);
+                    s.grad_from_matmul = leaf && node.gemm.is_some();
                 }
             }
         }
@@ -778,21 +786,31 @@ impl<'r> Graph<'r> {
     }
 
     /// `InputBuffer::accumulate`: adds `new` into the gradient `input`
-    /// holds, in place into whichever of the two has no other holder, or
-    /// into a fresh sum when both are shared.
+    /// holds, in place when that gradient has no other holder and is not a
+    /// matrix multiply's weight gradient, else into a fresh sum (`old_var +
+    /// var`). A tied embedding's two gradients (the head's, then the
+    /// lookup's) are summed into a fresh tensor when the head multiplied by
+    /// the parameter itself (the H200 traces of BERT fp32, GPT-2 bf16 and
+    /// Llama-3.2-1B fp32 training: a vocabulary-sized sum, then both
+    /// operands freed), in place when it multiplied by autocast's cast of
+    /// it (GPT-2 amp: the cast's backward made a fresh fp32 gradient).
     fn accumulate(&mut self, input: Value, new: Tensor) {
         let old = self.values[input.0 as usize]
             .grad
             .expect("accumulating into a held gradient");
-        if self.holders(old) == 1 {
+        let state = &self.values[input.0 as usize];
+        if self.holders(old) == 1 && !state.grad_from_matmul {
             self.drop_grad(new);
-        } else if self.holders(new) == 1 {
-            self.values[input.0 as usize].grad = Some(new);
-            self.drop_grad(old);
         } else {
-            let bytes = self.values[input.0 as usize].bytes;
-            let sum = self.replay.alloc(bytes, Component::Transient);
+            let state = &self.values[input.0 as usize];
+            let component = if state.leaf_param {
+                Component::Gradients
+            } else {
+                Component::Transient
+            };
+            let sum = self.replay.alloc(state.bytes, component);
             self.values[input.0 as usize].grad = Some(sum);
+            self.values[input.0 as usize].grad_from_matmul = false;
             self.drop_grad(old);
             self.drop_grad(new);
         }
@@ -841,6 +859,7 @@ impl<'r> Graph<'r> {
             if let Some(g) = self.values[i].grad.take() {
                 self.drop_grad(g);
             }
+            self.values[i].grad_from_matmul = false;
         }
     }
 

@@ -208,14 +208,12 @@ fn generalization_sets_meet_the_bounds() {
 }
 
 /// Generalization batch 7 (`measured-7.jsonl`, 21 shapes predicted before
-/// they were measured; `predicted-before-measuring-7.txt`). Two misses are
-/// known and named, each traced: BERT fp32 SDPA training after another job
-/// (-8.4%: `AddBackward` hands the same gradient to both residual branches,
-/// which the graph does not model, so a 24 MiB block lands elsewhere and the
-/// real run needs two more 954 MiB logits segments in step 2; the same
-/// mechanism as the validation set's -8.6%), and BERT fp16 inference
-/// (-5.1%: the `embedding_output` lifetime, see `encoder.rs`). Every other
-/// case holds tighter bounds than issue 2 asks.
+/// they were measured; `predicted-before-measuring-7.txt`). One miss is
+/// known and named: BERT fp16 inference (-5.1%: the `embedding_output`
+/// lifetime, see `encoder.rs`). Every other case holds tighter bounds than
+/// issue 2 asks (BERT fp32 SDPA training, -8.4% as predicted, is +0.3% since
+/// the tied embedding's gradients are summed out of place, as the traces
+/// show).
 #[test]
 fn generalization_batch_7_guard() {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -224,10 +222,7 @@ fn generalization_batch_7_guard() {
     let (rows, skipped) = compare_file(&text);
     assert!(skipped.is_empty(), "skipped {skipped:?}");
     assert_eq!(rows.len(), 21);
-    let known = [
-        "bert_base_train_fp32_adamw_b32_L256",
-        "bert_base_inf_fp16_b64_L512",
-    ];
+    let known = ["bert_base_inf_fp16_b64_L512"];
     let (misses, rest): (Vec<&Compared>, Vec<&Compared>) =
         rows.iter().partition(|r| known.contains(&r.case.as_str()));
     assert_eq!(misses.len(), known.len());

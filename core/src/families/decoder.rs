@@ -998,6 +998,7 @@ impl Model<'_> {
                 rows * h * emb_dsize,
                 Component::Activations,
             );
+            nn::embedding_backward_scratch(g, v, rows, a.vocab_size as u64, h);
             T {
                 v,
                 elems: rows * h,

@@ -43,6 +43,9 @@ struct Layer {
 /// Weights of an encoder, built in module order.
 pub(crate) struct Weights {
     embed: Value,
+    /// BERT's `position_embeddings` and `token_type_embeddings`.
+    positions: Option<Value>,
+    token_types: Option<Value>,
     emb_ln: Value,
     layers: Vec<Layer>,
     final_ln: Value,
@@ -65,12 +68,9 @@ pub(crate) fn build(
     let mut p = Params::new(dsize, trainable);
     g.at("load weights", None);
     let embed = p.tensor(g, a.vocab_size as u64, h);
-    if a.max_position_embeddings > 0 {
-        p.tensor(g, a.max_position_embeddings as u64, h);
-    }
-    if a.type_vocab_size > 0 {
-        p.tensor(g, a.type_vocab_size as u64, h);
-    }
+    let positions =
+        (a.max_position_embeddings > 0).then(|| p.tensor(g, a.max_position_embeddings as u64, h));
+    let token_types = (a.type_vocab_size > 0).then(|| p.tensor(g, a.type_vocab_size as u64, h));
     let emb_ln = if a.kind == EncoderKind::Bert {
         p.tensor(g, 2 * h, 1)
     } else {
@@ -130,6 +130,8 @@ pub(crate) fn build(
     let bytes = p.bytes() + buffers;
     Weights {
         embed,
+        positions,
+        token_types,
         emb_ln,
         layers,
         final_ln,
@@ -169,6 +171,7 @@ pub(crate) fn forward(
         rows * h * w.dsize,
         Component::Activations,
     );
+    nn::embedding_backward_scratch(g, e0, rows, a.vocab_size as u64, h);
     let e0 = T {
         v: e0,
         elems: rows * h,
@@ -178,7 +181,7 @@ pub(crate) fn forward(
         EncoderKind::Bert => {
             let tt = g.op(
                 "embeddings: token type",
-                &[w.embed],
+                &[w.token_types.unwrap_or(w.embed)],
                 &[],
                 rows * h * w.dsize,
                 Component::Transient,
@@ -186,7 +189,7 @@ pub(crate) fn forward(
             let sum = nn::binary(g, e0, T { v: tt, ..e0 }, "embeddings: sum", false);
             let pos = g.op(
                 "embeddings: position",
-                &[w.embed],
+                &[w.positions.unwrap_or(w.embed)],
                 &[],
                 s * h * w.dsize,
                 Component::Transient,
