@@ -323,30 +323,20 @@ impl Net {
                 T { v: packed, ..third },
             )
         } else {
-            // _transform_bias_rescale_qkv: three fresh (b, heads, n, hd) tensors.
-            let q = g.op(
-                "self_attention: q",
-                &[proj.v],
-                &[],
-                third.bytes(),
-                Component::Transient,
-            );
-            let k = g.op(
-                "self_attention: k",
-                &[proj.v],
-                &[],
-                third.bytes(),
-                Component::Transient,
-            );
-            let v = g.op(
-                "self_attention: v",
-                &[proj.v],
-                &[],
-                third.bytes(),
-                Component::Transient,
-            );
-            g.drop(proj.v);
-            (T { v: q, ..third }, T { v: k, ..third }, T { v, ..third })
+            // Inference takes `_native_multi_head_attention`'s SDPA path:
+            // `qkv.chunk(3, -1)` views go straight to the kernel, and the
+            // projection lives until the function returns (the H200 traces
+            // of ViT-B/16 fp16 b128 r384 and fp32 b512 inference: in_proj,
+            // the attention output, out_proj, then the attention output and
+            // the projection freed).
+            for _ in 0..3 {
+                g.hold(proj.v);
+            }
+            (
+                T { v: proj.v, ..third },
+                T { v: proj.v, ..third },
+                T { v: proj.v, ..third },
+            )
         };
         let _ = layer;
         let shape = AttnShape {
@@ -359,7 +349,9 @@ impl Net {
         };
         let attn = nn::sdpa(g, cx, q, k, v, shape);
         g.drop_all(&[q.v, k.v, v.v]);
-        // Merging the heads copies in inference. In training,
+        // Merging the heads is free in inference (the kernel's output is
+        // token-major, so the fast path's `transpose(1, 2).reshape` is a
+        // view). In training,
         // `attn_output.permute(2, 0, 1, 3).contiguous()` is free when the
         // flash kernel ran (half precision: its output takes the query's
         // token-major layout) and a copy when the memory-efficient kernel
@@ -367,7 +359,7 @@ impl Net {
         // MiB from `multi_head_attention_forward` in the H200 trace of
         // ViT-B/16 fp32 training b64 (`trace-snapshots-6.md`), none in the
         // bf16 traces.
-        let merged = if training && ds != FP32 {
+        let merged = if !training || ds != FP32 {
             attn
         } else {
             let merged = g.op(
@@ -386,6 +378,9 @@ impl Net {
         };
         let out = nn::linear(g, cx, merged, &blk.out_proj, "self_attention: out_proj");
         g.drop(merged.v);
+        if !training {
+            g.drop(proj.v);
+        }
         out
     }
 }
