@@ -236,3 +236,19 @@ fn generalization_batch_7_guard() {
         );
     }
 }
+
+/// Generalization batch 8 (`measured-8.jsonl`, 24 shapes predicted before
+/// they were measured, `predicted-before-measuring-8.txt`, each case with
+/// its process history as the harness ran it): held to tighter bounds than
+/// issue 2 asks.
+#[test]
+fn generalization_batch_8_guard() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../measurements/h200-generalization/measured-8.jsonl");
+    let text = std::fs::read_to_string(path).expect("measured-8.jsonl");
+    let (rows, skipped) = compare_file(&text);
+    assert!(skipped.is_empty(), "skipped {skipped:?}");
+    assert_eq!(rows.len(), 24);
+    let all: Vec<&Compared> = rows.iter().collect();
+    check_bounds("generalization batch 8", &all, 1.0, 3.0, 0);
+}
