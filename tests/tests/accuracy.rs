@@ -252,3 +252,21 @@ fn generalization_batch_8_guard() {
     let all: Vec<&Compared> = rows.iter().collect();
     check_bounds("generalization batch 8", &all, 1.0, 3.0, 0);
 }
+
+/// Generalization batch 9 (`measured-9.jsonl`, 22 shapes predicted before
+/// they were measured, `predicted-before-measuring-9.txt`): held to tighter
+/// bounds than issue 2 asks. Its one miss as predicted, Mistral-7B eager
+/// fp16 generation at +20.4%, was CUDA's half-to-float softmax (no fp32
+/// copy of fp16 scores); BERT fp32 inference b16 L512 (-3.4%) is the
+/// `embedding_output` lifetime of "Known gaps".
+#[test]
+fn generalization_batch_9_guard() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../measurements/h200-generalization/measured-9.jsonl");
+    let text = std::fs::read_to_string(path).expect("measured-9.jsonl");
+    let (rows, skipped) = compare_file(&text);
+    assert!(skipped.is_empty(), "skipped {skipped:?}");
+    assert_eq!(rows.len(), 22);
+    let all: Vec<&Compared> = rows.iter().collect();
+    check_bounds("generalization batch 9", &all, 1.0, 4.0, 0);
+}

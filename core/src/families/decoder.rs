@@ -597,12 +597,14 @@ impl Model<'_> {
                         fp32: cx.autocast,
                         dropout: call.gpt2_dropout,
                         dropout_before_cast: false,
+                        half_to_float: cx.fp16,
                     }
                 } else {
                     nn::EagerSoftmax {
                         fp32: true,
                         dropout: false,
                         dropout_before_cast: false,
+                        half_to_float: cx.fp16,
                     }
                 };
                 let (out, probs) = nn::eager_attention(g, q, k, v, shape, eager_mask, style);
@@ -1264,6 +1266,7 @@ pub fn replay(
                 BF16
             };
             let mut cx = Ctx::plain(dsize);
+            cx.fp16 = workload.dtype == crate::arch::Dtype::Fp16;
             match workload.inference.kind {
                 InferenceKind::Forward => {
                     let call = Call {

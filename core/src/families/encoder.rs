@@ -467,6 +467,7 @@ fn self_attention(
                     fp32: cx.autocast,
                     dropout: g.grad_mode && !esm,
                     dropout_before_cast: true,
+                    half_to_float: cx.fp16,
                 },
             );
             g.drop(probs);
@@ -537,6 +538,7 @@ pub fn replay(
     let (b, s) = (workload.batch as u64, workload.seq_len as u64);
     if !training {
         let mut cx = Ctx::plain(dsize);
+        cx.fp16 = workload.dtype == crate::arch::Dtype::Fp16;
         let out = forward(
             &mut g,
             &mut cx,

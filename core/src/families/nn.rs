@@ -138,6 +138,9 @@ pub struct Ctx {
     /// Cache weight casts (off inside checkpointed segments, where the
     /// H200 snapshot shows no per-layer weight copies outliving the layer).
     pub cache_weight_casts: bool,
+    /// The 2-byte activations are IEEE fp16 rather than bf16 (fp16
+    /// inference), which some kernels treat differently.
+    pub fp16: bool,
 }
 
 impl Ctx {
@@ -148,6 +151,7 @@ impl Ctx {
             compute_dsize,
             cast_cache: Vec::new(),
             cache_weight_casts: true,
+            fp16: false,
         }
     }
 
@@ -168,6 +172,7 @@ impl Ctx {
             compute_dsize: BF16,
             cast_cache: Vec::new(),
             cache_weight_casts: true,
+            fp16: false,
         }
     }
 
@@ -829,6 +834,9 @@ pub struct EagerSoftmax {
     /// any) runs on the softmax output and autocast casts the result for
     /// the product, which saves the cast.
     pub dropout_before_cast: bool,
+    /// The scores are IEEE fp16 (not bf16): an fp32 softmax reads them
+    /// without a converted copy.
+    pub half_to_float: bool,
 }
 
 /// Eager attention: `softmax(QK^T * scale + mask, dtype=fp32).to(q.dtype) @ V`
@@ -920,24 +928,28 @@ pub fn eager_attention(
     };
     // softmax(x, dtype=torch.float32) converts its input first, then
     // softmaxes the copy: masked scores, the fp32 copy and the fp32 output
-    // are alive together (H200 snapshot of eager attention).
-    let up = cast(
-        g,
-        masked,
-        if style.fp32 { FP32 } else { masked.dsize },
-        "softmax: input to fp32",
-    );
+    // are alive together (H200 snapshot of eager attention). On CUDA, fp16
+    // scores skip the copy: `at::softmax` calls `_softmax(x,
+    // half_to_float=True)`, which reads the half input and writes fp32
+    // (Mistral-7B eager fp16 generation, b1 L8192: 8 GiB less than bf16).
+    let sm_dsize = if style.fp32 { FP32 } else { masked.dsize };
+    let up = if style.half_to_float && masked.dsize == 2 {
+        g.hold(masked.v);
+        masked
+    } else {
+        cast(g, masked, sm_dsize, "softmax: input to fp32")
+    };
     let sm = g.op_saving_output(
         "softmax",
         &[up.v],
-        score_elems * up.dsize,
+        score_elems * sm_dsize,
         Component::Transient,
     );
     g.drop(up.v);
     let sm = T {
         v: sm,
         elems: score_elems,
-        dsize: up.dsize,
+        dsize: sm_dsize,
     };
     // `softmax(...).to(q.dtype)` in one expression: the fp32 output goes
     // when `.to` returns, the masked scores when the name is rebound.
