@@ -34,6 +34,7 @@ RUNS = {  # measured file: the case file it was run from
     GENERALIZATION / "measured-7.jsonl": GENERALIZATION / "generalization-cases-7.jsonl",
     GENERALIZATION / "measured-8.jsonl": GENERALIZATION / "generalization-cases-8.jsonl",
     GENERALIZATION / "measured-9.jsonl": GENERALIZATION / "generalization-cases-9.jsonl",
+    GENERALIZATION / "measured-10.jsonl": GENERALIZATION / "generalization-cases-10.jsonl",
 }
 
 # Measured before the harness passed `use_cache=training.use_cache`: their
