@@ -422,6 +422,10 @@ struct Call {
     /// A decode step of `generate`: transformers switches mixture-of-experts
     /// layers to `batched_mm` for it (`_optimize_model_for_decode`).
     decode: bool,
+    /// A call of `generate` (prefill or decode): it passes an attention mask
+    /// and per-sequence `position_ids` of shape (batch, tokens), so position
+    /// tables are per sequence and eager masks combine causal and padding.
+    generate: bool,
 }
 
 struct Model<'a> {
@@ -1014,12 +1018,14 @@ impl Model<'_> {
         // (the H200 trace of GPT-2 training frees the 48 MiB `wte` output
         // right after `ln_f`, `trace-segments-5b.jsonl`).
         let mut embedding_locals: Vec<Value> = Vec::new();
+        // `position_ids`: (1, s) in a plain call, (b, s) under `generate`.
+        let positions = if call.generate { rows } else { s };
         if let Some(p) = self.w.positions {
             let pe = g.op(
                 "position embedding",
                 &[p],
                 &[],
-                s * h * emb_dsize,
+                positions * h * emb_dsize,
                 Component::Transient,
             );
             let sum = nn::binary(
@@ -1027,7 +1033,7 @@ impl Model<'_> {
                 x,
                 T {
                     v: pe,
-                    elems: s * h,
+                    elems: positions * h,
                     dsize: emb_dsize,
                 },
                 "embedding + positions",
@@ -1057,9 +1063,20 @@ impl Model<'_> {
         // mask and the boolean is freed (the H200 traces: 16 MiB then 32 MiB
         // for Llama-3.1-8B b1 L4096; 1 MiB then 8 MiB for Llama-3.2-1B b4
         // L1024).
+        // Under `generate` the mask function is `and_masks(causal, padding)`:
+        // a second (1, 1, s, s) boolean, then the (b, 1, s, s) combination,
+        // which lives until the additive mask exists (the H200 trace of
+        // GPT-2 eager generation b4 L1008: 1,016,064 B twice, 4,064,256 B,
+        // then the 8,128,512 B mask).
         let eager_mask = if self.attention == Attention::Eager && s > 1 {
             g.at("eager causal mask", None);
-            let boolean = g.input(s * s, Component::Transient);
+            let mut boolean = g.input(s * s, Component::Transient);
+            if call.generate {
+                let padded = g.input(s * s, Component::Transient);
+                g.drop(boolean);
+                boolean = g.input(b * s * s, Component::Transient);
+                g.drop(padded);
+            }
             let elems = b * s * s;
             let mask = T {
                 v: g.input(elems * x.dsize, Component::Transient),
@@ -1076,7 +1093,7 @@ impl Model<'_> {
         let rope = if a.learned_positions == 0 {
             g.at("rotary embedding cos/sin", None);
             let hd = a.head_dim as u64;
-            Some(nn::rotary_tables(g, s, hd, x.dsize))
+            Some(nn::rotary_tables(g, positions, hd, x.dsize))
         } else {
             None
         };
@@ -1276,6 +1293,7 @@ pub fn replay(
                         checkpointing: false,
                         gpt2_dropout: false,
                         decode: false,
+                        generate: false,
                     };
                     let mut cache = None;
                     let out =
@@ -1316,6 +1334,7 @@ fn generate(g: &mut Graph, model: &Model, cx: &mut Ctx, workload: &Workload, b: 
             checkpointing: false,
             gpt2_dropout: false,
             decode: step > 0,
+            generate: true,
         };
         let logits = model.forward(g, cx, &call, &mut cache, &mut None, &mut None);
         g.at("generate: next-token logits to fp32", None);
@@ -1360,6 +1379,7 @@ fn train(g: &mut Graph, model: &Model, workload: &Workload, b: u64, s: u64, gpt2
             checkpointing: t.grad_checkpointing,
             gpt2_dropout: gpt2,
             decode: false,
+            generate: false,
         };
         let mut rope = None;
         let mut no_cache = None;
