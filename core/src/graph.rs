@@ -31,9 +31,9 @@ struct ValueState {
     requires_grad: bool,
     leaf_param: bool,
     grad: Option<Tensor>,
-    /// The gradient was a matrix multiply's weight gradient, which autograd
-    /// hands over as a transposed view (`mm(...).t()`): `InputBuffer`
-    /// never adds into it in place.
+    /// The gradient is a matrix multiply's weight gradient: the H200 traces
+    /// show `InputBuffer` never adding into one in place (probably because
+    /// autograd hands it over as a transposed view, `mm(...).t()`).
     grad_from_matmul: bool,
 }
 
