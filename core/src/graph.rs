@@ -384,8 +384,8 @@ impl<'r> Graph<'r> {
 
     /// An attention kernel: [`Graph::op_with`] whose backward also needs
     /// its own output (flash and memory-efficient attention save `out`
-    /// with the inputs and the logsumexp).
-    #[allow(clippy::too_many_arguments)]
+    /// with the inputs and the logsumexp, `extra_saved` bytes); its
+    /// backward buffers go through [`Graph::set_backward_scratch`].
     pub fn op_with_saving_output(
         &mut self,
         name: &'static str,
@@ -394,7 +394,6 @@ impl<'r> Graph<'r> {
         out_bytes: u64,
         component: Component,
         extra_saved: u64,
-        backward_workspace: u64,
     ) -> Value {
         self.op_ordered(
             name,
@@ -404,7 +403,7 @@ impl<'r> Graph<'r> {
             out_bytes,
             component,
             extra_saved,
-            backward_workspace,
+            0,
             false,
         )
     }

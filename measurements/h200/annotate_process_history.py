@@ -24,18 +24,10 @@ GENERALIZATION = HERE.parent / "h200-generalization"
 RUNS = {  # measured file: the case file it was run from
     HERE / "validation.jsonl": HERE / "validation-cases.jsonl",
     HERE / "mixtral.jsonl": HERE / "mixtral-cases.jsonl",
-    GENERALIZATION / "measured.jsonl": GENERALIZATION / "generalization-cases.jsonl",
-    GENERALIZATION / "measured-2.jsonl": GENERALIZATION / "generalization-cases-2.jsonl",
-    GENERALIZATION / "measured-3.jsonl": GENERALIZATION / "generalization-cases-3.jsonl",
-    GENERALIZATION / "measured-4.jsonl": GENERALIZATION / "generalization-cases-4.jsonl",
-    GENERALIZATION / "measured-5.jsonl": GENERALIZATION / "generalization-cases-5.jsonl",
     GENERALIZATION / "harness-use-cache-measured.jsonl": GENERALIZATION / "harness-use-cache-cases.jsonl",
-    GENERALIZATION / "measured-6.jsonl": GENERALIZATION / "generalization-cases-6.jsonl",
-    GENERALIZATION / "measured-7.jsonl": GENERALIZATION / "generalization-cases-7.jsonl",
-    GENERALIZATION / "measured-8.jsonl": GENERALIZATION / "generalization-cases-8.jsonl",
-    GENERALIZATION / "measured-9.jsonl": GENERALIZATION / "generalization-cases-9.jsonl",
-    GENERALIZATION / "measured-10.jsonl": GENERALIZATION / "generalization-cases-10.jsonl",
 }
+for batch in [""] + [f"-{n}" for n in range(2, 11)]:
+    RUNS[GENERALIZATION / f"measured{batch}.jsonl"] = GENERALIZATION / f"generalization-cases{batch}.jsonl"
 
 # Measured before the harness passed `use_cache=training.use_cache`: their
 # decoder training ran with transformers' default cache.

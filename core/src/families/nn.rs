@@ -691,7 +691,6 @@ pub fn sdpa(g: &mut Graph, cx: &Ctx, q: T, k: T, v: T, s: AttnShape) -> T {
         out_elems * q.dsize,
         Component::Transient,
         lse,
-        0,
     );
     // Backward allocates the input gradients first, then (fp32, the
     // memory-efficient kernel) `grad_out * out` for the row sums, then its
