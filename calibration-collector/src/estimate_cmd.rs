@@ -2,9 +2,10 @@
 
 use crate::cases::read_text;
 use crate::error::{CollectorError, Result};
+use headroom_core::arch::Architecture;
 use headroom_core::estimate::{estimate_after_with, estimate_with, Estimate, EstimateOptions};
 use headroom_core::spec::Spec;
-use headroom_core::workload::Mode;
+use headroom_core::workload::{Attention, InferenceKind, Logits, Mode, Optimizer, Precision};
 use headroom_core::{gpus, Bytes};
 use serde_json::{json, Value};
 use std::fmt::Write as _;
@@ -103,29 +104,94 @@ pub fn to_json(spec: &Spec, est: &Estimate, gpu: Option<&gpus::Gpu>) -> Value {
 fn describe_workload(spec: &Spec) -> String {
     let w = &spec.workload;
     let mut s = String::new();
-    let vision = spec.model.arch.is_vision();
-    match w.mode {
-        Mode::Inference => {
-            let _ = write!(s, "inference, {:?}", w.inference.kind);
-        }
-        Mode::Training => {
+    let arch = &spec.model.arch;
+    match (w.mode, arch) {
+        (Mode::Inference, Architecture::EsmFold(fold)) => {
+            let chunk = w
+                .esmfold
+                .chunk_size
+                .map_or_else(|| "unchunked".to_string(), |c| format!("chunk {c}"));
+            let recycles = w.esmfold.num_recycles.unwrap_or(fold.max_recycles);
             let _ = write!(
                 s,
-                "training, {:?}, {:?}, {} step(s)",
-                w.training.optimizer, w.training.precision, w.training.steps
+                "inference, fold ({chunk}, {recycles} recycle(s), {} stem)",
+                w.esmfold.stem_dtype.name()
             );
+        }
+        (Mode::Inference, Architecture::Decoder(_))
+            if w.inference.kind == InferenceKind::Generate =>
+        {
+            let _ = write!(
+                s,
+                "inference, generate ({} new tokens, KV cache {})",
+                w.inference.new_tokens,
+                w.inference.kv_dtype.unwrap_or(w.dtype).name()
+            );
+        }
+        (Mode::Inference, Architecture::Decoder(_) | Architecture::Encoder(_)) => {
+            let logits = match w.inference.logits {
+                Logits::All => "logits for every position",
+                Logits::Last => "logits for the last position",
+                Logits::None => "hidden states, no head",
+            };
+            let _ = write!(s, "inference, forward ({logits})");
+        }
+        (Mode::Inference, _) => {
+            let _ = write!(s, "inference, forward");
+        }
+        (Mode::Training, _) => {
+            let _ = write!(
+                s,
+                "training, {}, {}, {} step(s)",
+                optimizer_name(w.training.optimizer),
+                precision_name(w.training.precision),
+                w.training.steps
+            );
+            if w.training.grad_checkpointing {
+                let _ = write!(s, ", gradient checkpointing");
+            }
+            if let Some(lora) = &w.training.lora {
+                let _ = write!(s, ", LoRA rank {}", lora.rank);
+            }
         }
     }
     let _ = write!(s, ", batch {}", w.batch);
-    if vision {
-        let _ = write!(s, ", image {}", w.length(true));
+    if arch.is_vision() {
+        let _ = write!(s, ", image {} px", w.length(true));
     } else {
         let _ = write!(s, ", seq_len {}", w.seq_len);
     }
-    if w.mode == Mode::Inference {
+    if w.mode == Mode::Inference && !matches!(arch, Architecture::EsmFold(_)) {
         let _ = write!(s, ", {}", w.dtype.name());
     }
-    s.to_lowercase()
+    if matches!(arch, Architecture::Decoder(_) | Architecture::Encoder(_)) {
+        let _ = write!(s, ", {} attention", attention_name(w.attention));
+    }
+    s
+}
+
+fn optimizer_name(o: Optimizer) -> &'static str {
+    match o {
+        Optimizer::Adamw => "AdamW",
+        Optimizer::Sgd => "SGD",
+        Optimizer::SgdMomentum => "SGD with momentum",
+        Optimizer::Adafactor => "Adafactor",
+    }
+}
+
+fn precision_name(p: Precision) -> &'static str {
+    match p {
+        Precision::AmpBf16 => "amp_bf16 (fp32 master weights)",
+        Precision::Bf16 => "pure bf16",
+        Precision::Fp32 => "fp32",
+    }
+}
+
+fn attention_name(a: Attention) -> &'static str {
+    match a {
+        Attention::Sdpa => "sdpa",
+        Attention::Eager => "eager",
+    }
 }
 
 /// The readable table.

@@ -391,3 +391,35 @@ fn estimate_after_an_earlier_job_in_the_same_process() {
     assert_eq!(out.status.code(), Some(1));
     assert!(text(&out.stderr).contains("earlier.json"));
 }
+
+/// The table's workload line says what runs, in the family's own terms.
+#[test]
+fn estimate_table_describes_the_workload_of_each_family() {
+    for (spec, expected) in [
+        (
+            r#"{"model":"esmfold-v1","workload":{"mode":"inference","seq_len":512,"esmfold":{"chunk_size":64,"num_recycles":1}}}"#,
+            "workload  inference, fold (chunk 64, 1 recycle(s), fp16 stem), batch 1, seq_len 512",
+        ),
+        (
+            r#"{"model":"llama-3.1-8b","workload":{"mode":"inference","batch":2,"seq_len":4096,"dtype":"bf16"}}"#,
+            "workload  inference, generate (16 new tokens, KV cache bf16), batch 2, seq_len 4096, bf16, sdpa attention",
+        ),
+        (
+            r#"{"model":"bert-base-uncased","workload":{"mode":"inference","batch":32,"seq_len":128,"dtype":"fp32","inference":{"kind":"forward","logits":"all"}}}"#,
+            "workload  inference, forward (logits for every position), batch 32, seq_len 128, fp32, sdpa attention",
+        ),
+        (
+            r#"{"model":"llama-3.2-1b","workload":{"mode":"training","batch":4,"seq_len":1024,"training":{"precision":"bf16","grad_checkpointing":true}}}"#,
+            "workload  training, AdamW, pure bf16, 2 step(s), gradient checkpointing, batch 4, seq_len 1024, sdpa attention",
+        ),
+        (
+            r#"{"model":"vit-b-16","workload":{"mode":"inference","batch":64,"image_size":384,"dtype":"fp16"}}"#,
+            "workload  inference, forward, batch 64, image 384 px, fp16",
+        ),
+    ] {
+        let out = run(&["estimate", "--table"], Some(spec));
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let stdout = text(&out.stdout);
+        assert_eq!(stdout.lines().nth(1), Some(expected), "{stdout}");
+    }
+}
