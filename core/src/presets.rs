@@ -440,7 +440,7 @@ pub fn find(id: &str) -> Result<Preset, Error> {
     let key = |s: &str| -> String {
         s.chars()
             .filter(|c| !matches!(c, '-' | '_' | '.'))
-            .flat_map(char::to_lowercase)
+            .map(|c| c.to_ascii_lowercase())
             .collect()
     };
     let wanted = key(id);

@@ -3,7 +3,7 @@
 
 use crate::calib::{self, Profile};
 use crate::chart::{self, ChartSpec, Layout, Theme};
-use crate::curve::{bands, Band, CurveData};
+use crate::curve::{bands, view_lengths, Band, CurveData};
 use crate::defaults::{self, CURVE_POINTS, MAX_MARGIN_PCT};
 use crate::export;
 use crate::fit::{self, FitRow};
@@ -138,13 +138,24 @@ struct Ctx {
     theme: RwSignal<ThemeChoice>,
     runtime: Memo<RuntimeProfile>,
     profile: Memo<Profile>,
-    curve: Memo<CurveData>,
+    curve: RwSignal<CurveData>,
+    /// What the curve in `curve` was computed for (the key and runtime).
+    curve_for: StoredValue<(CurveKey, RuntimeProfile)>,
+    curve_key: Memo<CurveKey>,
     bands: Memo<Vec<Band>>,
     point: Memo<Result<Estimate, String>>,
     measured: Memo<Vec<(u32, u64)>>,
     fit: RwSignal<Option<Vec<FitRow>>>,
     fit_pending: RwSignal<bool>,
 }
+
+/// Everything the main curve depends on but the runtime: the model, the
+/// workload at length 0, and the axis range.
+type CurveKey = (
+    headroom_core::arch::Architecture,
+    Workload,
+    crate::state::View,
+);
 
 /// One computation of the fit table.
 struct FitJob {
@@ -207,6 +218,15 @@ impl Ctx {
     fn update(&self, f: impl FnOnce(&mut AppState)) {
         perf::input();
         self.state.update(f);
+    }
+
+    /// Whether the curve on hand was computed for the current inputs (if
+    /// not, a new one is being computed and will trigger another redraw).
+    fn curve_is_current(&self) -> bool {
+        self.curve.track();
+        let key = self.curve_key.get();
+        let rt = self.runtime.get();
+        self.curve_for.with_value(|(k, r)| *k == key && *r == rt)
     }
 }
 
@@ -279,9 +299,33 @@ pub fn App() -> impl IntoView {
             )
         })
     });
-    let curve = Memo::new(move |_| {
+    // The first curve is computed here, before the workers exist; later
+    // ones are shared with the workers (`workers::curve`) and land when the
+    // last share is in, unless a newer change has started another.
+    let curve = RwSignal::new({
+        let rt = runtime.get_untracked();
+        curve_key
+            .with_untracked(|(arch, w, view)| CurveData::compute(arch, w, &rt, view, CURVE_POINTS))
+    });
+    let curve_for = StoredValue::new((curve_key.get_untracked(), runtime.get_untracked()));
+    crate::workers::start();
+    let curve_generation = StoredValue::new(0u64);
+    Effect::new(move |previous: Option<()>| {
         let rt = runtime.get();
-        curve_key.with(|(arch, w, view)| CurveData::compute(arch, w, &rt, view, CURVE_POINTS))
+        let (arch, w, view) = curve_key.get();
+        if previous.is_none() {
+            return;
+        }
+        curve_generation.update_value(|g| *g += 1);
+        let mine = curve_generation.get_value();
+        let lengths = view_lengths(&view, CURVE_POINTS);
+        leptos::task::spawn_local(async move {
+            let data = crate::workers::curve(&arch, &w, &rt, &lengths).await;
+            if curve_generation.try_get_value() == Some(mine) {
+                curve_for.set_value(((arch, w, view), rt));
+                curve.try_set(data);
+            }
+        });
     });
     let bands_memo = Memo::new(move |_| curve.with(bands));
     let point_key = Memo::new(move |_| state.with(|s| (s.model.arch.clone(), s.workload.clone())));
@@ -304,6 +348,8 @@ pub fn App() -> impl IntoView {
         runtime,
         profile,
         curve,
+        curve_for,
+        curve_key,
         bands: bands_memo,
         point,
         measured,
@@ -541,14 +587,14 @@ fn ModelPanel(ctx: Ctx) -> impl IntoView {
     let all = StoredValue::new(presets::all());
     let current_id = Memo::new(move |_| ctx.state.with(|s| s.model.id.clone()));
     let groups = move || {
-        let needle = search.get().to_lowercase();
+        let needle = search.get().to_ascii_lowercase();
         let mut groups: Vec<(&'static str, Vec<(&'static str, &'static str)>)> = Vec::new();
         all.with_value(|presets| {
             for p in presets {
                 let hit = needle.is_empty()
-                    || p.name.to_lowercase().contains(&needle)
+                    || p.name.to_ascii_lowercase().contains(&needle)
                     || p.id.contains(&needle)
-                    || p.group.to_lowercase().contains(&needle);
+                    || p.group.to_ascii_lowercase().contains(&needle);
                 if !hit && p.id != current_id.get() {
                     continue;
                 }
@@ -1169,6 +1215,10 @@ fn ChartPanel(ctx: Ctx) -> impl IntoView {
         if el.width() != pw || el.height() != ph {
             el.set_width(pw);
             el.set_height(ph);
+        }
+        // A stale curve on new axes would mislead: wait for the new one.
+        if !ctx.curve_is_current() {
+            return;
         }
         let theme = ctx.theme.get().resolve();
         let (from, to, log_x, x_label, length, gpu_ids) = ctx.state.with(|s| {

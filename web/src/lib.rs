@@ -21,3 +21,5 @@ pub mod state;
 
 #[cfg(target_arch = "wasm32")]
 pub mod app;
+#[cfg(target_arch = "wasm32")]
+pub mod workers;

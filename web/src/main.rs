@@ -2,7 +2,11 @@
 
 #[cfg(target_arch = "wasm32")]
 fn main() {
-    headroom_web::app::mount();
+    // The page's curve workers load this same module: they have no window
+    // and only answer requests (`headroom_web::workers`).
+    if web_sys::window().is_some() {
+        headroom_web::app::mount();
+    }
 }
 
 #[cfg(not(target_arch = "wasm32"))]

@@ -386,3 +386,35 @@ async fn redraw_time_after_an_input_change() {
     );
     assert!(full_n >= 50 && marker_n >= 50);
 }
+
+/// The page's worker threads start from the module the page loaded, and a
+/// curve shared between them and the page's thread is the curve the page's
+/// thread computes alone.
+#[wasm_bindgen_test]
+async fn the_curve_workers_give_the_single_thread_curve() {
+    use headroom_web::curve::{view_lengths, CurveData};
+    use headroom_web::workers;
+    let page = Page::open("model=llama-3.2-1b").await;
+    let cores = window().navigator().hardware_concurrency() as usize;
+    if cores > 1 {
+        wait_until("a curve worker ready", || !workers::ready().is_empty()).await;
+    }
+    let p = headroom_core::presets::find("llama-3.2-1b").expect("preset");
+    let s = headroom_web::state::AppState::for_model(p.model());
+    let rt = headroom_core::RuntimeProfile::h200();
+    let lengths = view_lengths(&s.view, 40);
+    let shared = workers::curve(&p.arch, &s.workload, &rt, &lengths).await;
+    let alone = CurveData::compute(&p.arch, &s.workload, &rt, &s.view, 40);
+    assert_eq!(shared.lengths.len(), 40);
+    assert_eq!(shared, alone);
+    // The page's own curves (workload at length 0, as the page keys them)
+    // are answered by the workers too, not recomputed here.
+    let before = perf::draws();
+    page.type_in("batch", "3");
+    wait_until("a redraw", || perf::draws() > before).await;
+    assert_eq!(workers::fallbacks(), 0, "worker answers were unusable");
+    console_log!(
+        "curve workers: {} ready of {cores} cores",
+        workers::ready().len()
+    );
+}

@@ -1,0 +1,279 @@
+//! Worker threads for the main curve (wasm32 only).
+//!
+//! A curve is hundreds of independent replays. The page starts one module
+//! worker per spare core (`navigator.hardwareConcurrency - 1`, at most
+//! [`MAX_WORKERS`]), each instantiating this same wasm module, and splits a
+//! curve's lengths between them and the page's own thread
+//! ([`crate::curve::share`]). A worker answers with JSON
+//! ([`crate::curve::answer_share`]); the estimates are the ones the page's
+//! thread would compute (tested natively). Whatever goes wrong with a
+//! worker (no module workers, a failed load, a bad answer), its share is
+//! computed on the page's thread instead, so the curve never depends on
+//! workers being there.
+
+use crate::curve::{self, answer_share, read_share, share, CurveData, PointResult, ShareRequest};
+use headroom_core::arch::Architecture;
+use headroom_core::workload::Workload;
+use headroom_core::RuntimeProfile;
+use js_sys::{Array, Function, Promise, Reflect};
+use std::cell::RefCell;
+use wasm_bindgen::prelude::*;
+use wasm_bindgen::JsCast;
+use web_sys::{Blob, BlobPropertyBag, MessageEvent, Url, Worker, WorkerOptions, WorkerType};
+
+/// Most workers the page starts.
+pub const MAX_WORKERS: usize = 7;
+
+/// What a worker thread runs for each request (exported to its JS).
+#[wasm_bindgen]
+pub fn headroom_curve_share(request: &str) -> String {
+    answer_share(request)
+}
+
+struct Slot {
+    worker: Worker,
+    ready: bool,
+    dead: bool,
+    _on_message: Closure<dyn FnMut(MessageEvent)>,
+    _on_error: Closure<dyn FnMut(JsValue)>,
+}
+
+#[derive(Default)]
+struct Pool {
+    started: bool,
+    slots: Vec<Slot>,
+    /// Requests in flight: (id, slot, resolve); a handful at a time.
+    waiting: Vec<(u32, usize, Function)>,
+    next_id: u32,
+}
+
+thread_local! {
+    static POOL: RefCell<Pool> = RefCell::new(Pool::default());
+    static FALLBACKS: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// Shares computed on the page's thread because a worker's answer was
+/// missing or unreadable (for the browser tests: none on a healthy page).
+pub fn fallbacks() -> u32 {
+    FALLBACKS.with(std::cell::Cell::get)
+}
+
+/// The URLs of this module's JS glue and wasm, from the resources the page
+/// loaded (`*_bg.wasm`, next to the glue `*.js` wasm-bindgen writes).
+fn module_urls() -> Option<(String, String)> {
+    let performance = web_sys::window()?.performance()?;
+    let entries: Array = performance.get_entries_by_type("resource");
+    entries.iter().find_map(|entry| {
+        let name = Reflect::get(&entry, &"name".into()).ok()?.as_string()?;
+        let path = name.split(['?', '#']).next()?;
+        let stem = path.strip_suffix("_bg.wasm")?;
+        Some((format!("{stem}.js"), path.to_string()))
+    })
+}
+
+fn worker_script(glue: &str, wasm: &str) -> String {
+    // `glue` and `wasm` are URLs the page itself loaded; JSON quoting keeps
+    // them literal.
+    let glue = serde_json::Value::from(glue).to_string();
+    let wasm = serde_json::Value::from(wasm).to_string();
+    format!(
+        "try {{
+  const glue = await import({glue});
+  await glue.default({{ module_or_path: {wasm} }});
+  self.onmessage = (e) => {{
+    let out;
+    try {{ out = glue.headroom_curve_share(e.data.request); }}
+    catch (err) {{ out = JSON.stringify({{ Err: 'worker: ' + err }}); }}
+    self.postMessage({{ id: e.data.id, out }});
+  }};
+  self.postMessage({{ ready: true }});
+}} catch (err) {{
+  self.postMessage({{ failed: String(err) }});
+}}"
+    )
+}
+
+/// Marks slot `i` dead and answers its requests in flight with an error,
+/// so that their shares are computed on the page's thread.
+fn kill(i: usize) {
+    let orphans: Vec<Function> = POOL.with(|p| {
+        let mut p = p.borrow_mut();
+        if let Some(slot) = p.slots.get_mut(i) {
+            slot.dead = true;
+            slot.ready = false;
+            slot.worker.terminate();
+        }
+        let (orphans, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut p.waiting)
+            .into_iter()
+            .partition(|w| w.1 == i);
+        p.waiting = kept;
+        orphans.into_iter().map(|w| w.2).collect()
+    });
+    for resolve in orphans {
+        let _ = resolve.call1(
+            &JsValue::NULL,
+            &JsValue::from_str("{\"Err\":\"worker failed\"}"),
+        );
+    }
+}
+
+fn on_message(i: usize, event: MessageEvent) {
+    let data = event.data();
+    let field = |name: &str| Reflect::get(&data, &name.into()).unwrap_or(JsValue::UNDEFINED);
+    if field("ready").is_truthy() {
+        POOL.with(|p| {
+            if let Some(slot) = p.borrow_mut().slots.get_mut(i) {
+                slot.ready = !slot.dead;
+            }
+        });
+        return;
+    }
+    if let Some(reason) = field("failed").as_string() {
+        web_sys::console::warn_1(&format!("curve worker {i} did not start: {reason}").into());
+        kill(i);
+        return;
+    }
+    let (Some(id), Some(out)) = (field("id").as_f64(), field("out").as_string()) else {
+        return;
+    };
+    let resolve = POOL.with(|p| {
+        let mut p = p.borrow_mut();
+        let at = p.waiting.iter().position(|w| w.0 == id as u32)?;
+        Some(p.waiting.swap_remove(at))
+    });
+    if let Some((_, _, resolve)) = resolve {
+        let _ = resolve.call1(&JsValue::NULL, &JsValue::from_str(&out));
+    }
+}
+
+fn spawn(i: usize, script_url: &str) -> Option<Slot> {
+    let options = WorkerOptions::new();
+    options.set_type(WorkerType::Module);
+    let worker = Worker::new_with_options(script_url, &options).ok()?;
+    let on_message = Closure::<dyn FnMut(MessageEvent)>::new(move |e| on_message(i, e));
+    let on_error = Closure::<dyn FnMut(JsValue)>::new(move |_| kill(i));
+    worker.set_onmessage(Some(on_message.as_ref().unchecked_ref()));
+    worker.set_onerror(Some(on_error.as_ref().unchecked_ref()));
+    Some(Slot {
+        worker,
+        ready: false,
+        dead: false,
+        _on_message: on_message,
+        _on_error: on_error,
+    })
+}
+
+/// Starts the workers once; they become usable when their module has
+/// loaded. Does nothing where workers cannot start.
+pub fn start() {
+    if POOL.with(|p| std::mem::replace(&mut p.borrow_mut().started, true)) {
+        return;
+    }
+    let Some(window) = web_sys::window() else {
+        return;
+    };
+    let cores = window.navigator().hardware_concurrency() as usize;
+    let count = cores.saturating_sub(1).min(MAX_WORKERS);
+    if count == 0 {
+        return;
+    }
+    let Some((glue, wasm)) = module_urls() else {
+        return;
+    };
+    let parts = Array::of1(&JsValue::from_str(&worker_script(&glue, &wasm)));
+    let options = BlobPropertyBag::new();
+    options.set_type("text/javascript");
+    let Ok(blob) = Blob::new_with_str_sequence_and_options(&parts, &options) else {
+        return;
+    };
+    let Ok(url) = Url::create_object_url_with_blob(&blob) else {
+        return;
+    };
+    let slots: Vec<Slot> = (0..count).filter_map(|i| spawn(i, &url)).collect();
+    POOL.with(|p| p.borrow_mut().slots = slots);
+}
+
+/// Workers ready to take a share.
+pub fn ready() -> Vec<usize> {
+    POOL.with(|p| {
+        p.borrow()
+            .slots
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.ready && !s.dead)
+            .map(|(i, _)| i)
+            .collect()
+    })
+}
+
+/// Sends a request to worker `i`; the promise resolves with its answer.
+fn request(i: usize, request: &str) -> Promise {
+    let mut payload = None;
+    let promise = Promise::new(&mut |resolve, _reject| {
+        payload = POOL.with(|p| {
+            let mut p = p.borrow_mut();
+            let id = p.next_id;
+            p.next_id = p.next_id.wrapping_add(1);
+            p.waiting.push((id, i, resolve));
+            p.slots.get(i).map(|s| (id, s.worker.clone()))
+        });
+    });
+    if let Some((id, worker)) = payload {
+        let message = js_sys::Object::new();
+        let _ = Reflect::set(&message, &"id".into(), &JsValue::from(id));
+        let _ = Reflect::set(&message, &"request".into(), &JsValue::from_str(request));
+        if worker.post_message(&message).is_err() {
+            kill(i);
+        }
+    }
+    promise
+}
+
+/// The curve over `lengths`, shared between the ready workers and this
+/// thread (which takes share 0 while the workers run theirs).
+pub async fn curve(
+    arch: &Architecture,
+    workload: &Workload,
+    runtime: &RuntimeProfile,
+    lengths: &[u32],
+) -> CurveData {
+    let workers = ready();
+    let parts = workers.len() + 1;
+    let mut asked: Vec<(Vec<u32>, Option<Promise>)> = Vec::with_capacity(parts);
+    for (k, &worker) in workers.iter().enumerate() {
+        let mine = share(lengths, parts, k + 1);
+        // Any valid length stands in for the curve's (each point sets its own).
+        let stand_in = mine.first().copied().unwrap_or(1);
+        let text = ShareRequest {
+            arch: arch.clone(),
+            workload: workload.with_length(arch.is_vision(), stand_in),
+            runtime: runtime.clone(),
+            lengths: mine.clone(),
+        }
+        .to_json();
+        let promise = Some(request(worker, &text));
+        asked.push((mine, promise));
+    }
+    let own = share(lengths, parts, 0);
+    let mut all_lengths = own.clone();
+    let mut results: Vec<PointResult> = curve::estimate_lengths(arch, workload, runtime, &own);
+    for (mine, promise) in asked {
+        let answer = match promise {
+            Some(p) => wasm_bindgen_futures::JsFuture::from(p)
+                .await
+                .ok()
+                .and_then(|v| v.as_string())
+                .ok_or_else(|| "worker: no answer".to_string())
+                .and_then(|text| read_share(&text, mine.len())),
+            None => Err("worker: request not serialisable".into()),
+        };
+        let part = answer.unwrap_or_else(|e| {
+            FALLBACKS.with(|f| f.set(f.get() + 1));
+            web_sys::console::warn_1(&format!("{e}; computing its share here").into());
+            curve::estimate_lengths(arch, workload, runtime, &mine)
+        });
+        all_lengths.extend(mine);
+        results.extend(part);
+    }
+    CurveData::from_results(&all_lengths, results)
+}
