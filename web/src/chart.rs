@@ -5,10 +5,15 @@
 use crate::curve::{Band, CurveData};
 use crate::format::{gb, length as fmt_length};
 use headroom_core::estimate::Component;
-use plotters::coord::ranged1d::{AsRangedCoord, Ranged, ValueFormatter};
+use plotters::coord::combinators::LogCoord;
+use plotters::coord::ranged1d::{
+    AsRangedCoord, KeyPointHint, NoDefaultFormatting, Ranged, ValueFormatter,
+};
+use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
+use std::ops::Range;
 
 /// Colors of the page and the chart.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -204,6 +209,43 @@ fn line_labels(lines: &[(String, f64)], y_top: f64) -> Vec<(String, f64)> {
         .collect()
 }
 
+/// The length axis, linear or logarithmic, as one type: the drawing code,
+/// generic over the axis, is compiled once (half the chart's share of the
+/// page's bundle).
+enum LengthAxis {
+    Linear(RangedCoordf64),
+    Log(LogCoord<f64>),
+}
+
+impl Ranged for LengthAxis {
+    type FormatOption = NoDefaultFormatting;
+    type ValueType = f64;
+    fn map(&self, value: &f64, limit: (i32, i32)) -> i32 {
+        match self {
+            LengthAxis::Linear(c) => c.map(value, limit),
+            LengthAxis::Log(c) => c.map(value, limit),
+        }
+    }
+    fn key_points<Hint: KeyPointHint>(&self, hint: Hint) -> Vec<f64> {
+        match self {
+            LengthAxis::Linear(c) => c.key_points(hint),
+            LengthAxis::Log(c) => c.key_points(hint),
+        }
+    }
+    fn range(&self) -> Range<f64> {
+        match self {
+            LengthAxis::Linear(c) => c.range(),
+            LengthAxis::Log(c) => c.range(),
+        }
+    }
+}
+
+impl ValueFormatter<f64> for LengthAxis {
+    fn format(value: &f64) -> String {
+        fmt_length(value.round() as u64)
+    }
+}
+
 /// Draws the chart on `root`.
 pub fn draw<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,
@@ -213,11 +255,12 @@ pub fn draw<DB: DrawingBackend>(
         .map_err(|e| e.to_string())?;
     let (from, to) = (spec.from as f64, spec.to.max(spec.from + 1) as f64);
     let (y_top, off_scale) = y_max(spec);
-    let (x_px, y_px) = if spec.log_x {
-        draw_in(root, (from..to).log_scale(), spec, y_top)?
+    let axis = if spec.log_x {
+        LengthAxis::Log((from..to).log_scale().into())
     } else {
-        draw_in(root, from..to, spec, y_top)?
+        LengthAxis::Linear((from..to).into())
     };
+    let (x_px, y_px) = draw_in(root, axis, spec, y_top)?;
     root.present().map_err(|e| e.to_string())?;
     Ok(Layout {
         x_px,
