@@ -77,6 +77,18 @@ timeout 120 chromium --headless --no-sandbox --disable-gpu --disable-quic --no-f
     --window-size=1400,1800 --screenshot=screenshots/calculator.png \
     "http://127.0.0.1:$PORT/?model=llama-3.1-8b" 2>/dev/null
 ls -l screenshots/calculator.png
+
+section "the served page starts its curve workers (one per spare core)"
+WORKERS="$(timeout 120 chromium --headless --no-sandbox --disable-gpu --no-first-run \
+    --disable-background-networking --disable-component-update --disable-sync \
+    --user-data-dir="$PROFILE_DIR" --virtual-time-budget=8000 --dump-dom \
+    "http://127.0.0.1:$PORT/?model=llama-3.1-8b" 2>/dev/null \
+    | sed -n 's/.*<body[^>]*data-curve-workers="\([0-9]*\)".*/\1/p' | head -n 1 || true)"
+echo "  curve workers ready: ${WORKERS:-none} ($(nproc) cores)"
+if [ "$(nproc)" -gt 1 ] && [ "${WORKERS:-0}" -lt 1 ]; then
+    echo "FAIL: the served page started no curve worker"
+    exit 1
+fi
 cleanup
 trap - EXIT
 

@@ -1281,6 +1281,7 @@ fn ChartPanel(ctx: Ctx) -> impl IntoView {
         perf::drawn();
         let _ = el.set_attribute("data-draws", &perf::draws().to_string());
         let _ = el.set_attribute("data-measured", &measured.len().to_string());
+        let _ = el.set_attribute("data-workers", &crate::workers::ready().len().to_string());
         let _ = el.set_attribute(
             "data-points",
             &ctx.curve.with(|c| c.lengths.len()).to_string(),

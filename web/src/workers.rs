@@ -126,6 +126,13 @@ fn on_message(i: usize, event: MessageEvent) {
                 slot.ready = !slot.dead;
             }
         });
+        // Visible to a DOM dump (`scripts/test.sh` checks the served page).
+        if let Some(body) = web_sys::window()
+            .and_then(|w| w.document())
+            .and_then(|d| d.body())
+        {
+            let _ = body.set_attribute("data-curve-workers", &ready().len().to_string());
+        }
         return;
     }
     if let Some(reason) = field("failed").as_string() {
