@@ -8,11 +8,14 @@
 //! 2. **Trunk** (fp32), `no_recycles` passes (the config's `max_recycles`
 //!    when `num_recycles` is not given, else `num_recycles + 1`). Each pass
 //!    keeps `s_z_0`, the recycled pair (`recycle_z_norm` output plus the
-//!    `recycle_disto` embedding), the previous pass's `s_z` and the pass
-//!    input `s_z_0 + recycle_z` (held by the caller during `trunk_iter`).
+//!    `recycle_disto` embedding) and the previous pass's `s_z`; the pass
+//!    input `s_z_0 + recycle_z` goes when `trunk_iter` rebinds `z` (the
+//!    callee's frame owns its arguments in Python 3.11+).
 //!    Each of the 48 blocks: pair-to-sequence bias (kept for the block),
 //!    gated sequence attention with pair bias (B x 32 x L x L logits, then
-//!    `+ bias`, `masked_fill`, softmax: each a new tensor), sequence MLP,
+//!    `+ bias`, `masked_fill`, softmax: each a new tensor; the softmax is
+//!    returned and kept by `y, _ = ...` until the block returns, as is the
+//!    triangle mask), sequence MLP,
 //!    sequence-to-pair (`q*k` and `q-k` outer products, `cat`, `o_proj`),
 //!    triangular multiplicative updates outgoing and incoming (LayerNorm,
 //!    gated projections a and b, contiguous copies for the batched matmul,
@@ -289,8 +292,10 @@ impl Folder<'_, '_> {
         self.drop(&[a]);
         let am = self.pw("sequence attention: masked_fill", seq_heads);
         self.drop(&[ab]);
-        let sm = self.pw("sequence attention: softmax", seq_heads);
-        self.drop(&[am, sm]);
+        // `y, _ = self.seq_attention(...)`: the probabilities come back as
+        // the second output and `_` holds them until the block returns.
+        let probs = self.pw("sequence attention: softmax (kept by `_`)", seq_heads);
+        self.drop(&[am]);
         let _ = b;
         self.g.at("trunk: sequence-to-pair", layer);
         let prod = self.pw("sequence_to_pair: q * k outer product", self.cz / 2);
@@ -321,7 +326,6 @@ impl Folder<'_, '_> {
         self.g.at("trunk: triangle attention (ending node)", layer);
         let t = self.triangle_attention(true);
         let z5 = self.residual(z4, t, "trunk: pair + triangle attention (ending node)");
-        self.drop(&[tri_mask]);
         self.g.at("trunk: pair transition", layer);
         let ln = self.pz("pair transition: layernorm");
         let h1 = self.pw("pair transition: linear 128->512", 4 * self.cz);
@@ -331,7 +335,10 @@ impl Folder<'_, '_> {
         let h2 = self.pz("pair transition: linear 512->128");
         self.drop(&[r]);
         let out = self.state("trunk: pair + pair transition");
-        self.drop(&[h2, z5, bias]);
+        self.drop(&[h2, z5]);
+        // The block's locals go when it returns, in order: `bias`, `_`
+        // (the attention probabilities), `tri_mask`.
+        self.drop(&[bias, probs, tri_mask]);
         let _ = l;
         out
     }
@@ -545,13 +552,15 @@ pub fn replay(
         let pos = f.pz("trunk: relative position embedding");
         f.drop(&[diff]);
         let mut z = f.state("trunk: z + positional embedding");
-        f.drop(&[pos]);
+        // `z = z + ...` in `trunk_iter` drops the last reference to the
+        // argument `s_z_0 + recycle_z` (Python 3.11+ frames own their
+        // arguments; the H200 snapshot has no such block at the peak).
+        f.drop(&[pos, z_in]);
         for block in 0..arch.trunk_blocks {
             let next = f.block(block);
             f.drop(&[z]);
             z = next;
         }
-        f.drop(&[z_in]);
         if let Some(old) = s_z.take() {
             f.drop(&[old]);
         }
