@@ -300,3 +300,14 @@ fn generalization_batch_11_esmfold_and_vit_384_hold() {
         "chunk 64 needs 2 GB more"
     );
 }
+
+/// Generalization batch 12: seven ESMFold shapes predicted after the
+/// lifetime fixes of batch 11 (`predicted-before-measuring-12.txt`: chunk
+/// 8 to 512, unchunked 1,152 residues, no recycle, the fp32 stem), all
+/// within 1.2%.
+#[test]
+fn generalization_batch_12_esmfold_holds() {
+    let rows = generalization_rows("measured-12.jsonl", 7);
+    let all: Vec<&Compared> = rows.iter().collect();
+    check_bounds("generalization batch 12", &all, 1.0, 2.0, 0);
+}
