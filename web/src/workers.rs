@@ -24,6 +24,11 @@ use web_sys::{Blob, BlobPropertyBag, MessageEvent, Url, Worker, WorkerOptions, W
 /// Most workers the page starts.
 pub const MAX_WORKERS: usize = 7;
 
+/// A worker that has not answered a request after this long is stopped and
+/// its share computed on the page's thread (a 256-point share takes well
+/// under a second).
+const ANSWER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// What a worker thread runs for each request (exported to its JS).
 #[wasm_bindgen]
 pub fn headroom_curve_share(request: &str) -> String {
@@ -83,7 +88,7 @@ fn worker_script(glue: &str, wasm: &str) -> String {
   self.onmessage = (e) => {{
     let out;
     try {{ out = glue.headroom_curve_share(e.data.request); }}
-    catch (err) {{ out = JSON.stringify({{ Err: 'worker: ' + err }}); }}
+    catch (err) {{ out = 'E worker request: ' + err + '\\n'; }}
     self.postMessage({{ id: e.data.id, out }});
   }};
   self.postMessage({{ ready: true }});
@@ -112,7 +117,7 @@ fn kill(i: usize) {
     for resolve in orphans {
         let _ = resolve.call1(
             &JsValue::NULL,
-            &JsValue::from_str("{\"Err\":\"worker failed\"}"),
+            &JsValue::from_str("E worker request: the worker stopped\n"),
         );
     }
 }
@@ -232,6 +237,15 @@ fn request(i: usize, request: &str) -> Promise {
         if worker.post_message(&message).is_err() {
             kill(i);
         }
+        leptos::prelude::set_timeout(
+            move || {
+                let unanswered = POOL.with(|p| p.borrow().waiting.iter().any(|w| w.0 == id));
+                if unanswered {
+                    kill(i);
+                }
+            },
+            ANSWER_TIMEOUT,
+        );
     }
     promise
 }
