@@ -448,6 +448,73 @@ pub(crate) mod tests {
         }
     }
 
+    /// Every workload option the page can set survives the trip to a
+    /// worker (a field lost on the way would give a different curve).
+    #[test]
+    fn a_share_request_keeps_every_workload_option() {
+        use headroom_core::arch::Dtype;
+        use headroom_core::workload::{
+            Attention, InferenceKind, LoadPath, Logits, Lora, Mode, Optimizer, Precision,
+        };
+        let mut variants = Vec::new();
+        let mut w = Workload::default();
+        w.mode = Mode::Training;
+        w.batch = 3;
+        w.seq_len = 777;
+        w.attention = Attention::Eager;
+        w.training.optimizer = Optimizer::SgdMomentum;
+        w.training.steps = 3;
+        w.training.precision = Precision::Bf16;
+        w.training.grad_checkpointing = true;
+        w.training.optimizer_state_resident = true;
+        w.training.use_cache = true;
+        w.load = LoadPath::BuildThenCast;
+        variants.push(w.clone());
+        w.training.lora = Some(Lora {
+            rank: 8,
+            alpha: Some(16.0),
+            target_modules: vec!["q_proj".into(), "v_proj".into()],
+            dropout: None,
+        });
+        variants.push(w);
+        let mut w = Workload::default();
+        w.dtype = Dtype::Int4;
+        w.inference.kind = InferenceKind::Forward;
+        w.inference.logits = Logits::All;
+        w.inference.kv_cache = false;
+        w.inference.new_tokens = 5;
+        w.inference.kv_dtype = Some(Dtype::Int8);
+        variants.push(w);
+        let mut fold = Workload::default();
+        fold.dtype = Dtype::Fp32;
+        fold.esmfold.stem_dtype = Dtype::Fp32;
+        fold.esmfold.chunk_size = Some(64);
+        fold.esmfold.num_recycles = Some(1);
+        let mut vision = Workload::default();
+        vision.image_size = Some(384);
+        let mut runtime = RuntimeProfile::h200();
+        runtime.process_ran_backward = false;
+        runtime.cudnn_workspace_scale = 0.5;
+        for (id, w) in variants
+            .into_iter()
+            .map(|w| ("llama-3.2-1b", w))
+            .chain([("esmfold-v1", fold), ("vit-b-16", vision)])
+        {
+            let arch = headroom_core::presets::find(id).unwrap().arch;
+            let request = ShareRequest {
+                arch,
+                workload: w,
+                runtime: runtime.clone(),
+                lengths: vec![128, 4096],
+            };
+            assert_eq!(
+                ShareRequest::from_json(&request.to_json()),
+                Ok(request),
+                "{id}"
+            );
+        }
+    }
+
     #[test]
     fn a_bad_share_is_an_error_not_a_panic() {
         let r = read_share(&answer_share("{\"model\": 5}"), 1).unwrap_err();
