@@ -451,6 +451,7 @@ pub(crate) mod tests {
     /// Every workload option the page can set survives the trip to a
     /// worker (a field lost on the way would give a different curve).
     #[test]
+    #[allow(clippy::field_reassign_with_default)]
     fn a_share_request_keeps_every_workload_option() {
         use headroom_core::arch::Dtype;
         use headroom_core::workload::{
