@@ -111,7 +111,7 @@ fn describe_workload(spec: &Spec) -> String {
                 .esmfold
                 .chunk_size
                 .map_or_else(|| "unchunked".to_string(), |c| format!("chunk {c}"));
-            let recycles = w.esmfold.num_recycles.unwrap_or(fold.max_recycles);
+            let recycles = headroom_core::families::esmfold::passes(fold, w) - 1;
             let _ = write!(
                 s,
                 "inference, fold ({chunk}, {recycles} recycle(s), {} stem)",
@@ -121,11 +121,18 @@ fn describe_workload(spec: &Spec) -> String {
         (Mode::Inference, Architecture::Decoder(_))
             if w.inference.kind == InferenceKind::Generate =>
         {
+            let cache = if w.inference.kv_cache {
+                format!(
+                    "KV cache {}",
+                    w.inference.kv_dtype.unwrap_or(w.dtype).name()
+                )
+            } else {
+                "no KV cache".to_string()
+            };
             let _ = write!(
                 s,
-                "inference, generate ({} new tokens, KV cache {})",
-                w.inference.new_tokens,
-                w.inference.kv_dtype.unwrap_or(w.dtype).name()
+                "inference, generate ({} new tokens, {cache})",
+                w.inference.new_tokens
             );
         }
         (Mode::Inference, Architecture::Decoder(_) | Architecture::Encoder(_)) => {

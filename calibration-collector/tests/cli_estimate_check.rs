@@ -401,6 +401,14 @@ fn estimate_table_describes_the_workload_of_each_family() {
             "workload  inference, fold (chunk 64, 1 recycle(s), fp16 stem), batch 1, seq_len 512",
         ),
         (
+            r#"{"model":"esmfold-v1","workload":{"mode":"inference","seq_len":256}}"#,
+            "workload  inference, fold (unchunked, 3 recycle(s), fp16 stem), batch 1, seq_len 256",
+        ),
+        (
+            r#"{"model":"gpt2","workload":{"mode":"inference","seq_len":256,"dtype":"fp32","inference":{"kv_cache":false,"new_tokens":4}}}"#,
+            "workload  inference, generate (4 new tokens, no KV cache), batch 1, seq_len 256, fp32, sdpa attention",
+        ),
+        (
             r#"{"model":"llama-3.1-8b","workload":{"mode":"inference","batch":2,"seq_len":4096,"dtype":"bf16"}}"#,
             "workload  inference, generate (16 new tokens, KV cache bf16), batch 2, seq_len 4096, bf16, sdpa attention",
         ),

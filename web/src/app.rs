@@ -313,14 +313,19 @@ pub fn App() -> impl IntoView {
     Effect::new(move |previous: Option<()>| {
         let rt = runtime.get();
         let (arch, w, view) = curve_key.get();
-        if previous.is_none() {
+        // The first run finds the curve computed above, unless something
+        // changed in between.
+        let key = (arch, w, view);
+        if previous.is_none() && curve_for.with_value(|(k, r)| *k == key && *r == rt) {
             return;
         }
+        let (arch, w, view) = key;
         curve_generation.update_value(|g| *g += 1);
         let mine = curve_generation.get_value();
         let lengths = view_lengths(&view, CURVE_POINTS);
         leptos::task::spawn_local(async move {
-            let data = crate::workers::curve(&arch, &w, &rt, &lengths).await;
+            let wanted = move || curve_generation.try_get_value() == Some(mine);
+            let data = crate::workers::curve(&arch, &w, &rt, &lengths, wanted).await;
             if curve_generation.try_get_value() == Some(mine) {
                 curve_for.set_value(((arch, w, view), rt));
                 curve.try_set(data);

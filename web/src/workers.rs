@@ -88,7 +88,12 @@ fn worker_script(glue: &str, wasm: &str) -> String {
   self.onmessage = (e) => {{
     let out;
     try {{ out = glue.headroom_curve_share(e.data.request); }}
-    catch (err) {{ out = 'E worker request: ' + err + '\\n'; }}
+    catch (err) {{
+      // A trapped instance is not to be trusted again: answer, then stop.
+      self.postMessage({{ id: e.data.id, out: 'E worker request: ' + err + '\\n' }});
+      self.postMessage({{ failed: String(err) }});
+      return;
+    }}
     self.postMessage({{ id: e.data.id, out }});
   }};
   self.postMessage({{ ready: true }});
@@ -96,6 +101,17 @@ fn worker_script(glue: &str, wasm: &str) -> String {
   self.postMessage({{ failed: String(err) }});
 }}"
     )
+}
+
+/// Puts the number of ready workers on `<body data-curve-workers>`, for a
+/// DOM dump to read (`scripts/test.sh` checks the served page).
+fn show_ready() {
+    if let Some(body) = web_sys::window()
+        .and_then(|w| w.document())
+        .and_then(|d| d.body())
+    {
+        let _ = body.set_attribute("data-curve-workers", &ready().len().to_string());
+    }
 }
 
 /// Marks slot `i` dead and answers its requests in flight with an error,
@@ -114,6 +130,7 @@ fn kill(i: usize) {
         p.waiting = kept;
         orphans.into_iter().map(|w| w.2).collect()
     });
+    show_ready();
     for resolve in orphans {
         let _ = resolve.call1(
             &JsValue::NULL,
@@ -141,7 +158,7 @@ fn on_message(i: usize, event: MessageEvent) {
         return;
     }
     if let Some(reason) = field("failed").as_string() {
-        web_sys::console::warn_1(&format!("curve worker {i} did not start: {reason}").into());
+        web_sys::console::warn_1(&format!("curve worker {i} stopped: {reason}").into());
         kill(i);
         return;
     }
@@ -178,7 +195,7 @@ fn spawn(i: usize, script_url: &str) -> Option<Slot> {
 /// Starts the workers once; they become usable when their module has
 /// loaded. Does nothing where workers cannot start.
 pub fn start() {
-    if POOL.with(|p| std::mem::replace(&mut p.borrow_mut().started, true)) {
+    if POOL.with(|p| p.borrow().started) {
         return;
     }
     let Some(window) = web_sys::window() else {
@@ -186,10 +203,14 @@ pub fn start() {
     };
     let cores = window.navigator().hardware_concurrency() as usize;
     let count = cores.saturating_sub(1).min(MAX_WORKERS);
-    if count == 0 {
+    // Until the page's own module shows in its resources, try again at the
+    // next curve.
+    let urls = if count == 0 { None } else { module_urls() };
+    if count > 0 && urls.is_none() {
         return;
     }
-    let Some((glue, wasm)) = module_urls() else {
+    POOL.with(|p| p.borrow_mut().started = true);
+    let Some((glue, wasm)) = urls else {
         return;
     };
     let parts = Array::of1(&JsValue::from_str(&worker_script(&glue, &wasm)));
@@ -201,7 +222,9 @@ pub fn start() {
     let Ok(url) = Url::create_object_url_with_blob(&blob) else {
         return;
     };
-    let slots: Vec<Slot> = (0..count).filter_map(|i| spawn(i, &url)).collect();
+    // Slot numbers are the workers' own (their callbacks carry them): stop
+    // at the first worker that cannot be created.
+    let slots: Vec<Slot> = (0..count).map_while(|i| spawn(i, &url)).collect();
     POOL.with(|p| p.borrow_mut().slots = slots);
 }
 
@@ -251,48 +274,57 @@ fn request(i: usize, request: &str) -> Promise {
 }
 
 /// The curve over `lengths`, shared between the ready workers and this
-/// thread (which takes share 0 while the workers run theirs).
+/// thread (which takes share 0 while the workers run theirs). `wanted`
+/// says whether the curve is still needed: a share a worker could not
+/// answer is computed here only while it is.
 pub async fn curve(
     arch: &Architecture,
     workload: &Workload,
     runtime: &RuntimeProfile,
     lengths: &[u32],
+    wanted: impl Fn() -> bool,
 ) -> CurveData {
+    let vision = arch.is_vision();
     let workers = ready();
     let parts = workers.len() + 1;
-    let mut asked: Vec<(Vec<u32>, Option<Promise>)> = Vec::with_capacity(parts);
+    let mut asked: Vec<(Vec<u32>, Promise)> = Vec::with_capacity(parts);
     for (k, &worker) in workers.iter().enumerate() {
         let mine = share(lengths, parts, k + 1);
-        // Any valid length stands in for the curve's (each point sets its own).
-        let stand_in = mine.first().copied().unwrap_or(1);
+        let Some(&first) = mine.first() else {
+            continue;
+        };
+        // A valid length stands in for the curve's (each point sets its
+        // own); images are at least 16 px.
+        let stand_in = if vision { first.max(16) } else { first };
         let text = ShareRequest {
             arch: arch.clone(),
-            workload: workload.with_length(arch.is_vision(), stand_in),
+            workload: workload.with_length(vision, stand_in),
             runtime: runtime.clone(),
             lengths: mine.clone(),
         }
         .to_json();
-        let promise = Some(request(worker, &text));
-        asked.push((mine, promise));
+        asked.push((mine, request(worker, &text)));
     }
     let own = share(lengths, parts, 0);
     let mut all_lengths = own.clone();
     let mut results: Vec<PointResult> = curve::estimate_lengths(arch, workload, runtime, &own);
     for (mine, promise) in asked {
-        let answer = match promise {
-            Some(p) => wasm_bindgen_futures::JsFuture::from(p)
-                .await
-                .ok()
-                .and_then(|v| v.as_string())
-                .ok_or_else(|| "worker: no answer".to_string())
-                .and_then(|text| read_share(&text, mine.len())),
-            None => Err("worker: request not serialisable".into()),
+        let answer = wasm_bindgen_futures::JsFuture::from(promise)
+            .await
+            .ok()
+            .and_then(|v| v.as_string())
+            .ok_or_else(|| "worker: no answer".to_string())
+            .and_then(|text| read_share(&text, mine.len()));
+        let part = match answer {
+            Ok(part) => part,
+            // Superseded: nobody will look at this curve.
+            Err(_) if !wanted() => return CurveData::default(),
+            Err(e) => {
+                FALLBACKS.with(|f| f.set(f.get() + 1));
+                web_sys::console::warn_1(&format!("{e}; computing its share here").into());
+                curve::estimate_lengths(arch, workload, runtime, &mine)
+            }
         };
-        let part = answer.unwrap_or_else(|e| {
-            FALLBACKS.with(|f| f.set(f.get() + 1));
-            web_sys::console::warn_1(&format!("{e}; computing its share here").into());
-            curve::estimate_lengths(arch, workload, runtime, &mine)
-        });
         all_lengths.extend(mine);
         results.extend(part);
     }

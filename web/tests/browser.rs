@@ -403,7 +403,7 @@ async fn the_curve_workers_give_the_single_thread_curve() {
     let s = headroom_web::state::AppState::for_model(p.model());
     let rt = headroom_core::RuntimeProfile::h200();
     let lengths = view_lengths(&s.view, 40);
-    let shared = workers::curve(&p.arch, &s.workload, &rt, &lengths).await;
+    let shared = workers::curve(&p.arch, &s.workload, &rt, &lengths, || true).await;
     let alone = CurveData::compute(&p.arch, &s.workload, &rt, &s.view, 40);
     assert_eq!(shared.lengths.len(), 40);
     assert_eq!(shared, alone);
@@ -413,6 +413,19 @@ async fn the_curve_workers_give_the_single_thread_curve() {
     page.type_in("batch", "3");
     wait_until("a redraw", || perf::draws() > before).await;
     assert_eq!(workers::fallbacks(), 0, "worker answers were unusable");
+    // Image models whose range starts below the smallest image: the
+    // shares still go to the workers, and the rejected sizes are the same.
+    let vit = headroom_core::presets::find("vit-b-16").expect("preset");
+    let w = headroom_web::state::AppState::for_model(vit.model()).workload;
+    let sizes: Vec<u32> = (1..=12).map(|i| i * 4).collect();
+    let shared = workers::curve(&vit.arch, &w, &rt, &sizes, || true).await;
+    let alone = CurveData::from_results(
+        &sizes,
+        headroom_web::curve::estimate_lengths(&vit.arch, &w, &rt, &sizes),
+    );
+    assert_eq!(shared, alone);
+    assert!(shared.failed > 0, "sizes below 16 px are rejected");
+    assert_eq!(workers::fallbacks(), 0, "worker refused an image share");
     console_log!(
         "curve workers: {} ready of {cores} cores",
         workers::ready().len()
