@@ -311,3 +311,14 @@ fn generalization_batch_12_esmfold_holds() {
     let all: Vec<&Compared> = rows.iter().collect();
     check_bounds("generalization batch 12", &all, 1.0, 2.0, 0);
 }
+
+/// Generalization batch 13: full pure-bf16 training of Llama-3.1-8B,
+/// Qwen2.5-7B and Mistral-7B (AdamW and SGD with momentum, 53 to 88 GB),
+/// predicted before it was measured (`predicted-before-measuring-13.txt`),
+/// all within 0.7%.
+#[test]
+fn generalization_batch_13_large_bf16_training_holds() {
+    let rows = generalization_rows("measured-13.jsonl", 4);
+    let all: Vec<&Compared> = rows.iter().collect();
+    check_bounds("generalization batch 13", &all, 1.0, 1.5, 0);
+}
