@@ -4,12 +4,13 @@
 //! worker per spare core (`navigator.hardwareConcurrency - 1`, at most
 //! [`MAX_WORKERS`]), each instantiating this same wasm module, and splits a
 //! curve's lengths between them and the page's own thread
-//! ([`crate::curve::share`]). A worker answers with JSON
-//! ([`crate::curve::answer_share`]); the estimates are the ones the page's
-//! thread would compute (tested natively). Whatever goes wrong with a
-//! worker (no module workers, a failed load, a bad answer), its share is
-//! computed on the page's thread instead, so the curve never depends on
-//! workers being there.
+//! ([`crate::curve::share`]). A worker gets a spec-shaped JSON request and
+//! answers one text line per estimate ([`crate::curve::answer_share`]); the
+//! estimates are the ones the page's thread would compute (tested natively
+//! for every preset, and in the browser). Whatever goes wrong with a worker
+//! (no module workers, a failed load, a trap, a bad or missing answer), its
+//! share is computed on the page's thread instead, so the curve never
+//! depends on workers being there.
 
 use crate::curve::{self, answer_share, read_share, share, CurveData, PointResult, ShareRequest};
 use headroom_core::arch::Architecture;
