@@ -47,7 +47,13 @@ def peaks():
     }
 
 
-model = torchvision.models.resnet50().cuda()
+# `conv_workspaces.py OUT [MODEL [sweep]]`: ResNet-50 and the cases below
+# by default; with another model name (e.g. resnet18), or with `sweep`,
+# amp-bf16 training of that model at batch 32 to 256 and fp32 training at
+# batch 64 instead.
+MODEL = sys.argv[2] if len(sys.argv) > 2 else "resnet50"
+SWEEP = MODEL != "resnet50" or sys.argv[3:4] == ["sweep"]
+model = getattr(torchvision.models, MODEL)().cuda()
 convs = [(n, m) for n, m in model.named_modules() if isinstance(m, torch.nn.Conv2d)]
 records = []
 state = {}
@@ -107,7 +113,7 @@ def with_hooks(fn, backward):
 def inference(batch, px, tag):
     model.eval()
     x = torch.randn(batch, 3, px, px, device="cuda")
-    case = f"resnet50_inf_fp32_b{batch}_r{px}_{tag}"
+    case = f"{MODEL}_inf_fp32_b{batch}_r{px}_{tag}"
 
     def run():
         with torch.no_grad():
@@ -123,14 +129,15 @@ def inference(batch, px, tag):
     del x
 
 
-def training(batch, px):
+def training(batch, px, amp=True):
     model.train()
     opt = torch.optim.AdamW(model.parameters())
     x = torch.randn(batch, 3, px, px, device="cuda")
     y = torch.randint(0, 1000, (batch,), device="cuda")
+    precision = "amp_bf16" if amp else "fp32"
 
     def step():
-        with torch.autocast("cuda", dtype=torch.bfloat16):
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp):
             loss = torch.nn.functional.cross_entropy(model(x), y)
         loss.backward()
         opt.step()
@@ -139,19 +146,24 @@ def training(batch, px):
     reset()
     step()
     step()
-    emit({"case": f"resnet50_train_amp_bf16_adamw_b{batch}_r{px}", "hooks": False, **peaks()})
+    emit({"case": f"{MODEL}_train_{precision}_adamw_b{batch}_r{px}", "hooks": False, **peaks()})
     reset()
     records.clear()
     with_hooks(step, backward=True)
-    emit({"case": f"resnet50_train_amp_bf16_adamw_b{batch}_r{px}", "hooks": True, "convs": records[:]})
+    emit({"case": f"{MODEL}_train_{precision}_adamw_b{batch}_r{px}", "hooks": True, "convs": records[:]})
     del opt, x, y
     for p in model.parameters():
         p.grad = None
 
 
-emit({"torch": torch.__version__, "cudnn": torch.backends.cudnn.version(), "gpu": torch.cuda.get_device_name()})
-for b, px in [(64, 224), (256, 224), (32, 512)]:
-    inference(b, px, "fresh")
-training(64, 224)
-for b, px in [(64, 224), (256, 224), (32, 512)]:
-    inference(b, px, "after_training")
+emit({"torch": torch.__version__, "cudnn": torch.backends.cudnn.version(), "gpu": torch.cuda.get_device_name(), "model": MODEL})
+if not SWEEP:
+    for b, px in [(64, 224), (256, 224), (32, 512)]:
+        inference(b, px, "fresh")
+    training(64, 224)
+    for b, px in [(64, 224), (256, 224), (32, 512)]:
+        inference(b, px, "after_training")
+else:
+    for b in (32, 64, 128, 256):
+        training(b, 224)
+    training(64, 224, amp=False)
