@@ -16,7 +16,9 @@
 //!   reserved until `empty_cache()`, or until a `cudaMalloc` fails: then
 //!   every fully free segment is released and the call retried;
 //! - `expandable_segments:True`: one segment per pool that grows by 2 MiB
-//!   (small) or 20 MiB (large) pages at its end.
+//!   (small) or 20 MiB (large) pages at its end;
+//! - segments get the virtual addresses the CUDA driver gives them
+//!   ([`VA_GRANULE`]), which decide best fit's ties.
 
 mod free_list;
 
@@ -36,11 +38,23 @@ pub const MIN_LARGE_ALLOC: u64 = 10 << 20;
 /// Large segments are rounded up to a multiple of this (`kRoundLarge`).
 pub const ROUND_LARGE: u64 = 2 << 20;
 
-/// Segments are laid out this far apart in the model's address space (any
-/// segment fits; blocks of different segments never merge).
-const SEGMENT_SPACING: u64 = 1 << 44;
-/// The model's first segment starts just below this address.
-const TOP_ADDRESS: u64 = 1 << 63;
+/// The CUDA driver's virtual addresses, as the H200 allocation traces show
+/// them (`measurements/h200-segments`, `measurements/h200-generalization/
+/// trace-segments*.jsonl`): a new segment takes the lowest free address
+/// range it fits in; when none fits, the driver maps a new range of the
+/// segment's size rounded up to this granule below every earlier one, and
+/// the rest of that range stays free for later segments (a 50 MiB segment
+/// leaves 14 MiB above it, where the next 14 MiB or 2 MiB segment goes; a
+/// 98 MiB one leaves 30 MiB for a 26 MiB one). Only the order of addresses
+/// matters to the caching allocator: best fit breaks ties between equal
+/// free blocks by the lowest address.
+pub const VA_GRANULE: u64 = 32 << 20;
+/// The model's address space starts just below this address.
+const TOP_ADDRESS: u64 = 1 << 62;
+/// Expandable segments (one per pool, growing in place) live above the
+/// mapped ranges, this far apart.
+const EXPANDABLE_BASE: u64 = 1 << 62;
+const EXPANDABLE_SPACING: u64 = 1 << 56;
 
 /// Allocator settings (`PYTORCH_CUDA_ALLOC_CONF`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -142,7 +156,10 @@ pub struct CachingAllocator {
     /// Free blocks of each pool, best-fit by (size, address).
     small_free: FreeList,
     large_free: FreeList,
-    next_address: u64,
+    /// Free virtual-address ranges (start, length), by start.
+    va_free: Vec<(u64, u64)>,
+    /// Lowest address mapped so far.
+    va_bottom: u64,
     /// Expandable mode: the growing segment of each pool (small, large).
     expandable: [u32; 2],
     stats: Stats,
@@ -160,7 +177,8 @@ impl CachingAllocator {
             segments: Vec::with_capacity(512),
             small_free: FreeList::new(),
             large_free: FreeList::new(),
-            next_address: TOP_ADDRESS,
+            va_free: Vec::new(),
+            va_bottom: TOP_ADDRESS,
             expandable: [NONE, NONE],
             stats: Stats::default(),
         }
@@ -176,7 +194,8 @@ impl CachingAllocator {
         self.segments.clear();
         self.small_free.clear();
         self.large_free.clear();
-        self.next_address = TOP_ADDRESS;
+        self.va_free.clear();
+        self.va_bottom = TOP_ADDRESS;
         self.expandable = [NONE, NONE];
         self.stats = Stats::default();
     }
@@ -197,9 +216,18 @@ impl CachingAllocator {
         self.stats.peak_reserved = self.stats.reserved;
     }
 
-    /// Address of a live block (segments are spaced 16 TiB apart, newest lowest).
+    /// Address of a live block in the model's virtual address space.
     pub fn block_address(&self, id: BlockId) -> u64 {
         self.blocks[id.0 as usize].address
+    }
+
+    /// Where a live block is, for comparing with an allocation trace: its
+    /// segment's creation index plus one in the bits above 2^44, its offset
+    /// in the segment below.
+    pub fn block_location(&self, id: BlockId) -> u64 {
+        let blk = self.blocks[id.0 as usize];
+        let base = self.blocks[self.segments[blk.segment as usize].head as usize].address;
+        ((u64::from(blk.segment) + 1) << 44) | (blk.address - base)
     }
 
     /// Size of the most recently created segment.
@@ -294,14 +322,51 @@ impl CachingAllocator {
         }
     }
 
+    /// The address the driver gives a new segment of `bytes` ([`VA_GRANULE`]).
+    fn map_va(&mut self, bytes: u64) -> u64 {
+        if let Some(i) = self.va_free.iter().position(|&(_, len)| len >= bytes) {
+            let (start, len) = self.va_free[i];
+            if len == bytes {
+                self.va_free.remove(i);
+            } else {
+                self.va_free[i] = (start + bytes, len - bytes);
+            }
+            return start;
+        }
+        let range = bytes.div_ceil(VA_GRANULE) * VA_GRANULE;
+        self.va_bottom -= range;
+        let start = self.va_bottom;
+        if range > bytes {
+            self.va_free.insert(0, (start + bytes, range - bytes));
+        }
+        start
+    }
+
+    /// Returns a released segment's range to the free addresses, merged
+    /// with free neighbours.
+    fn unmap_va(&mut self, start: u64, bytes: u64) {
+        if start >= EXPANDABLE_BASE {
+            return;
+        }
+        let i = self.va_free.partition_point(|&(s, _)| s < start);
+        self.va_free.insert(i, (start, bytes));
+        if i + 1 < self.va_free.len() && start + bytes == self.va_free[i + 1].0 {
+            self.va_free[i].1 += self.va_free[i + 1].1;
+            self.va_free.remove(i + 1);
+        }
+        if i > 0 && self.va_free[i - 1].0 + self.va_free[i - 1].1 == start {
+            self.va_free[i - 1].1 += self.va_free[i].1;
+            self.va_free.remove(i);
+        }
+    }
+
     fn create_segment(&mut self, bytes: u64, small: bool) -> u32 {
         let segment = self.segments.len() as u32;
-        // The CUDA driver hands out virtual addresses downwards: each new
-        // segment lies below the previous ones (seen on the H200 in
-        // `measurements/h200-segments`), so on best-fit ties between equal
-        // free blocks the newest segment wins.
-        self.next_address -= SEGMENT_SPACING;
-        let address = self.next_address;
+        let address = if self.config.expandable_segments {
+            EXPANDABLE_BASE + u64::from(!small) * EXPANDABLE_SPACING
+        } else {
+            self.map_va(bytes)
+        };
         let b = self.new_block(Block {
             address,
             size: bytes,
@@ -335,7 +400,9 @@ impl CachingAllocator {
         }
         for b in released {
             self.remove_free(b);
-            let seg = self.blocks[b as usize].segment;
+            let blk = self.blocks[b as usize];
+            self.unmap_va(blk.address, blk.size);
+            let seg = blk.segment;
             let s = &mut self.segments[seg as usize];
             s.live = false;
             self.stats.reserved -= s.size;
@@ -505,6 +572,35 @@ mod tests {
 
     fn fresh() -> CachingAllocator {
         CachingAllocator::new(AllocatorConfig::default(), None)
+    }
+
+    /// Segment addresses as the H200 traces show them: a 50 MiB segment's
+    /// 32 MiB-granular range leaves 14 MiB above it, which the next 14 MiB
+    /// segment takes; a segment that fits no free range goes below all.
+    #[test]
+    fn segments_take_the_lowest_free_address_range() {
+        let mut a = fresh();
+        let s50 = a.malloc(50 * MB).unwrap();
+        let s14 = a.malloc(14 * MB).unwrap();
+        let s98 = a.malloc(98 * MB).unwrap();
+        let small = a.malloc(4096).unwrap();
+        let s26 = a.malloc(26 * MB).unwrap();
+        let base = a.block_address(s50);
+        assert_eq!(
+            a.block_address(s14),
+            base + 50 * MB,
+            "in the 50 MiB range's tail"
+        );
+        assert_eq!(a.block_address(s98), base - 128 * MB, "a new range below");
+        // The 2 MiB small segment and the 26 MiB one fill the 98 MiB range's
+        // 30 MiB tail, lowest first.
+        assert_eq!(a.block_address(small), base - 128 * MB + 98 * MB);
+        assert_eq!(a.block_address(s26), base - 128 * MB + 100 * MB);
+        // A released segment's range is reused.
+        a.free(s98);
+        a.empty_cache();
+        let again = a.malloc(96 * MB).unwrap();
+        assert_eq!(a.block_address(again), base - 128 * MB);
     }
 
     /// Single requests, as measured on the H200 (memory-facts.md):

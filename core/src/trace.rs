@@ -68,7 +68,8 @@ pub struct Replay {
     #[cfg(feature = "diagnostics")]
     pub segment_log: Option<alloc::vec::Vec<(Op, u64)>>,
     /// Diagnostics: every allocation (true) and free (false) of at least
-    /// `event_log_min` bytes: size, block address, op.
+    /// `event_log_min` bytes: size, block location (`CachingAllocator::
+    /// block_location`), op.
     #[cfg(feature = "diagnostics")]
     pub event_log: Option<alloc::vec::Vec<(bool, u64, u64, Op)>>,
     /// Smallest block the event log records.
@@ -314,7 +315,7 @@ impl Replay {
         if let Some(log) = self.event_log.as_mut() {
             let size = self.allocator.block_size(block);
             if size >= self.event_log_min {
-                log.push((true, size, self.allocator.block_address(block), self.op));
+                log.push((true, size, self.allocator.block_location(block), self.op));
             }
         }
         if let Some(log) = self.segment_log.as_mut() {
@@ -351,7 +352,7 @@ impl Replay {
                 log.push((
                     false,
                     size,
-                    self.allocator.block_address(tensor.block),
+                    self.allocator.block_location(tensor.block),
                     self.op,
                 ));
             }
