@@ -156,8 +156,10 @@ pub struct CachingAllocator {
     /// Free blocks of each pool, best-fit by (size, address).
     small_free: FreeList,
     large_free: FreeList,
-    /// Free virtual-address ranges (start, length), by start.
+    /// Free virtual-address ranges (start, length), highest first.
     va_free: Vec<(u64, u64)>,
+    /// At least the length of the longest free range.
+    va_largest: u64,
     /// Lowest address mapped so far.
     va_bottom: u64,
     /// Expandable mode: the growing segment of each pool (small, large).
@@ -178,6 +180,7 @@ impl CachingAllocator {
             small_free: FreeList::new(),
             large_free: FreeList::new(),
             va_free: Vec::new(),
+            va_largest: 0,
             va_bottom: TOP_ADDRESS,
             expandable: [NONE, NONE],
             stats: Stats::default(),
@@ -195,6 +198,7 @@ impl CachingAllocator {
         self.small_free.clear();
         self.large_free.clear();
         self.va_free.clear();
+        self.va_largest = 0;
         self.va_bottom = TOP_ADDRESS;
         self.expandable = [NONE, NONE];
         self.stats = Stats::default();
@@ -324,20 +328,27 @@ impl CachingAllocator {
 
     /// The address the driver gives a new segment of `bytes` ([`VA_GRANULE`]).
     fn map_va(&mut self, bytes: u64) -> u64 {
-        if let Some(i) = self.va_free.iter().position(|&(_, len)| len >= bytes) {
-            let (start, len) = self.va_free[i];
-            if len == bytes {
-                self.va_free.remove(i);
-            } else {
-                self.va_free[i] = (start + bytes, len - bytes);
+        // Free ranges are kept highest first, so the lowest is at the end
+        // and a new range below all others is a push. `va_largest` bounds
+        // the longest free range: most segments fit none and skip the scan.
+        if bytes <= self.va_largest {
+            if let Some(i) = self.va_free.iter().rposition(|&(_, len)| len >= bytes) {
+                let (start, len) = self.va_free[i];
+                if len == bytes {
+                    self.va_free.remove(i);
+                } else {
+                    self.va_free[i] = (start + bytes, len - bytes);
+                }
+                return start;
             }
-            return start;
+            self.va_largest = self.va_free.iter().map(|&(_, len)| len).max().unwrap_or(0);
         }
         let range = bytes.div_ceil(VA_GRANULE) * VA_GRANULE;
         self.va_bottom -= range;
         let start = self.va_bottom;
         if range > bytes {
-            self.va_free.insert(0, (start + bytes, range - bytes));
+            self.va_free.push((start + bytes, range - bytes));
+            self.va_largest = self.va_largest.max(range - bytes);
         }
         start
     }
@@ -348,16 +359,27 @@ impl CachingAllocator {
         if start >= EXPANDABLE_BASE {
             return;
         }
-        let i = self.va_free.partition_point(|&(s, _)| s < start);
+        // Highest first: ranges above `start` come before it.
+        let i = self.va_free.partition_point(|&(s, _)| s > start);
         self.va_free.insert(i, (start, bytes));
-        if i + 1 < self.va_free.len() && start + bytes == self.va_free[i + 1].0 {
-            self.va_free[i].1 += self.va_free[i + 1].1;
-            self.va_free.remove(i + 1);
+        // The range below (next in the list) ends where this one starts.
+        if i + 1 < self.va_free.len() {
+            let (below, len) = self.va_free[i + 1];
+            if below + len == start {
+                self.va_free[i] = (below, len + self.va_free[i].1);
+                self.va_free.remove(i + 1);
+            }
         }
-        if i > 0 && self.va_free[i - 1].0 + self.va_free[i - 1].1 == start {
-            self.va_free[i - 1].1 += self.va_free[i].1;
-            self.va_free.remove(i);
+        // The range above (previous in the list) starts where this one ends.
+        if i > 0 {
+            let (s, len) = self.va_free[i];
+            if s + len == self.va_free[i - 1].0 {
+                self.va_free[i - 1] = (s, len + self.va_free[i - 1].1);
+                self.va_free.remove(i);
+            }
         }
+        let merged = self.va_free.iter().map(|&(_, len)| len).max().unwrap_or(0);
+        self.va_largest = self.va_largest.max(merged);
     }
 
     fn create_segment(&mut self, bytes: u64, small: bool) -> u32 {
