@@ -32,7 +32,6 @@ pub type PointResult = Result<Estimate, String>;
 /// arrays are allocated once. This is all a curve costs; the page splits
 /// the lengths over worker threads ([`share`]) and reassembles them
 /// ([`CurveData::from_results`]).
-#[inline(never)]
 pub fn estimate_lengths(
     arch: &Architecture,
     workload: &Workload,
