@@ -36,6 +36,16 @@ fn bin_of(size: u64) -> usize {
     SUB_BINS + (exponent - SUB_BIN_BITS) as usize * SUB_BINS + mantissa
 }
 
+/// `Vec::remove`, without the (out-of-line) zero-length copy when the
+/// entry is the last, as the best fit of a bin usually is.
+fn remove_at(entries: &mut Vec<Entry>, index: usize) -> Entry {
+    if index + 1 == entries.len() {
+        entries.pop().expect("index in bounds")
+    } else {
+        entries.remove(index)
+    }
+}
+
 #[derive(Clone, Copy, Debug)]
 struct Entry {
     /// (size, address) as one integer: compares in two instructions.
@@ -128,7 +138,7 @@ impl FreeList {
         let entries = &mut self.bins[bin];
         let at = entries.partition_point(|e| e.key > key(size, address));
         debug_assert_eq!(entries[at].block, block, "block not in its bin");
-        entries.remove(at);
+        remove_at(entries, at);
         if entries.is_empty() {
             self.occupied[bin / 64] &= !(1 << (bin % 64));
         }
@@ -163,7 +173,7 @@ impl FreeList {
     /// Removes the block `best_fit` found (nothing changed since); returns its id.
     pub(super) fn take(&mut self, found: Found) -> u32 {
         let entries = &mut self.bins[found.bin];
-        let e = entries.remove(found.index);
+        let e = remove_at(entries, found.index);
         debug_assert_eq!(e.block, found.block, "the list changed since best_fit");
         if entries.is_empty() {
             self.occupied[found.bin / 64] &= !(1 << (found.bin % 64));

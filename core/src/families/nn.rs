@@ -381,18 +381,17 @@ pub fn linear_by(
         // bitsandbytes dequantises the weight to the compute dtype per call.
         g.workspace("dequantize weight", w_elems * out_dsize);
     }
-    let mut saved: [Option<Value>; 2] = [None, None];
-    if g.requires_grad(w.v) {
-        saved[0] = Some(xin.v);
-    }
-    if g.requires_grad(xin.v) {
-        saved[1] = Some(w.v);
-    }
-    let saved: Vec<Value> = saved.iter().flatten().copied().collect();
-    let mut inputs: Vec<Value> = alloc::vec![xin.v, w.v];
-    if let Some(b) = l.bias {
-        inputs.push(b);
-    }
+    // The input is saved for the weight's gradient, the weight for the
+    // input's (in that order).
+    let (saved_buf, saved_len) = match (g.requires_grad(w.v), g.requires_grad(xin.v)) {
+        (true, true) => ([xin.v, w.v], 2),
+        (true, false) => ([xin.v, xin.v], 1),
+        (false, true) => ([w.v, w.v], 1),
+        (false, false) => ([xin.v, w.v], 0),
+    };
+    let saved = &saved_buf[..saved_len];
+    let inputs_buf = [xin.v, w.v, l.bias.unwrap_or(w.v)];
+    let inputs = &inputs_buf[..if l.bias.is_some() { 3 } else { 2 }];
     // The bias gradient is `grad.sum(0)`, a reduction whose kernel takes a
     // global-memory buffer: after the weight gradient for `addmm`, before
     // both gradients for `matmul + bias` (the transposed-input path).
@@ -405,8 +404,8 @@ pub fn linear_by(
     let reduction_first = kernel == Kernel::GemmOfTransposedInput;
     let v = g.op_with(
         name,
-        &inputs,
-        &saved,
+        inputs,
+        saved,
         rows * l.out_features * out_dsize,
         Component::Transient,
         0,
