@@ -45,6 +45,18 @@ fn main() {
         32_768,
     );
 
+    // The page's opening curve (web/src/defaults.rs): Llama-3.1-8B bf16
+    // generation of 16 tokens, batch 2 (the browser test varies the batch).
+    let mut page = Workload::default();
+    page.dtype = headroom_core::arch::Dtype::Bf16;
+    page.batch = 2;
+    time_curve(
+        "llama-3.1-8b generate (page default, b2)",
+        "llama-3.1-8b",
+        &page,
+        131_072,
+    );
+
     let mut infer = Workload::default();
     infer.mode = Mode::Inference;
     infer.inference.kind = InferenceKind::Generate;
