@@ -1184,14 +1184,8 @@ impl Model<'_> {
             g.at("final logit softcapping", None);
             let scaled = nn::unary(g, out, "logits / softcap", false, out.dsize);
             g.drop(out.v);
-            let th = g.op_saving_output(
-                "tanh(logits / softcap)",
-                &[scaled.v],
-                scaled.bytes(),
-                Component::Transient,
-            );
+            let th = nn::tanh(g, scaled, "tanh(logits / softcap)");
             g.drop(scaled.v);
-            let th = T { v: th, ..scaled };
             let capped = nn::unary(g, th, "* softcap", false, th.dsize);
             g.drop(th.v);
             return capped;
@@ -1222,14 +1216,8 @@ fn gelu_new(g: &mut Graph, cx: &Ctx, x: T) -> T {
     g.drop(scaled.v);
     let arg = nn::unary(g, inner, "gelu_new: sqrt(2/pi) * ...", false, inner.dsize);
     g.drop(inner.v);
-    let th = g.op_saving_output(
-        "gelu_new: tanh",
-        &[arg.v],
-        arg.bytes(),
-        Component::Transient,
-    );
+    let th = nn::tanh(g, arg, "gelu_new: tanh");
     g.drop(arg.v);
-    let th = T { v: th, ..arg };
     let one = nn::unary(g, th, "gelu_new: 1 + tanh", false, th.dsize);
     g.drop(th.v);
     let out = nn::binary(g, half, one, "gelu_new: product", true);

@@ -523,7 +523,15 @@ pub fn binary(g: &mut Graph, a: T, b: T, name: &'static str, save_operands: bool
     T { v, elems, dsize }
 }
 
-/// Elementwise unary op. `saves`: 0 nothing, 1 input, 2 output.
+/// `torch.tanh`: a new tensor of `x`'s shape and dtype, saved for
+/// backward (its gradient is `1 - tanh^2`).
+pub fn tanh(g: &mut Graph, x: T, name: &'static str) -> T {
+    let v = g.op_saving_output(name, &[x.v], x.bytes(), Component::Transient);
+    T { v, ..x }
+}
+
+/// Elementwise unary op with an output of `out_dsize` per element;
+/// `saves_input`: backward keeps the input.
 pub fn unary(g: &mut Graph, x: T, name: &'static str, saves_input: bool, out_dsize: u64) -> T {
     let saved: &[Value] = if saves_input { &[x.v] } else { &[] };
     let v = g.op(
