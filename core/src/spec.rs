@@ -7,7 +7,7 @@
 //! case in `shared/calibration`; a measured case can be fed unchanged
 //! (its other fields are ignored).
 
-use crate::arch::{Architecture, Model};
+use crate::arch::{Architecture, CnnArch, Model};
 use crate::error::Error;
 use crate::presets;
 use crate::runtime::RuntimeProfile;
@@ -286,6 +286,8 @@ pub fn validate_arch(arch: &Architecture) -> Result<(), Error> {
             )?;
         }
         Architecture::EsmFold(a) => {
+            validate_arch(&Architecture::Encoder(a.stem.clone()))
+                .map_err(|e| in_stem(e, "model.", "model.stem."))?;
             check_range("model.trunk_blocks", a.trunk_blocks as u64, 1, 1024)?;
             check_range(
                 "model.pairwise_state_dim",
@@ -299,10 +301,86 @@ pub fn validate_arch(arch: &Architecture) -> Result<(), Error> {
                 1,
                 65536,
             )?;
+            check_range("model.max_recycles", a.max_recycles as u64, 0, 64)?;
+            // The folding parts' parameters beyond the trunk are replayed
+            // as 64 KiB tensors: bounded so a load stays quick.
+            check_range(
+                "model.folding_params",
+                a.folding_params,
+                0,
+                MAX_FOLDING_PARAMS,
+            )?;
         }
-        Architecture::Cnn(_) => {}
+        Architecture::Cnn(CnnArch::ResNet {
+            blocks,
+            num_classes,
+            ..
+        }) => {
+            for (stage, &n) in blocks.iter().enumerate() {
+                check_range(&format!("model.blocks[{stage}]"), n as u64, 1, 256)?;
+            }
+            check_range("model.num_classes", *num_classes as u64, 1, 4 * DIM)?;
+        }
+        Architecture::Cnn(CnnArch::MobileNetV2 { num_classes }) => {
+            check_range("model.num_classes", *num_classes as u64, 1, 4 * DIM)?;
+        }
+    }
+    let params = param_bound(arch);
+    if params > MAX_PARAMS {
+        return Err(Error::invalid(
+            "model",
+            format!("about {params} parameters is too large"),
+            "at most 2^50 (about 1.1e15) parameters",
+        ));
     }
     Ok(())
+}
+
+/// Most parameters a model may have (2^50, about a million times Llama 3.1
+/// 405B): with it, no tensor or total of a replay leaves `u64`.
+pub const MAX_PARAMS: u128 = 1 << 50;
+
+/// Largest `folding_params` of a custom ESMFold (4.3e9; ESMFold has 0.7e9).
+pub const MAX_FOLDING_PARAMS: u64 = 1 << 32;
+
+/// An upper bound on an architecture's parameters, in `u128` so that it
+/// cannot overflow for any shapes within the per-field ranges (a
+/// mixture of experts' own count can leave `u64`).
+pub fn param_bound(arch: &Architecture) -> u128 {
+    match arch {
+        Architecture::Decoder(a) => {
+            let n = |x: u32| u128::from(x);
+            let h = n(a.hidden_size);
+            let attention = h * (n(a.num_heads) + 2 * n(a.num_kv_heads)) * n(a.head_dim) * 2;
+            let mut mlp = 3 * h * n(a.intermediate_size);
+            if let Some(m) = a.moe {
+                mlp += n(m.num_experts) * 3 * h * n(m.expert_intermediate_size)
+                    + 3 * h * n(m.shared_expert_intermediate_size)
+                    + h * n(m.num_experts);
+            }
+            let norms = (4 + n(a.extra_norms_per_layer)) * 2 * h;
+            let biases = 4 * (h + n(a.intermediate_size)) + 3 * n(a.num_heads) * n(a.head_dim);
+            n(a.num_layers) * (attention + mlp + norms + biases)
+                + (2 * n(a.vocab_size) + n(a.learned_positions) + 2) * h
+        }
+        other => u128::from(other.params()),
+    }
+}
+
+/// An error about the stem's shapes, renamed from `model.*` to `model.stem.*`.
+fn in_stem(e: Error, from: &str, to: &str) -> Error {
+    match e {
+        Error::InvalidField {
+            field,
+            problem,
+            allowed,
+        } => Error::InvalidField {
+            field: field.replacen(from, to, 1),
+            problem,
+            allowed,
+        },
+        other => other,
+    }
 }
 
 fn field<T: serde::de::DeserializeOwned>(

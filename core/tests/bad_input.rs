@@ -177,6 +177,62 @@ fn bad_documents_and_models_are_named() {
     );
 }
 
+/// Shapes that are each within range but together would overflow the
+/// replay's `u64` sizes (or take hours) are refused, naming what is too
+/// large.
+#[test]
+fn jobs_and_models_too_large_to_replay_are_refused() {
+    // 64 x 4096 heads x (4M tokens)^2 materialised scores: 2^66 bytes.
+    check(
+        r#"{"model": {"hf_config": {"model_type": "qwen2", "vocab_size": 7, "hidden_size": 7, "intermediate_size": 1, "num_hidden_layers": 1, "num_attention_heads": 4096, "num_key_value_heads": 64, "head_dim": 2}}, "workload": {"mode": "training", "batch": 64, "seq_len": 4194304, "training": {"precision": "fp32"}}}"#,
+        &[
+            "workload.batch x workload.seq_len",
+            "attention scores",
+            "1 EiB",
+        ],
+    );
+    // Eager attention over 4M tokens of Gemma 2 27B at the largest batch.
+    check(
+        r#"{"model": "gemma-2-27b", "workload": {"mode": "training", "batch": 64, "seq_len": 4194304, "attention": "eager"}}"#,
+        &["workload.batch x workload.seq_len", "1 EiB"],
+    );
+    // ViT with 1-pixel patches at 8192 px: 2^26 tokens per image.
+    check(
+        r#"{"model": {"family": "vit", "image_size": 8192, "patch_size": 1, "hidden_size": 64, "mlp_dim": 64, "num_layers": 1, "num_heads": 1, "num_classes": 10}, "workload": {"batch": 64, "image_size": 8192}}"#,
+        &["workload.batch x workload.image_size", "attention scores"],
+    );
+    // 1024 layers of 1024 experts 4M wide: over 2^63 parameters.
+    check(
+        r#"{"model": {"hf_config": {"model_type": "mixtral", "vocab_size": 32000, "hidden_size": 1048576, "intermediate_size": 4194304, "num_hidden_layers": 1024, "num_attention_heads": 4096, "num_key_value_heads": 8, "num_local_experts": 1024, "num_experts_per_tok": 2}}, "workload": {}}"#,
+        &["model", "parameters", "2^50"],
+    );
+}
+
+/// Custom CNN and ESMFold shapes are checked like the others: a stage of
+/// three billion blocks used to replay for hours, `folding_params` near
+/// 2^64 to fill memory.
+#[test]
+fn custom_cnn_and_esmfold_shapes_name_the_field() {
+    check(
+        r#"{"model": {"family": "cnn", "topology": "res_net", "blocks": [3000000000, 4, 6, 3], "bottleneck": true, "num_classes": 1000}, "workload": {"image_size": 224}}"#,
+        &["model.blocks[0]", "1 to 256"],
+    );
+    check(
+        r#"{"model": {"family": "cnn", "topology": "mobile_net_v2", "num_classes": 0}, "workload": {"image_size": 224}}"#,
+        &["model.num_classes", "must not be 0"],
+    );
+    let fold = |stem_hidden: u64, folding_params: u64| {
+        format!(
+            r#"{{"model": {{"family": "esm_fold", "stem": {{"kind": "esm", "vocab_size": 33, "hidden_size": {stem_hidden}, "intermediate_size": 64, "num_layers": 2, "num_heads": 4, "max_position_embeddings": 1026, "type_vocab_size": 0}}, "trunk_blocks": 2, "sequence_state_dim": 64, "pairwise_state_dim": 32, "sequence_head_width": 32, "pairwise_head_width": 32, "position_bins": 32, "max_recycles": 4, "structure_blocks": 8, "structure_sequence_dim": 384, "structure_pairwise_dim": 128, "ipa_heads": 12, "folding_params": {folding_params}}}, "workload": {{"seq_len": 64}}}}"#
+        )
+    };
+    check(&fold(0, 1000), &["model.stem.hidden_size", "must not be 0"]);
+    check(&fold(64, u64::MAX), &["model.folding_params", "4294967296"]);
+    // Within range, the same custom ESMFold runs.
+    let ok = Spec::from_json(&fold(64, 1000)).expect("a small custom ESMFold parses");
+    estimate(&ok.model.arch, &ok.workload, &ok.runtime).expect("and is estimated");
+}
+
 #[test]
 fn hf_config_errors_name_the_key() {
     let err = hf_config::import(r#"{"model_type": "llama", "hidden_size": -8}"#)

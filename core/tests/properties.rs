@@ -208,3 +208,115 @@ fn every_preset_estimates_its_default_workload() {
         assert!(e.is_ok(), "{id}: {:?}", e.err());
     }
 }
+
+/// Values at the edges of the shape ranges, now and then beyond them.
+fn edge() -> impl Strategy<Value = u64> {
+    prop_oneof![
+        9 => prop::sample::select(vec![1u64, 2, 4, 64, 1024, 4096, 65_536, 1 << 20, 1 << 22]),
+        1 => prop::sample::select(vec![0u64, u32::MAX as u64]),
+    ]
+}
+
+/// A spec JSON whose shapes and sizes sit at the edges of their ranges: a
+/// Hugging Face config of any supported type, or a custom ViT, ResNet or
+/// ESMFold, with an extreme workload.
+fn extreme_spec() -> impl Strategy<Value = String> {
+    let model_types = prop::sample::select(vec![
+        "llama",
+        "mistral",
+        "mixtral",
+        "qwen2",
+        "qwen2_moe",
+        "gemma2",
+        "phi3",
+        "gpt2",
+        "bert",
+        "esm",
+    ]);
+    let pow2 = |options: Vec<u64>| prop::sample::select(options);
+    let shapes = (
+        pow2(vec![1, 8, 64, 4096]),
+        pow2(vec![1, 2, 8]),
+        pow2(vec![8, 64, 4096, 1 << 20]),
+        pow2(vec![1, 64, 4096]),
+        pow2(vec![1, 64, 1 << 22]),
+        pow2(vec![1, 2, 1024]),
+        pow2(vec![1, 64, 1 << 22]),
+        pow2(vec![1, 8, 1024]),
+        pow2(vec![1, 2]),
+    );
+    // Mostly shapes that fit together (heads divide evenly), now and then
+    // one field replaced by an edge value from beyond its range.
+    let hf = (model_types, shapes, (0usize..24, edge())).prop_map(
+        |(t, (heads, group, hidden, head_dim, inter, layers, vocab, experts, top_k), (slot, odd))| {
+            let mut v = [
+                vocab,
+                hidden,
+                inter,
+                layers,
+                heads,
+                (heads / group).max(1),
+                head_dim,
+                experts,
+                top_k,
+                inter,
+                hidden,
+            ];
+            if let Some(x) = v.get_mut(slot) {
+                *x = odd;
+            }
+            format!(
+                r#"{{"hf_config": {{"model_type": "{t}", "vocab_size": {}, "hidden_size": {}, "intermediate_size": {}, "num_hidden_layers": {}, "num_attention_heads": {}, "num_key_value_heads": {}, "head_dim": {}, "num_local_experts": {}, "num_experts": {}, "num_experts_per_tok": {}, "moe_intermediate_size": {}, "n_embd": {}, "n_head": 8, "n_layer": 2}}}}"#,
+                v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[7], v[8], v[9], v[10]
+            )
+        },
+    );
+    let custom = (0u8..3, prop::collection::vec(edge(), 9)).prop_map(|(kind, v)| match kind {
+        0 => format!(
+            r#"{{"family": "vit", "image_size": {}, "patch_size": {}, "hidden_size": {}, "mlp_dim": {}, "num_layers": {}, "num_heads": {}, "num_classes": {}}}"#,
+            v[0], v[1], v[2], v[3], v[4], v[5], v[6]
+        ),
+        1 => format!(
+            r#"{{"family": "cnn", "topology": "res_net", "blocks": [{}, {}, 1, 2], "bottleneck": true, "num_classes": {}}}"#,
+            v[0], v[1], v[2]
+        ),
+        _ => format!(
+            r#"{{"family": "esm_fold", "stem": {{"kind": "esm", "vocab_size": 33, "hidden_size": {}, "intermediate_size": {}, "num_layers": {}, "num_heads": {}, "max_position_embeddings": 1026, "type_vocab_size": 0}}, "trunk_blocks": {}, "sequence_state_dim": {}, "pairwise_state_dim": {}, "sequence_head_width": 32, "pairwise_head_width": 32, "position_bins": 32, "max_recycles": 4, "structure_blocks": 8, "structure_sequence_dim": 384, "structure_pairwise_dim": 128, "ipa_heads": 12, "folding_params": {}}}"#,
+            v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]
+        ),
+    });
+    let model = prop_oneof![hf, custom];
+    let workload = (
+        prop::sample::select(vec![1u64, 8, 64, 65_536]),
+        prop::sample::select(vec![1u64, 512, 4096, 131_072, 4_194_304]),
+        prop::sample::select(vec![16u64, 224, 8192]),
+        prop::sample::select(vec!["inference", "training"]),
+        prop::sample::select(vec!["sdpa", "eager"]),
+        prop::sample::select(vec!["fp32", "bf16", "int4"]),
+        prop::sample::select(vec!["amp_bf16", "bf16", "fp32"]),
+        (0u64..64, any::<bool>()),
+    )
+        .prop_map(|(batch, seq, image, mode, attention, dtype, precision, (new_tokens, lora))| {
+            let lora = if lora { r#", "lora": {"rank": 8}"# } else { "" };
+            format!(
+                r#"{{"mode": "{mode}", "batch": {batch}, "seq_len": {seq}, "image_size": {image}, "attention": "{attention}", "dtype": "{dtype}", "inference": {{"new_tokens": {new_tokens}}}, "training": {{"precision": "{precision}"{lora}}}}}"#
+            )
+        });
+    (model, workload).prop_map(|(m, w)| format!(r#"{{"model": {m}, "workload": {w}}}"#))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: cases(256), .. ProptestConfig::default() })]
+
+    /// Shapes and workloads at the edges of their ranges give an estimate
+    /// or an error naming a field, never a panic (tests build with overflow
+    /// checks, so a `u64` size that would wrap fails here).
+    #[test]
+    fn extreme_shapes_never_panic(json in extreme_spec()) {
+        if let Ok(spec) = headroom_core::spec::Spec::from_json(&json) {
+            if let Err(e) = estimate(&spec.model.arch, &spec.workload, &spec.runtime) {
+                prop_assert!(!e.to_string().is_empty());
+            }
+        }
+    }
+}
