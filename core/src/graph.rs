@@ -19,7 +19,13 @@ use alloc::vec::Vec;
 
 /// Index of a value in a [`Graph`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Value(u32);
+pub struct Value {
+    index: u32,
+    /// Debug builds: which occupant of a reused slot this handle names
+    /// (see [`Graph::release`]), so that a use after drop is caught.
+    #[cfg(debug_assertions)]
+    generation: u32,
+}
 
 #[derive(Clone, Debug)]
 struct ValueState {
@@ -99,6 +105,9 @@ pub struct CheckpointHit {
 pub(crate) struct GraphBuffers {
     values: Vec<ValueState>,
     nodes: Vec<Node>,
+    reusable: Vec<u32>,
+    #[cfg(debug_assertions)]
+    generations: Vec<u32>,
 }
 
 /// A tensor program bound to a replay.
@@ -107,6 +116,13 @@ pub struct Graph<'r> {
     pub replay: &'r mut Replay,
     values: Vec<ValueState>,
     nodes: Vec<Node>,
+    /// Slots of dropped values that no node can name, for new values: a
+    /// long generation (no autograd nodes) would otherwise grow `values`
+    /// by every op of every decode step.
+    reusable: Vec<u32>,
+    /// Debug builds: occupants of each slot so far (see [`Value`]).
+    #[cfg(debug_assertions)]
+    generations: Vec<u32>,
     /// Record nodes for backward (`torch.is_grad_enabled()`).
     pub grad_mode: bool,
     layer: Option<u32>,
@@ -132,6 +148,9 @@ impl Drop for Graph<'_> {
         self.replay.graph_buffers = GraphBuffers {
             values: core::mem::take(&mut self.values),
             nodes: core::mem::take(&mut self.nodes),
+            reusable: core::mem::take(&mut self.reusable),
+            #[cfg(debug_assertions)]
+            generations: core::mem::take(&mut self.generations),
         };
     }
 }
@@ -142,15 +161,24 @@ impl<'r> Graph<'r> {
         let GraphBuffers {
             mut values,
             mut nodes,
+            mut reusable,
+            #[cfg(debug_assertions)]
+            mut generations,
         } = core::mem::take(&mut replay.graph_buffers);
         values.clear();
         nodes.clear();
+        reusable.clear();
+        #[cfg(debug_assertions)]
+        generations.clear();
         values.reserve(4096);
         nodes.reserve(4096);
         Graph {
             replay,
             values,
             nodes,
+            reusable,
+            #[cfg(debug_assertions)]
+            generations,
             grad_mode: false,
             layer: None,
             param_log: None,
@@ -228,17 +256,52 @@ impl<'r> Graph<'r> {
 
     /// Bytes of a value.
     pub fn bytes(&self, v: Value) -> u64 {
-        self.values[v.0 as usize].bytes
+        self.st(v).bytes
     }
 
     /// Whether a value needs a gradient.
     pub fn requires_grad(&self, v: Value) -> bool {
-        self.values[v.0 as usize].requires_grad
+        self.st(v).requires_grad
     }
 
     fn push(&mut self, state: ValueState) -> Value {
-        self.values.push(state);
-        Value((self.values.len() - 1) as u32)
+        let index = match self.reusable.pop() {
+            Some(i) => {
+                self.values[i as usize] = state;
+                i
+            }
+            None => {
+                self.values.push(state);
+                #[cfg(debug_assertions)]
+                self.generations.push(0);
+                (self.values.len() - 1) as u32
+            }
+        };
+        Value {
+            index,
+            #[cfg(debug_assertions)]
+            generation: self.generations[index as usize],
+        }
+    }
+
+    /// The state of a live value (debug builds check that its slot was not
+    /// handed to a newer value since it was dropped).
+    fn st(&self, v: Value) -> &ValueState {
+        #[cfg(debug_assertions)]
+        assert_eq!(
+            self.generations[v.index as usize], v.generation,
+            "a value used after it was dropped"
+        );
+        &self.values[v.index as usize]
+    }
+
+    fn st_mut(&mut self, v: Value) -> &mut ValueState {
+        #[cfg(debug_assertions)]
+        assert_eq!(
+            self.generations[v.index as usize], v.generation,
+            "a value used after it was dropped"
+        );
+        &mut self.values[v.index as usize]
     }
 
     /// Allocates a parameter (or buffer) held for the whole run.
@@ -279,20 +342,19 @@ impl<'r> Graph<'r> {
 
     /// Marks a value as needing a gradient (`enable_input_require_grads`).
     pub fn set_requires_grad(&mut self, v: Value) {
-        self.values[v.0 as usize].requires_grad = true;
+        self.st_mut(v).requires_grad = true;
     }
 
     /// Changes the component a live value is counted under (no allocation).
     pub fn relabel(&mut self, v: Value, component: Component) {
-        let s = &mut self.values[v.0 as usize];
-        s.component = component;
-        if let Some(t) = s.storage.as_mut() {
+        self.st_mut(v).component = component;
+        if let Some(t) = self.values[v.index as usize].storage.as_mut() {
             self.replay.relabel(t, component);
         }
     }
 
     fn mark_saved(&mut self, v: Value) {
-        let c = self.values[v.0 as usize].component;
+        let c = self.st(v).component;
         let saved = saved_component(c);
         if saved != c {
             self.relabel(v, saved);
@@ -300,16 +362,24 @@ impl<'r> Graph<'r> {
     }
 
     fn retain(&mut self, v: Value) {
-        self.values[v.0 as usize].refs += 1;
+        self.st_mut(v).refs += 1;
     }
 
     fn release(&mut self, v: Value) {
-        let s = &mut self.values[v.0 as usize];
+        let s = self.st_mut(v);
         debug_assert!(s.refs > 0, "release of a dead value");
         s.refs -= 1;
         if s.refs == 0 {
             if let Some(t) = s.storage.take() {
                 self.replay.free(t);
+            }
+            // Without autograd nodes nothing can name the value again.
+            if self.nodes.is_empty() {
+                #[cfg(debug_assertions)]
+                {
+                    self.generations[v.index as usize] += 1;
+                }
+                self.reusable.push(v.index);
             }
         }
     }
@@ -616,7 +686,7 @@ impl<'r> Graph<'r> {
         if !self.grad_mode || !self.requires_grad(input) {
             return;
         }
-        self.values[output.0 as usize].requires_grad = true;
+        self.st_mut(output).requires_grad = true;
         self.retain(input);
         self.nodes.push(Node {
             name: "checkpoint",
@@ -679,7 +749,7 @@ impl<'r> Graph<'r> {
     pub fn seed(&mut self, loss: Value) {
         let seed_bytes = self.bytes(loss);
         let seed = self.replay.alloc(seed_bytes, Component::Transient);
-        self.values[loss.0 as usize].grad = Some(seed);
+        self.st_mut(loss).grad = Some(seed);
         self.gemm();
     }
 
@@ -689,7 +759,7 @@ impl<'r> Graph<'r> {
         while self.nodes.len() > mark {
             let node = self.nodes.pop().expect("non-empty");
             if let Some(segment) = node.checkpoint {
-                let grad = self.values[node.output.0 as usize].grad.take();
+                let grad = self.st_mut(node.output).grad.take();
                 let input = node.inputs[0].expect("checkpoint input");
                 return Some(CheckpointHit {
                     segment,
@@ -713,13 +783,13 @@ impl<'r> Graph<'r> {
             // A pure hold (in-place op's saved output): release only.
             None
         } else {
-            self.values[node.output.0 as usize].grad.take()
+            self.st_mut(node.output).grad.take()
         };
         // Gradients for inputs that already hold one: the engine adds them
         // once the node has run (`InputBuffer::accumulate`), after the
         // node's own gradient output and saved tensors are released.
         let mut accumulated: [Option<(Value, Tensor)>; 3] = [None; 3];
-        let out_bytes = self.values[node.output.0 as usize].bytes;
+        let out_bytes = self.st(node.output).bytes;
         if grad_out.is_some() {
             if node.backward_workspace > 0 {
                 self.replay
@@ -730,7 +800,7 @@ impl<'r> Graph<'r> {
                 _ => [0, 1, 2],
             };
             for (slot, input) in order.iter().filter_map(|&i| node.inputs[i]).enumerate() {
-                let s = &self.values[input.0 as usize];
+                let s = self.st(input);
                 if !s.requires_grad {
                     continue;
                 }
@@ -754,7 +824,7 @@ impl<'r> Graph<'r> {
                 if node.gemm.is_some() {
                     self.autograd_gemm();
                 }
-                let s = &mut self.values[input.0 as usize];
+                let s = self.st_mut(input);
                 if s.grad.is_some() {
                     accumulated[slot] = Some((input, g));
                 } else {
@@ -794,22 +864,23 @@ impl<'r> Graph<'r> {
     /// operands freed), in place when it multiplied by autocast's cast of
     /// it (GPT-2 amp: the cast's backward made a fresh fp32 gradient).
     fn accumulate(&mut self, input: Value, new: Tensor) {
-        let old = self.values[input.0 as usize]
+        let old = self
+            .st(input)
             .grad
             .expect("accumulating into a held gradient");
-        let state = &self.values[input.0 as usize];
+        let state = self.st(input);
         if self.holders(old) == 1 && !state.grad_from_matmul {
             self.drop_grad(new);
         } else {
-            let state = &self.values[input.0 as usize];
+            let state = self.st(input);
             let component = if state.leaf_param {
                 Component::Gradients
             } else {
                 Component::Transient
             };
             let sum = self.replay.alloc(state.bytes, component);
-            self.values[input.0 as usize].grad = Some(sum);
-            self.values[input.0 as usize].grad_from_matmul = false;
+            self.st_mut(input).grad = Some(sum);
+            self.st_mut(input).grad_from_matmul = false;
             self.drop_grad(old);
             self.drop_grad(new);
         }
@@ -838,17 +909,17 @@ impl<'r> Graph<'r> {
 
     /// Moves a value's gradient out (for chaining checkpointed segments).
     pub fn take_grad(&mut self, v: Value) -> Option<Tensor> {
-        self.values[v.0 as usize].grad.take()
+        self.st_mut(v).grad.take()
     }
 
     /// Sets a value's gradient.
     pub fn set_grad(&mut self, v: Value, g: Tensor) {
-        self.values[v.0 as usize].grad = Some(g);
+        self.st_mut(v).grad = Some(g);
     }
 
     /// Gradient bytes held as `.grad` by leaf parameters.
     pub fn has_grad(&self, v: Value) -> bool {
-        self.values[v.0 as usize].grad.is_some()
+        self.st(v).grad.is_some()
     }
 
     /// `optimizer.zero_grad(set_to_none=True)`: frees every `.grad`, and any
