@@ -173,31 +173,132 @@ fn fits(
 /// Largest value in `[1, max]` for which `ok` holds, assuming `ok` is
 /// monotone (true up to some point, false after). `None` when even 1 fails.
 fn largest(max: u64, mut ok: impl FnMut(u64) -> Result<bool, Error>) -> Result<Option<u64>, Error> {
-    if !ok(1)? {
-        return Ok(None);
+    let mut search = LargestSearch::new(max);
+    while let Some(value) = search.probe() {
+        search.report(ok(value)?);
     }
-    // Exponential probe, then bisection.
-    let mut lo = 1u64;
-    let mut hi = 2u64;
-    while hi <= max && ok(hi)? {
-        lo = hi;
-        hi *= 2;
-    }
-    if hi > max {
-        if ok(max)? {
-            return Ok(Some(max));
+    Ok(search.found())
+}
+
+/// The search for the largest value in `[1, max]` that fits, one probe at a
+/// time: an exponential probe from 1, then bisection. The page runs it a
+/// few probes per task, so that a table of slow estimates never holds its
+/// thread for long.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LargestSearch {
+    max: u64,
+    /// Largest value known to fit (0: none yet).
+    lo: u64,
+    /// Smallest value known not to fit, or the next to probe while growing.
+    hi: u64,
+    phase: Phase,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    Grow,
+    AtMax,
+    Bisect,
+    Done,
+}
+
+impl LargestSearch {
+    /// A search over `[1, max]` (`max` at least 1).
+    pub fn new(max: u64) -> LargestSearch {
+        LargestSearch {
+            max: max.max(1),
+            lo: 0,
+            hi: 1,
+            phase: Phase::Grow,
         }
-        hi = max;
     }
-    while hi - lo > 1 {
-        let mid = lo + (hi - lo) / 2;
-        if ok(mid)? {
-            lo = mid;
+
+    /// The value to test next; `None` once the search is over.
+    pub fn probe(&self) -> Option<u64> {
+        match self.phase {
+            Phase::Grow => Some(self.hi),
+            Phase::AtMax => Some(self.max),
+            Phase::Bisect => Some(self.lo + (self.hi - self.lo) / 2),
+            Phase::Done => None,
+        }
+    }
+
+    /// Records whether the value [`LargestSearch::probe`] gave fits.
+    pub fn report(&mut self, fits: bool) {
+        let Some(value) = self.probe() else { return };
+        if fits {
+            self.lo = value;
         } else {
-            hi = mid;
+            self.hi = value;
+        }
+        self.phase = match self.phase {
+            Phase::Grow if fits => {
+                self.hi = value.saturating_mul(2);
+                if self.hi > self.max {
+                    Phase::AtMax
+                } else {
+                    Phase::Grow
+                }
+            }
+            _ if self.lo == 0 || self.lo == self.max || self.hi - self.lo <= 1 => Phase::Done,
+            _ => Phase::Bisect,
+        };
+    }
+
+    /// The answer once the search is over: the largest value that fits,
+    /// `None` when even 1 does not (or while the search goes on).
+    pub fn found(&self) -> Option<u64> {
+        (self.phase == Phase::Done && self.lo > 0).then_some(self.lo)
+    }
+
+    /// Whether the search is over.
+    pub fn is_done(&self) -> bool {
+        self.phase == Phase::Done
+    }
+}
+
+/// What [`max_length`] and [`max_batch`] search along.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Axis {
+    /// Sequence length, or image size for vision models.
+    Length,
+    /// Batch size.
+    Batch,
+}
+
+impl Axis {
+    /// The largest value the workload accepts on this axis.
+    pub fn limit(self, arch: &Architecture) -> u64 {
+        match self {
+            Axis::Length if arch.is_vision() => MAX_IMAGE_SIZE,
+            Axis::Length => MAX_SEQ_LEN,
+            Axis::Batch => MAX_BATCH,
         }
     }
-    Ok(Some(lo))
+}
+
+/// Whether the workload with `value` on `axis` runs within `capacity`
+/// bytes (one probe of [`max_length`] or [`max_batch`]).
+pub fn fits_at(
+    arch: &Architecture,
+    workload: &Workload,
+    runtime: &RuntimeProfile,
+    capacity: u64,
+    axis: Axis,
+    value: u64,
+) -> Result<bool, Error> {
+    let vision = arch.is_vision();
+    let value = value.min(u32::MAX as u64) as u32;
+    let w = match axis {
+        // Images start at 16 px: smaller ones count as fitting.
+        Axis::Length if vision && value < 16 => return Ok(true),
+        Axis::Length => workload.with_length(vision, value),
+        Axis::Batch => Workload {
+            batch: value,
+            ..workload.clone()
+        },
+    };
+    fits(arch, &w, runtime, capacity)
 }
 
 /// The longest sequence (or largest image) that runs within `capacity`
@@ -208,18 +309,9 @@ pub fn max_length(
     runtime: &RuntimeProfile,
     capacity: u64,
 ) -> Result<Option<u32>, Error> {
-    let vision = arch.is_vision();
-    let limit = if vision { MAX_IMAGE_SIZE } else { MAX_SEQ_LEN };
-    let found = largest(limit, |len| {
-        if vision && len < 16 {
-            return Ok(true);
-        }
-        fits(
-            arch,
-            &workload.with_length(vision, len as u32),
-            runtime,
-            capacity,
-        )
+    let axis = Axis::Length;
+    let found = largest(axis.limit(arch), |len| {
+        fits_at(arch, workload, runtime, capacity, axis, len)
     })?;
     Ok(found.map(|l| l as u32))
 }
@@ -231,10 +323,9 @@ pub fn max_batch(
     runtime: &RuntimeProfile,
     capacity: u64,
 ) -> Result<Option<u32>, Error> {
-    let found = largest(MAX_BATCH, |b| {
-        let mut w = workload.clone();
-        w.batch = b as u32;
-        fits(arch, &w, runtime, capacity)
+    let axis = Axis::Batch;
+    let found = largest(axis.limit(arch), |b| {
+        fits_at(arch, workload, runtime, capacity, axis, b)
     })?;
     Ok(found.map(|b| b as u32))
 }
@@ -336,6 +427,29 @@ mod tests {
         assert_eq!(largest(1000, |x| Ok(x <= 37)).unwrap(), Some(37));
         assert_eq!(largest(1000, |x| Ok(x <= 5000)).unwrap(), Some(1000));
         assert_eq!(largest(1000, |_| Ok(false)).unwrap(), None);
+    }
+
+    /// The probe-at-a-time search finds every boundary of every small
+    /// range, within two probes per doubling (plus the first and the
+    /// range's end).
+    #[test]
+    fn the_stepwise_search_finds_every_boundary() {
+        for max in 1..=130u64 {
+            for boundary in 0..=max + 1 {
+                let mut search = LargestSearch::new(max);
+                let mut probes = 0;
+                while let Some(x) = search.probe() {
+                    assert!((1..=max).contains(&x), "probe {x} outside 1..={max}");
+                    search.report(x <= boundary);
+                    probes += 1;
+                }
+                assert!(search.is_done());
+                let expected = (boundary > 0).then_some(boundary.min(max));
+                assert_eq!(search.found(), expected, "max {max}, boundary {boundary}");
+                let doublings = 64 - max.leading_zeros() as u64;
+                assert!(probes <= 2 * doublings + 2, "{probes} probes for max {max}");
+            }
+        }
     }
 }
 

@@ -139,6 +139,8 @@ struct Ctx {
     runtime: Memo<RuntimeProfile>,
     profile: Memo<Profile>,
     curve: RwSignal<CurveData>,
+    /// How far this thread is through a slow curve's computation (0 to 1).
+    curve_progress: RwSignal<Option<f64>>,
     /// What the curve in `curve` was computed for (the key and runtime).
     curve_for: StoredValue<(CurveKey, RuntimeProfile)>,
     curve_key: Memo<CurveKey>,
@@ -167,37 +169,47 @@ struct FitJob {
     generation: StoredValue<u64>,
     mine: u64,
     rows: RefCell<Vec<FitRow>>,
+    /// The row being searched.
+    search: RefCell<Option<fit::RowSearch>>,
     out: RwSignal<Option<Vec<FitRow>>>,
     pending: RwSignal<bool>,
 }
 
-/// Computes row `i` in a task of its own, then schedules the next; stops
-/// when a newer change has started another job.
-fn fit_step(job: Rc<FitJob>, i: usize) {
-    let delay = if i == 0 { 60 } else { 0 };
+/// A task of the fit table's computation holds the page's thread about
+/// this long at most (plus one estimate), then hands it back.
+const FIT_TASK_MS: f64 = 30.0;
+
+/// Runs the table's estimates for up to [`FIT_TASK_MS`] in a task of its
+/// own, then schedules the next task; stops when a newer change has started
+/// another job. The first task waits a little, so that a burst of input
+/// changes starts one job.
+fn fit_step(job: Rc<FitJob>, first: bool) {
+    let delay = if first { 60 } else { 0 };
     set_timeout(
         move || {
-            if job.generation.try_get_value() != Some(job.mine) {
-                return;
-            }
-            match CATALOG.get(i) {
-                Some(gpu) => {
-                    let row = fit::row(
-                        gpu,
-                        &job.arch,
-                        &job.workload,
-                        &job.runtime,
-                        job.peak,
-                        job.margin,
-                    );
-                    job.rows.borrow_mut().push(row);
-                    fit_step(job, i + 1);
+            let start = perf::now();
+            while perf::now() - start < FIT_TASK_MS {
+                if job.generation.try_get_value() != Some(job.mine) {
+                    return;
                 }
-                None => {
+                let i = job.rows.borrow().len();
+                let Some(gpu) = CATALOG.get(i) else {
                     job.out.try_set(Some(job.rows.take()));
                     job.pending.try_set(false);
+                    return;
+                };
+                let mut search = job.search.borrow_mut();
+                let row = search
+                    .get_or_insert_with(|| {
+                        fit::RowSearch::new(gpu, &job.arch, job.peak, job.margin)
+                    })
+                    .step(&job.arch, &job.workload, &job.runtime);
+                if let Some(row) = row {
+                    *search = None;
+                    job.rows.borrow_mut().push(row);
                 }
             }
+            fit_step(job, false);
         },
         Duration::from_millis(delay),
     );
@@ -310,6 +322,7 @@ pub fn App() -> impl IntoView {
     let curve_for = StoredValue::new((curve_key.get_untracked(), runtime.get_untracked()));
     crate::workers::start();
     let curve_generation = StoredValue::new(0u64);
+    let curve_progress = RwSignal::new(None::<f64>);
     Effect::new(move |previous: Option<()>| {
         let rt = runtime.get();
         let (arch, w, view) = curve_key.get();
@@ -325,7 +338,12 @@ pub fn App() -> impl IntoView {
         let lengths = view_lengths(&view, CURVE_POINTS);
         leptos::task::spawn_local(async move {
             let wanted = move || curve_generation.try_get_value() == Some(mine);
-            let data = crate::workers::curve(&arch, &w, &rt, &lengths, wanted).await;
+            let progress = move |p: Option<f64>| {
+                if wanted() {
+                    curve_progress.try_set(p);
+                }
+            };
+            let data = crate::workers::curve(&arch, &w, &rt, &lengths, wanted, progress).await;
             if curve_generation.try_get_value() == Some(mine) {
                 curve_for.set_value(((arch, w, view), rt));
                 curve.try_set(data);
@@ -353,6 +371,7 @@ pub fn App() -> impl IntoView {
         runtime,
         profile,
         curve,
+        curve_progress,
         curve_for,
         curve_key,
         bands: bands_memo,
@@ -383,11 +402,12 @@ pub fn App() -> impl IntoView {
             generation,
             mine: generation.get_value(),
             rows: RefCell::new(Vec::new()),
+            search: RefCell::new(None),
             out: fit_rows,
             pending: fit_pending,
         });
         fit_pending.set(true);
-        fit_step(job, 0);
+        fit_step(job, true);
     });
 
     // The URL follows the state (debounced: browsers throttle history calls).
@@ -1462,6 +1482,11 @@ fn ChartPanel(ctx: Ctx) -> impl IntoView {
                 ></canvas>
                 {tooltip}
             </div>
+            {move || ctx.curve_progress.get().map(|done| view! {
+                <p class="hint" role="status" data-testid="curve-progress">
+                    {format!("Computing the curve: {:.0}%…", done * 100.0)}
+                </p>
+            })}
             {caption}
             {move || {
                 let off = off_scale.get();

@@ -38,16 +38,25 @@ pub fn estimate_lengths(
     runtime: &RuntimeProfile,
     lengths: &[u32],
 ) -> Vec<PointResult> {
-    let vision = arch.is_vision();
     let mut replay = Replay::new(runtime.allocator, None);
     lengths
         .iter()
-        .map(|&length| {
-            let w = workload.with_length(vision, length);
-            estimate_reusing(&mut replay, arch, &w, runtime, EstimateOptions::default())
-                .map_err(|e| e.to_string())
-        })
+        .map(|&length| estimate_point(&mut replay, arch, workload, runtime, length))
         .collect()
+}
+
+/// The exact estimate at one length, on `replay` (reused from one length
+/// to the next).
+pub fn estimate_point(
+    replay: &mut Replay,
+    arch: &Architecture,
+    workload: &Workload,
+    runtime: &RuntimeProfile,
+    length: u32,
+) -> PointResult {
+    let w = workload.with_length(arch.is_vision(), length);
+    estimate_reusing(replay, arch, &w, runtime, EstimateOptions::default())
+        .map_err(|e| e.to_string())
 }
 
 /// Share `k` of `parts` of the lengths: every `parts`-th length from the

@@ -25,10 +25,16 @@ use web_sys::{Blob, BlobPropertyBag, MessageEvent, Url, Worker, WorkerOptions, W
 /// Most workers the page starts.
 pub const MAX_WORKERS: usize = 7;
 
-/// A worker that has not answered a request after this long is stopped and
-/// its share computed on the page's thread (a 256-point share takes well
-/// under a second).
+/// A worker that has not answered a request this long after the page's
+/// thread finished its own share (or twice the time that share took, if
+/// longer) is stopped and its share computed on the page's thread (a
+/// 256-point share usually takes well under a second).
 const ANSWER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// The page's thread hands control back to the browser (input, drawing)
+/// after computing for this long, so that a slow curve (a generation of
+/// thousands of tokens replays every decode step) never freezes the page.
+const YIELD_AFTER_MS: f64 = 50.0;
 
 /// What a worker thread runs for each request (exported to its JS).
 #[wasm_bindgen]
@@ -243,7 +249,8 @@ pub fn ready() -> Vec<usize> {
 }
 
 /// Sends a request to worker `i`; the promise resolves with its answer.
-fn request(i: usize, request: &str) -> Promise {
+/// Returns the request's id too, for [`watch`].
+fn request(i: usize, request: &str) -> (Promise, u32) {
     let mut payload = None;
     let promise = Promise::new(&mut |resolve, _reject| {
         payload = POOL.with(|p| {
@@ -261,34 +268,94 @@ fn request(i: usize, request: &str) -> Promise {
         if worker.post_message(&message).is_err() {
             kill(i);
         }
-        leptos::prelude::set_timeout(
-            move || {
-                let unanswered = POOL.with(|p| p.borrow().waiting.iter().any(|w| w.0 == id));
-                if unanswered {
-                    kill(i);
-                }
-            },
-            ANSWER_TIMEOUT,
-        );
+        return (promise, id);
     }
-    promise
+    (promise, u32::MAX)
+}
+
+/// Stops worker `i` if request `id` is still unanswered after `patience`.
+fn watch(i: usize, id: u32, patience: std::time::Duration) {
+    leptos::prelude::set_timeout(
+        move || {
+            let unanswered = POOL.with(|p| p.borrow().waiting.iter().any(|w| w.0 == id));
+            if unanswered {
+                kill(i);
+            }
+        },
+        patience,
+    );
+}
+
+/// `performance.now()`, in ms.
+fn now() -> f64 {
+    web_sys::window()
+        .and_then(|w| w.performance())
+        .map_or(0.0, |p| p.now())
+}
+
+/// Lets the browser run its queued work (input events, rendering) before
+/// this task goes on.
+async fn yield_to_browser() {
+    let promise = Promise::new(&mut |resolve, _reject| {
+        if let Some(w) = web_sys::window() {
+            let _ = w.set_timeout_with_callback(&resolve);
+        }
+    });
+    let _ = wasm_bindgen_futures::JsFuture::from(promise).await;
+}
+
+/// This thread's share of a curve, computed point by point; after
+/// [`YIELD_AFTER_MS`] of work it reports its progress and yields to the
+/// browser, and it stops (`None`) once the curve is no longer `wanted`.
+async fn own_share(
+    arch: &Architecture,
+    workload: &Workload,
+    runtime: &RuntimeProfile,
+    lengths: &[u32],
+    wanted: &impl Fn() -> bool,
+    progress: &impl Fn(Option<f64>),
+) -> Option<Vec<PointResult>> {
+    let mut replay = headroom_core::trace::Replay::new(runtime.allocator, None);
+    let mut out = Vec::with_capacity(lengths.len());
+    let mut since = now();
+    for (done, &length) in lengths.iter().enumerate() {
+        if now() - since > YIELD_AFTER_MS {
+            progress(Some(done as f64 / lengths.len() as f64));
+            yield_to_browser().await;
+            if !wanted() {
+                return None;
+            }
+            since = now();
+        }
+        out.push(curve::estimate_point(
+            &mut replay,
+            arch,
+            workload,
+            runtime,
+            length,
+        ));
+    }
+    Some(out)
 }
 
 /// The curve over `lengths`, shared between the ready workers and this
 /// thread (which takes share 0 while the workers run theirs). `wanted`
-/// says whether the curve is still needed: a share a worker could not
-/// answer is computed here only while it is.
+/// says whether the curve is still needed: this thread stops its share
+/// once it is not, and computes a share a worker could not answer only
+/// while it is. `progress` hears this thread's fraction done while a slow
+/// curve is computed, and `None` when it is over.
 pub async fn curve(
     arch: &Architecture,
     workload: &Workload,
     runtime: &RuntimeProfile,
     lengths: &[u32],
     wanted: impl Fn() -> bool,
+    progress: impl Fn(Option<f64>),
 ) -> CurveData {
     let vision = arch.is_vision();
     let workers = ready();
     let parts = workers.len() + 1;
-    let mut asked: Vec<(Vec<u32>, Promise)> = Vec::with_capacity(parts);
+    let mut asked: Vec<(Vec<u32>, Promise, usize, u32)> = Vec::with_capacity(parts);
     for (k, &worker) in workers.iter().enumerate() {
         let mine = share(lengths, parts, k + 1);
         let Some(&first) = mine.first() else {
@@ -304,12 +371,25 @@ pub async fn curve(
             lengths: mine.clone(),
         }
         .to_json();
-        asked.push((mine, request(worker, &text)));
+        let (promise, id) = request(worker, &text);
+        asked.push((mine, promise, worker, id));
     }
     let own = share(lengths, parts, 0);
+    let started = now();
+    let computed = own_share(arch, workload, runtime, &own, &wanted, &progress).await;
+    progress(None);
+    // The workers' shares are as large as this one: give them twice its
+    // time, and at least ANSWER_TIMEOUT.
+    let took = std::time::Duration::from_secs_f64((now() - started).max(0.0) * 2.0 / 1000.0);
+    for &(_, _, worker, id) in &asked {
+        watch(worker, id, ANSWER_TIMEOUT.max(took));
+    }
+    let Some(mut results) = computed else {
+        // Superseded: nobody will look at this curve.
+        return CurveData::default();
+    };
     let mut all_lengths = own.clone();
-    let mut results: Vec<PointResult> = curve::estimate_lengths(arch, workload, runtime, &own);
-    for (mine, promise) in asked {
+    for (mine, promise, _, _) in asked {
         let answer = wasm_bindgen_futures::JsFuture::from(promise)
             .await
             .ok()
@@ -323,7 +403,12 @@ pub async fn curve(
             Err(e) => {
                 FALLBACKS.with(|f| f.set(f.get() + 1));
                 web_sys::console::warn_1(&format!("{e}; computing its share here").into());
-                curve::estimate_lengths(arch, workload, runtime, &mine)
+                let part = own_share(arch, workload, runtime, &mine, &wanted, &progress).await;
+                progress(None);
+                match part {
+                    Some(part) => part,
+                    None => return CurveData::default(),
+                }
             }
         };
         all_lengths.extend(mine);

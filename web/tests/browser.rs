@@ -414,7 +414,7 @@ async fn the_curve_workers_give_the_single_thread_curve() {
     let s = headroom_web::state::AppState::for_model(p.model());
     let rt = headroom_core::RuntimeProfile::h200();
     let lengths = view_lengths(&s.view, 40);
-    let shared = workers::curve(&p.arch, &s.workload, &rt, &lengths, || true).await;
+    let shared = workers::curve(&p.arch, &s.workload, &rt, &lengths, || true, |_| {}).await;
     let alone = CurveData::compute(&p.arch, &s.workload, &rt, &s.view, 40);
     assert_eq!(shared.lengths.len(), 40);
     assert_eq!(shared, alone);
@@ -429,7 +429,7 @@ async fn the_curve_workers_give_the_single_thread_curve() {
     let vit = headroom_core::presets::find("vit-b-16").expect("preset");
     let w = headroom_web::state::AppState::for_model(vit.model()).workload;
     let sizes: Vec<u32> = (1..=12).map(|i| i * 4).collect();
-    let shared = workers::curve(&vit.arch, &w, &rt, &sizes, || true).await;
+    let shared = workers::curve(&vit.arch, &w, &rt, &sizes, || true, |_| {}).await;
     let alone = CurveData::from_results(
         &sizes,
         headroom_web::curve::estimate_lengths(&vit.arch, &w, &rt, &sizes),
@@ -441,4 +441,46 @@ async fn the_curve_workers_give_the_single_thread_curve() {
         "curve workers: {} ready of {cores} cores",
         workers::ready().len()
     );
+}
+
+/// A slow curve (a generation of thousands of tokens replays every decode
+/// step at each of 256 lengths) keeps the page responsive: the page's
+/// thread yields while it computes, shows how far it is, and drops the
+/// curve when an input changes mid-way, drawing the newer one instead.
+#[wasm_bindgen_test]
+async fn a_slow_curve_shows_progress_and_gives_way_to_a_newer_input() {
+    let page = Page::open("model=llama-3.2-1b").await;
+    let draws = perf::draws();
+    page.type_in("new-tokens", "4096");
+    // This test's own polling runs between the curve's slices: it sees the
+    // progress note only because the page's thread yields.
+    wait_until("the progress note", || {
+        page.find("curve-progress").is_some()
+    })
+    .await;
+    assert!(
+        page.text("curve-progress").contains("Computing the curve"),
+        "{}",
+        page.text("curve-progress")
+    );
+    assert_eq!(perf::draws(), draws, "no curve for the new input yet");
+    // A change while computing: that curve is dropped, this one drawn.
+    page.type_in("batch", "2");
+    for _ in 0..3000 {
+        if page.find("curve-progress").is_none() && perf::draws() > draws {
+            break;
+        }
+        sleep(20).await;
+    }
+    assert!(
+        page.find("curve-progress").is_none(),
+        "the curve never finished"
+    );
+    assert_eq!(page.chart_attr("data-points"), 256);
+    assert_eq!(
+        perf::draws(),
+        draws + 1,
+        "one redraw: the batch-2 curve, not the abandoned one"
+    );
+    assert_eq!(page.value("batch"), "2");
 }
