@@ -142,7 +142,7 @@ struct Ctx {
     /// How far this thread is through a slow curve's computation (0 to 1).
     curve_progress: RwSignal<Option<f64>>,
     /// What the curve in `curve` was computed for (the key and runtime).
-    curve_for: StoredValue<(CurveKey, RuntimeProfile)>,
+    curve_for: StoredValue<Option<(CurveKey, RuntimeProfile)>>,
     curve_key: Memo<CurveKey>,
     bands: Memo<Vec<Band>>,
     point: Memo<Result<Estimate, String>>,
@@ -158,6 +158,11 @@ type CurveKey = (
     Workload,
     crate::state::View,
 );
+
+/// The first curve is computed before the page is first drawn when its 256
+/// points should take at most this long (judged by the first point);
+/// otherwise it comes in the background with progress shown.
+const SYNC_FIRST_CURVE_MS: f64 = 250.0;
 
 /// One computation of the fit table.
 struct FitJob {
@@ -238,7 +243,8 @@ impl Ctx {
         self.curve.track();
         let key = self.curve_key.get();
         let rt = self.runtime.get();
-        self.curve_for.with_value(|(k, r)| *k == key && *r == rt)
+        self.curve_for
+            .with_value(|f| f.as_ref().is_some_and(|(k, r)| *k == key && *r == rt))
     }
 }
 
@@ -311,15 +317,27 @@ pub fn App() -> impl IntoView {
             )
         })
     });
-    // The first curve is computed here, before the workers exist; later
-    // ones are shared with the workers (`workers::curve`) and land when the
-    // last share is in, unless a newer change has started another.
-    let curve = RwSignal::new({
+    // The first curve is computed here, before the workers exist, when it
+    // is quick (most take tens of ms); later ones, and a slow first one (a
+    // generation of thousands of tokens replays every decode step), are
+    // shared with the workers (`workers::curve`), yield to the browser while
+    // they run and land when the last share is in, unless a newer change
+    // has started another.
+    let first_curve = curve_key.with_untracked(|(arch, w, view)| {
         let rt = runtime.get_untracked();
-        curve_key
-            .with_untracked(|(arch, w, view)| CurveData::compute(arch, w, &rt, view, CURVE_POINTS))
+        let lengths = view_lengths(view, CURVE_POINTS);
+        let started = perf::now();
+        let _ = crate::curve::estimate_lengths(arch, w, &rt, &lengths[..1.min(lengths.len())]);
+        let per_point = perf::now() - started;
+        (per_point * CURVE_POINTS as f64 <= SYNC_FIRST_CURVE_MS)
+            .then(|| CurveData::compute(arch, w, &rt, view, CURVE_POINTS))
     });
-    let curve_for = StoredValue::new((curve_key.get_untracked(), runtime.get_untracked()));
+    let curve_for = StoredValue::new(
+        first_curve
+            .is_some()
+            .then(|| (curve_key.get_untracked(), runtime.get_untracked())),
+    );
+    let curve = RwSignal::new(first_curve.unwrap_or_default());
     crate::workers::start();
     let curve_generation = StoredValue::new(0u64);
     let curve_progress = RwSignal::new(None::<f64>);
@@ -329,7 +347,9 @@ pub fn App() -> impl IntoView {
         // The first run finds the curve computed above, unless something
         // changed in between.
         let key = (arch, w, view);
-        if previous.is_none() && curve_for.with_value(|(k, r)| *k == key && *r == rt) {
+        if previous.is_none()
+            && curve_for.with_value(|f| f.as_ref().is_some_and(|(k, r)| *k == key && *r == rt))
+        {
             return;
         }
         let (arch, w, view) = key;
@@ -345,7 +365,7 @@ pub fn App() -> impl IntoView {
             };
             let data = crate::workers::curve(&arch, &w, &rt, &lengths, wanted, progress).await;
             if curve_generation.try_get_value() == Some(mine) {
-                curve_for.set_value(((arch, w, view), rt));
+                curve_for.set_value(Some(((arch, w, view), rt)));
                 curve.try_set(data);
             }
         });

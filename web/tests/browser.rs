@@ -484,3 +484,23 @@ async fn a_slow_curve_shows_progress_and_gives_way_to_a_newer_input() {
     );
     assert_eq!(page.value("batch"), "2");
 }
+
+/// A shared link to a slow curve opens at once: the curve comes in the
+/// background, with its progress shown, instead of before the first paint.
+#[wasm_bindgen_test]
+async fn a_link_to_a_slow_curve_opens_without_waiting_for_it() {
+    let page = Page::open("model=llama-3.2-1b&inference.new_tokens=4096").await;
+    wait_until("the progress note", || {
+        page.find("curve-progress").is_some()
+    })
+    .await;
+    assert_eq!(page.value("new-tokens"), "4096");
+    for _ in 0..3000 {
+        if page.find("curve-progress").is_none() && page.chart_attr("data-points") == 256 {
+            break;
+        }
+        sleep(20).await;
+    }
+    assert_eq!(page.chart_attr("data-points"), 256, "the curve arrived");
+    assert!(page.find("curve-progress").is_none());
+}
