@@ -201,6 +201,47 @@ pub fn parse_model(value: Option<&Value>) -> Result<Model, Error> {
     }
 }
 
+/// Field names of an encoder's shapes: vocab_size, hidden_size,
+/// intermediate_size, num_layers, num_heads.
+type EncoderFields = [&'static str; 5];
+const ENCODER_FIELDS: EncoderFields = [
+    "model.vocab_size",
+    "model.hidden_size",
+    "model.intermediate_size",
+    "model.num_layers",
+    "model.num_heads",
+];
+/// The same, for ESMFold's language-model stem.
+const STEM_FIELDS: EncoderFields = [
+    "model.stem.vocab_size",
+    "model.stem.hidden_size",
+    "model.stem.intermediate_size",
+    "model.stem.num_layers",
+    "model.stem.num_heads",
+];
+
+fn validate_encoder(a: &crate::arch::EncoderArch, names: EncoderFields) -> Result<(), Error> {
+    use crate::error::check_range;
+    const DIM: u64 = 1 << 20;
+    let [vocab, hidden, intermediate, layers, heads] = names;
+    check_range(vocab, a.vocab_size as u64, 1, 4 * DIM)?;
+    check_range(hidden, a.hidden_size as u64, 1, DIM)?;
+    check_range(intermediate, a.intermediate_size as u64, 1, 4 * DIM)?;
+    check_range(layers, a.num_layers as u64, 1, 1024)?;
+    check_range(heads, a.num_heads as u64, 1, 4096)?;
+    if a.hidden_size % a.num_heads != 0 {
+        return Err(Error::invalid(
+            heads,
+            format!(
+                "{} does not divide hidden_size {}",
+                a.num_heads, a.hidden_size
+            ),
+            "a divisor of hidden_size",
+        ));
+    }
+    Ok(())
+}
+
 /// Checks a custom architecture's shapes, naming the field.
 pub fn validate_arch(arch: &Architecture) -> Result<(), Error> {
     use crate::error::check_range;
@@ -250,28 +291,7 @@ pub fn validate_arch(arch: &Architecture) -> Result<(), Error> {
                 )?;
             }
         }
-        Architecture::Encoder(a) => {
-            check_range("model.vocab_size", a.vocab_size as u64, 1, 4 * DIM)?;
-            check_range("model.hidden_size", a.hidden_size as u64, 1, DIM)?;
-            check_range(
-                "model.intermediate_size",
-                a.intermediate_size as u64,
-                1,
-                4 * DIM,
-            )?;
-            check_range("model.num_layers", a.num_layers as u64, 1, 1024)?;
-            check_range("model.num_heads", a.num_heads as u64, 1, 4096)?;
-            if a.hidden_size % a.num_heads != 0 {
-                return Err(Error::invalid(
-                    "model.num_heads",
-                    format!(
-                        "{} does not divide hidden_size {}",
-                        a.num_heads, a.hidden_size
-                    ),
-                    "a divisor of hidden_size",
-                ));
-            }
-        }
+        Architecture::Encoder(a) => validate_encoder(a, ENCODER_FIELDS)?,
         Architecture::Vit(a) => {
             check_range("model.patch_size", a.patch_size as u64, 1, 1024)?;
             check_range("model.hidden_size", a.hidden_size as u64, 1, DIM)?;
@@ -286,8 +306,7 @@ pub fn validate_arch(arch: &Architecture) -> Result<(), Error> {
             )?;
         }
         Architecture::EsmFold(a) => {
-            validate_arch(&Architecture::Encoder(a.stem.clone()))
-                .map_err(|e| in_stem(e, "model.", "model.stem."))?;
+            validate_encoder(&a.stem, STEM_FIELDS)?;
             check_range("model.trunk_blocks", a.trunk_blocks as u64, 1, 1024)?;
             check_range(
                 "model.pairwise_state_dim",
@@ -316,8 +335,14 @@ pub fn validate_arch(arch: &Architecture) -> Result<(), Error> {
             num_classes,
             ..
         }) => {
-            for (stage, &n) in blocks.iter().enumerate() {
-                check_range(&format!("model.blocks[{stage}]"), n as u64, 1, 256)?;
+            let fields = [
+                "model.blocks[0]",
+                "model.blocks[1]",
+                "model.blocks[2]",
+                "model.blocks[3]",
+            ];
+            for (field, &n) in fields.into_iter().zip(blocks) {
+                check_range(field, n as u64, 1, 256)?;
             }
             check_range("model.num_classes", *num_classes as u64, 1, 4 * DIM)?;
         }
@@ -329,7 +354,7 @@ pub fn validate_arch(arch: &Architecture) -> Result<(), Error> {
     if params > MAX_PARAMS {
         return Err(Error::invalid(
             "model",
-            format!("about {params} parameters is too large"),
+            format!("about {} parameters is too large", params as u64),
             "at most 2^50 (about 1.1e15) parameters",
         ));
     }
@@ -338,48 +363,32 @@ pub fn validate_arch(arch: &Architecture) -> Result<(), Error> {
 
 /// Most parameters a model may have (2^50, about a million times Llama 3.1
 /// 405B): with it, no tensor or total of a replay leaves `u64`.
-pub const MAX_PARAMS: u128 = 1 << 50;
+pub const MAX_PARAMS: f64 = (1u64 << 50) as f64;
 
 /// Largest `folding_params` of a custom ESMFold (4.3e9; ESMFold has 0.7e9).
 pub const MAX_FOLDING_PARAMS: u64 = 1 << 32;
 
-/// An upper bound on an architecture's parameters, in `u128` so that it
-/// cannot overflow for any shapes within the per-field ranges (a
-/// mixture of experts' own count can leave `u64`).
-pub fn param_bound(arch: &Architecture) -> u128 {
+/// An upper bound on an architecture's parameters, in `f64` (a mixture of
+/// experts' own count can leave `u64` for shapes within the per-field
+/// ranges).
+pub fn param_bound(arch: &Architecture) -> f64 {
     match arch {
         Architecture::Decoder(a) => {
-            let n = |x: u32| u128::from(x);
+            let n = f64::from;
             let h = n(a.hidden_size);
-            let attention = h * (n(a.num_heads) + 2 * n(a.num_kv_heads)) * n(a.head_dim) * 2;
-            let mut mlp = 3 * h * n(a.intermediate_size);
+            let attention = h * (n(a.num_heads) + 2.0 * n(a.num_kv_heads)) * n(a.head_dim) * 2.0;
+            let mut mlp = 3.0 * h * n(a.intermediate_size);
             if let Some(m) = a.moe {
-                mlp += n(m.num_experts) * 3 * h * n(m.expert_intermediate_size)
-                    + 3 * h * n(m.shared_expert_intermediate_size)
+                mlp += n(m.num_experts) * 3.0 * h * n(m.expert_intermediate_size)
+                    + 3.0 * h * n(m.shared_expert_intermediate_size)
                     + h * n(m.num_experts);
             }
-            let norms = (4 + n(a.extra_norms_per_layer)) * 2 * h;
-            let biases = 4 * (h + n(a.intermediate_size)) + 3 * n(a.num_heads) * n(a.head_dim);
+            let norms = (4.0 + n(a.extra_norms_per_layer)) * 2.0 * h;
+            let biases = 4.0 * (h + n(a.intermediate_size)) + 3.0 * n(a.num_heads) * n(a.head_dim);
             n(a.num_layers) * (attention + mlp + norms + biases)
-                + (2 * n(a.vocab_size) + n(a.learned_positions) + 2) * h
+                + (2.0 * n(a.vocab_size) + n(a.learned_positions) + 2.0) * h
         }
-        other => u128::from(other.params()),
-    }
-}
-
-/// An error about the stem's shapes, renamed from `model.*` to `model.stem.*`.
-fn in_stem(e: Error, from: &str, to: &str) -> Error {
-    match e {
-        Error::InvalidField {
-            field,
-            problem,
-            allowed,
-        } => Error::InvalidField {
-            field: field.replacen(from, to, 1),
-            problem,
-            allowed,
-        },
-        other => other,
+        other => other.params() as f64,
     }
 }
 

@@ -244,3 +244,23 @@ fn hf_config_errors_name_the_key() {
         .to_string();
     assert!(err.contains("whisper"), "{err}");
 }
+
+/// Custom CNNs read back what they write (the page's share requests and
+/// links carry architectures as JSON), and a missing field is named.
+#[test]
+fn cnn_architectures_round_trip_and_name_missing_fields() {
+    for id in ["resnet-18", "resnet-50", "resnet-101", "mobilenetv2"] {
+        let arch = headroom_core::presets::find(id).unwrap().arch;
+        let json = serde_json::to_string(&arch).unwrap();
+        let back: headroom_core::Architecture = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, arch, "{json}");
+    }
+    check(
+        r#"{"model": {"family": "cnn", "topology": "res_net", "bottleneck": true, "num_classes": 1000}, "workload": {}}"#,
+        &["missing field `blocks`"],
+    );
+    check(
+        r#"{"model": {"family": "cnn", "topology": "vgg", "num_classes": 1000}, "workload": {}}"#,
+        &["unknown variant `vgg`", "res_net", "mobile_net_v2"],
+    );
+}

@@ -353,6 +353,11 @@ pub fn App() -> impl IntoView {
             return;
         }
         let (arch, w, view) = key;
+        // A slow curve in flight (its progress is showing) is dropped: its
+        // workers' shares too, so this one does not queue behind them.
+        if curve_progress.get_untracked().is_some() {
+            crate::workers::cancel_busy();
+        }
         curve_generation.update_value(|g| *g += 1);
         let mine = curve_generation.get_value();
         let lengths = view_lengths(&view, CURVE_POINTS);

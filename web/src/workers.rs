@@ -46,6 +46,8 @@ struct Slot {
     worker: Worker,
     ready: bool,
     dead: bool,
+    /// Started by [`cancel_busy`] in place of a cancelled worker.
+    replacement: bool,
     _on_message: Closure<dyn FnMut(MessageEvent)>,
     _on_error: Closure<dyn FnMut(JsValue)>,
 }
@@ -54,6 +56,8 @@ struct Slot {
 struct Pool {
     started: bool,
     slots: Vec<Slot>,
+    /// The workers' script (a blob URL), to start a replacement.
+    script_url: Option<String>,
     /// Requests in flight: (id, slot, resolve); a handful at a time.
     waiting: Vec<(u32, usize, Function)>,
     next_id: u32,
@@ -62,6 +66,13 @@ struct Pool {
 thread_local! {
     static POOL: RefCell<Pool> = RefCell::new(Pool::default());
     static FALLBACKS: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+    static REPLACED: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// Workers replaced by [`cancel_busy`] since the page loaded (for the
+/// browser tests).
+pub fn replaced() -> u32 {
+    REPLACED.with(std::cell::Cell::get)
 }
 
 /// Shares computed on the page's thread because a worker's answer was
@@ -194,6 +205,7 @@ fn spawn(i: usize, script_url: &str) -> Option<Slot> {
         worker,
         ready: false,
         dead: false,
+        replacement: false,
         _on_message: on_message,
         _on_error: on_error,
     })
@@ -232,7 +244,11 @@ pub fn start() {
     // Slot numbers are the workers' own (their callbacks carry them): stop
     // at the first worker that cannot be created.
     let slots: Vec<Slot> = (0..count).map_while(|i| spawn(i, &url)).collect();
-    POOL.with(|p| p.borrow_mut().slots = slots);
+    POOL.with(|p| {
+        let mut p = p.borrow_mut();
+        p.slots = slots;
+        p.script_url = Some(url);
+    });
 }
 
 /// Workers ready to take a share.
@@ -246,6 +262,45 @@ pub fn ready() -> Vec<usize> {
             .map(|(i, _)| i)
             .collect()
     })
+}
+
+/// Replacement workers still loading their module.
+fn replacements_loading() -> usize {
+    POOL.with(|p| {
+        p.borrow()
+            .slots
+            .iter()
+            .filter(|s| s.replacement && !s.ready && !s.dead)
+            .count()
+    })
+}
+
+/// Replaces every worker still computing a share: called when a slow
+/// curve is superseded, so that the next curve does not queue behind
+/// seconds of work nobody will look at. The replacements load the module
+/// again (a fraction of a second) before they take shares.
+pub fn cancel_busy() {
+    let (busy, url): (Vec<usize>, Option<String>) = POOL.with(|p| {
+        let p = p.borrow();
+        let mut busy: Vec<usize> = p.waiting.iter().map(|w| w.1).collect();
+        busy.sort_unstable();
+        busy.dedup();
+        (busy, p.script_url.clone())
+    });
+    let Some(url) = url else { return };
+    for i in busy {
+        kill(i);
+        REPLACED.with(|r| r.set(r.get() + 1));
+        if let Some(mut slot) = spawn(i, &url) {
+            slot.replacement = true;
+            POOL.with(|p| {
+                if let Some(old) = p.borrow_mut().slots.get_mut(i) {
+                    *old = slot;
+                }
+            });
+        }
+    }
+    show_ready();
 }
 
 /// Sends a request to worker `i`; the promise resolves with its answer.
@@ -296,9 +351,14 @@ fn now() -> f64 {
 /// Lets the browser run its queued work (input events, rendering) before
 /// this task goes on.
 async fn yield_to_browser() {
+    sleep_ms(0).await;
+}
+
+/// Resumes after `ms` milliseconds (a timer task).
+async fn sleep_ms(ms: i32) {
     let promise = Promise::new(&mut |resolve, _reject| {
         if let Some(w) = web_sys::window() {
-            let _ = w.set_timeout_with_callback(&resolve);
+            let _ = w.set_timeout_with_callback_and_timeout_and_arguments_0(&resolve, ms);
         }
     });
     let _ = wasm_bindgen_futures::JsFuture::from(promise).await;
@@ -353,6 +413,14 @@ pub async fn curve(
     progress: impl Fn(Option<f64>),
 ) -> CurveData {
     let vision = arch.is_vision();
+    // Replacements for cancelled workers (`cancel_busy`) are given a
+    // second to load, to share this (slow) curve.
+    for _ in 0..50 {
+        if replacements_loading() == 0 || !wanted() {
+            break;
+        }
+        sleep_ms(20).await;
+    }
     let workers = ready();
     let parts = workers.len() + 1;
     let mut asked: Vec<(Vec<u32>, Promise, usize, u32)> = Vec::with_capacity(parts);

@@ -450,6 +450,8 @@ async fn the_curve_workers_give_the_single_thread_curve() {
 #[wasm_bindgen_test]
 async fn a_slow_curve_shows_progress_and_gives_way_to_a_newer_input() {
     let page = Page::open("model=llama-3.2-1b").await;
+    let fallbacks = headroom_web::workers::fallbacks();
+    let replaced = headroom_web::workers::replaced();
     let draws = perf::draws();
     page.type_in("new-tokens", "4096");
     // This test's own polling runs between the curve's slices: it sees the
@@ -483,6 +485,15 @@ async fn a_slow_curve_shows_progress_and_gives_way_to_a_newer_input() {
         "one redraw: the batch-2 curve, not the abandoned one"
     );
     assert_eq!(page.value("batch"), "2");
+    // The abandoned curve's worker shares were cancelled, not waited for,
+    // and the newer curve's shares were all answered by workers.
+    if window().navigator().hardware_concurrency() > 1.0 {
+        assert!(
+            headroom_web::workers::replaced() > replaced,
+            "no worker was cancelled"
+        );
+    }
+    assert_eq!(headroom_web::workers::fallbacks(), fallbacks);
 }
 
 /// A shared link to a slow curve opens at once: the curve comes in the

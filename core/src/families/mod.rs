@@ -33,7 +33,7 @@ pub fn validate(arch: &Architecture, workload: &Workload) -> Result<(), Error> {
         if bytes > MAX_JOB_BYTES {
             return Err(Error::invalid(
                 field,
-                alloc::format!("{what} would take over {bytes} bytes"),
+                alloc::format!("{what} would take more than 2^60 bytes"),
                 "a job whose tensors stay under 2^60 bytes (1 EiB): a shorter length or a smaller batch",
             ));
         }
@@ -44,17 +44,17 @@ pub fn validate(arch: &Architecture, workload: &Workload) -> Result<(), Error> {
 /// Bytes no job may reach: 2^60 (1 EiB, millions of times any GPU). A
 /// replay keeps tensor sizes and running totals in `u64`; under this bound
 /// none of them can overflow, whatever the shapes within their ranges.
-pub const MAX_JOB_BYTES: u128 = 1 << 60;
+pub const MAX_JOB_BYTES: f64 = (1u64 << 60) as f64;
 
 /// Upper bounds on the bytes of a job's largest kinds of tensors, each at
-/// least what the replay allocates for it (in `u128`, so the bounds
+/// least what the replay allocates for it (in `f64`, so the bounds
 /// themselves cannot overflow): what it is, and the bound.
-fn job_bounds(arch: &Architecture, w: &Workload) -> [(&'static str, u128); 4] {
-    let n = u128::from;
+fn job_bounds(arch: &Architecture, w: &Workload) -> [(&'static str, f64); 4] {
+    let n = f64::from;
     let batch = n(w.batch);
     let weights = (
         "the weights, gradients and optimizer state",
-        crate::spec::param_bound(arch) * 32,
+        crate::spec::param_bound(arch) * 32.0,
     );
     // Attention that materialises batch x heads x L x L scores: eager, and
     // fp32 (where SDPA can fall back to its math kernel).
@@ -64,8 +64,8 @@ fn job_bounds(arch: &Architecture, w: &Workload) -> [(&'static str, u128); 4] {
     };
     let materialised = w.attention == crate::workload::Attention::Eager || fp32;
     // Per layer: scores, probabilities and their gradients (4 bytes each).
-    let scores = |heads: u128, len: u128, layers: u128| {
-        let per_layer = batch * len * len * if materialised { heads * 16 } else { 8 };
+    let scores = |heads: f64, len: f64, layers: f64| {
+        let per_layer = batch * len * len * if materialised { heads * 16.0 } else { 8.0 };
         ("the attention scores", per_layer * layers)
     };
     match arch {
@@ -74,10 +74,10 @@ fn job_bounds(arch: &Architecture, w: &Workload) -> [(&'static str, u128); 4] {
                 (Mode::Inference, crate::workload::InferenceKind::Generate) => {
                     n(w.inference.new_tokens)
                 }
-                _ => 0,
+                _ => 0.0,
             };
             let len = n(w.seq_len) + generated;
-            let moe = a.moe.map_or(0, |m| {
+            let moe = a.moe.map_or(0.0, |m| {
                 n(m.experts_per_token) * n(m.expert_intermediate_size)
                     + n(m.shared_expert_intermediate_size)
                     + n(m.num_experts)
@@ -86,55 +86,55 @@ fn job_bounds(arch: &Architecture, w: &Workload) -> [(&'static str, u128); 4] {
             let width = n(a.hidden_size)
                 + n(a.intermediate_size)
                 + moe
-                + (n(a.num_heads) + 2 * n(a.num_kv_heads)) * n(a.head_dim);
+                + (n(a.num_heads) + n(a.num_kv_heads) * 2.0) * n(a.head_dim);
             let layers = n(a.num_layers);
             [
                 weights,
-                ("the activations", batch * len * layers * width * 256),
-                ("the logits", batch * len * n(a.vocab_size) * 64),
+                ("the activations", batch * len * layers * width * 256.0),
+                ("the logits", batch * len * n(a.vocab_size) * 64.0),
                 scores(n(a.num_heads), len, layers),
             ]
         }
         Architecture::Encoder(a) => {
             let len = n(w.seq_len);
-            let width = 4 * n(a.hidden_size) + n(a.intermediate_size);
+            let width = n(a.hidden_size) * 4.0 + n(a.intermediate_size);
             let layers = n(a.num_layers);
             [
                 weights,
-                ("the activations", batch * len * layers * width * 256),
-                ("the logits", batch * len * n(a.vocab_size) * 64),
+                ("the activations", batch * len * layers * width * 256.0),
+                ("the logits", batch * len * n(a.vocab_size) * 64.0),
                 scores(n(a.num_heads), len, layers),
             ]
         }
         Architecture::Vit(a) => {
-            let len = u128::from(a.tokens(w.length(true)));
-            let width = 4 * n(a.hidden_size) + n(a.mlp_dim);
+            let len = a.tokens(w.length(true)) as f64;
+            let width = n(a.hidden_size) * 4.0 + n(a.mlp_dim);
             let layers = n(a.num_layers);
             let heads = n(a.num_heads);
             // torchvision's attention always materialises its scores.
-            let per_layer = batch * heads * len * len * 16;
+            let per_layer = batch * heads * len * len * 16.0;
             [
                 weights,
-                ("the activations", batch * len * layers * width * 256),
-                ("the logits", batch * n(a.num_classes) * 64),
+                ("the activations", batch * len * layers * width * 256.0),
+                ("the logits", batch * n(a.num_classes) * 64.0),
                 ("the attention scores", per_layer * layers),
             ]
         }
         Architecture::EsmFold(a) => {
             let len = n(w.seq_len);
-            let stem = 4 * n(a.stem.hidden_size) + n(a.stem.intermediate_size);
+            let stem = n(a.stem.hidden_size) * 4.0 + n(a.stem.intermediate_size);
             [
                 weights,
                 (
                     "the language model's activations",
-                    batch * len * n(a.stem.num_layers) * stem * 256,
+                    batch * len * n(a.stem.num_layers) * stem * 256.0,
                 ),
                 (
                     "the pair representation",
-                    batch * len * len * n(a.pairwise_state_dim) * 256,
+                    batch * len * len * n(a.pairwise_state_dim) * 256.0,
                 ),
                 // Unchunked triangle attention: 4 heads, L^3 scores.
-                ("the triangle attention", batch * len * len * len * 64),
+                ("the triangle attention", batch * len * len * len * 64.0),
             ]
         }
         Architecture::Cnn(_) => {
@@ -143,9 +143,9 @@ fn job_bounds(arch: &Architecture, w: &Workload) -> [(&'static str, u128); 4] {
             // (MobileNetV2's widest: 24); a network keeps a few hundred.
             [
                 weights,
-                ("the feature maps", batch * side * side * 64 * 4 * 512),
-                ("the logits", batch * 4 * (1 << 22) * 64),
-                ("the attention scores", 0),
+                ("the feature maps", batch * side * side * 64.0 * 4.0 * 512.0),
+                ("the logits", batch * (4u64 << 22) as f64 * 64.0),
+                ("the attention scores", 0.0),
             ]
         }
     }
