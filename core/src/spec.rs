@@ -229,7 +229,7 @@ fn validate_encoder(a: &crate::arch::EncoderArch, names: EncoderFields) -> Resul
     check_range(intermediate, a.intermediate_size as u64, 1, 4 * DIM)?;
     check_range(layers, a.num_layers as u64, 1, 1024)?;
     check_range(heads, a.num_heads as u64, 1, 4096)?;
-    if a.hidden_size % a.num_heads != 0 {
+    if !a.hidden_size.is_multiple_of(a.num_heads) {
         return Err(Error::invalid(
             heads,
             format!(
