@@ -259,6 +259,20 @@ fn estimate_reads_stdin_and_files_and_names_bad_fields() {
     );
     assert_eq!(out.status.code(), Some(1));
     assert!(text(&out.stderr).contains("--gpu: unknown GPU `nosuchgpu`"));
+
+    // Each field in range, together too large to replay: refused by name.
+    let out = run(
+        &["estimate"],
+        Some(
+            r#"{"model": "gemma-2-27b", "workload": {"mode": "training", "batch": 64, "seq_len": 4194304, "attention": "eager"}}"#,
+        ),
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("`workload.batch x workload.seq_len`") && err.contains("2^60 bytes"),
+        "{err}"
+    );
 }
 
 #[test]
