@@ -1,5 +1,7 @@
 //! Architectures: the shapes that decide which tensors a run allocates.
 
+use crate::error::Error;
+use alloc::format;
 use alloc::string::String;
 
 /// Numeric formats of weights, activations and caches.
@@ -99,11 +101,41 @@ impl Architecture {
         }
     }
 
+    /// An upper bound on an architecture's parameters, in `f64` (a mixture of
+    /// experts' own count can leave `u64` for shapes within the per-field
+    /// ranges).
+    pub fn param_bound(&self) -> f64 {
+        match self {
+            Architecture::Decoder(a) => {
+                let n = f64::from;
+                let h = n(a.hidden_size);
+                let attention =
+                    h * (n(a.num_heads) + 2.0 * n(a.num_kv_heads)) * n(a.head_dim) * 2.0;
+                let mut mlp = 3.0 * h * n(a.intermediate_size);
+                if let Some(m) = a.moe {
+                    mlp += n(m.num_experts) * 3.0 * h * n(m.expert_intermediate_size)
+                        + 3.0 * h * n(m.shared_expert_intermediate_size)
+                        + h * n(m.num_experts);
+                }
+                let norms = (4.0 + n(a.extra_norms_per_layer)) * 2.0 * h;
+                let biases =
+                    4.0 * (h + n(a.intermediate_size)) + 3.0 * n(a.num_heads) * n(a.head_dim);
+                n(a.num_layers) * (attention + mlp + norms + biases)
+                    + (2.0 * n(a.vocab_size) + n(a.learned_positions) + 2.0) * h
+            }
+            other => other.params() as f64,
+        }
+    }
+
     /// True when the workload's length axis is an image size, not a sequence.
     pub fn is_vision(&self) -> bool {
         matches!(self, Architecture::Vit(_) | Architecture::Cnn(_))
     }
 }
+
+/// Most parameters a model may have (2^50, about a million times Llama 3.1
+/// 405B): with it, no tensor or total of a replay leaves `u64`.
+pub const MAX_PARAMS: f64 = (1u64 << 50) as f64;
 
 /// The MLP of a transformer block.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -535,3 +567,166 @@ pub struct Model {
     /// The shapes.
     pub arch: Architecture,
 }
+
+/// Field names of an encoder's shapes: vocab_size, hidden_size,
+/// intermediate_size, num_layers, num_heads.
+type EncoderFields = [&'static str; 5];
+const ENCODER_FIELDS: EncoderFields = [
+    "model.vocab_size",
+    "model.hidden_size",
+    "model.intermediate_size",
+    "model.num_layers",
+    "model.num_heads",
+];
+/// The same, for ESMFold's language-model stem.
+const STEM_FIELDS: EncoderFields = [
+    "model.stem.vocab_size",
+    "model.stem.hidden_size",
+    "model.stem.intermediate_size",
+    "model.stem.num_layers",
+    "model.stem.num_heads",
+];
+
+fn validate_encoder(a: &EncoderArch, names: EncoderFields) -> Result<(), Error> {
+    use crate::error::check_range;
+    const DIM: u64 = 1 << 20;
+    let [vocab, hidden, intermediate, layers, heads] = names;
+    check_range(vocab, a.vocab_size as u64, 1, 4 * DIM)?;
+    check_range(hidden, a.hidden_size as u64, 1, DIM)?;
+    check_range(intermediate, a.intermediate_size as u64, 1, 4 * DIM)?;
+    check_range(layers, a.num_layers as u64, 1, 1024)?;
+    check_range(heads, a.num_heads as u64, 1, 4096)?;
+    if !a.hidden_size.is_multiple_of(a.num_heads) {
+        return Err(Error::invalid(
+            heads,
+            format!(
+                "{} does not divide hidden_size {}",
+                a.num_heads, a.hidden_size
+            ),
+            "a divisor of hidden_size",
+        ));
+    }
+    Ok(())
+}
+
+/// Checks a custom architecture's shapes, naming the field.
+pub fn validate_arch(arch: &Architecture) -> Result<(), Error> {
+    use crate::error::check_range;
+    const DIM: u64 = 1 << 20;
+    match arch {
+        Architecture::Decoder(a) => {
+            check_range("model.vocab_size", a.vocab_size as u64, 1, 4 * DIM)?;
+            check_range("model.hidden_size", a.hidden_size as u64, 1, DIM)?;
+            check_range(
+                "model.intermediate_size",
+                a.intermediate_size as u64,
+                1,
+                4 * DIM,
+            )?;
+            check_range("model.num_layers", a.num_layers as u64, 1, 1024)?;
+            check_range("model.num_heads", a.num_heads as u64, 1, 4096)?;
+            check_range(
+                "model.num_kv_heads",
+                a.num_kv_heads as u64,
+                1,
+                a.num_heads as u64,
+            )?;
+            check_range("model.head_dim", a.head_dim as u64, 1, 4096)?;
+            if a.num_heads % a.num_kv_heads != 0 {
+                return Err(Error::invalid(
+                    "model.num_kv_heads",
+                    format!(
+                        "{} does not divide num_heads {}",
+                        a.num_kv_heads, a.num_heads
+                    ),
+                    "a divisor of num_heads",
+                ));
+            }
+            if let Some(m) = a.moe {
+                check_range("model.moe.num_experts", m.num_experts as u64, 1, 1024)?;
+                check_range(
+                    "model.moe.experts_per_token",
+                    m.experts_per_token as u64,
+                    1,
+                    m.num_experts as u64,
+                )?;
+                check_range(
+                    "model.moe.expert_intermediate_size",
+                    m.expert_intermediate_size as u64,
+                    1,
+                    4 * DIM,
+                )?;
+            }
+        }
+        Architecture::Encoder(a) => validate_encoder(a, ENCODER_FIELDS)?,
+        Architecture::Vit(a) => {
+            check_range("model.patch_size", a.patch_size as u64, 1, 1024)?;
+            check_range("model.hidden_size", a.hidden_size as u64, 1, DIM)?;
+            check_range("model.mlp_dim", a.mlp_dim as u64, 1, 4 * DIM)?;
+            check_range("model.num_layers", a.num_layers as u64, 1, 1024)?;
+            check_range("model.num_heads", a.num_heads as u64, 1, 4096)?;
+            check_range(
+                "model.image_size",
+                a.image_size as u64,
+                a.patch_size as u64,
+                8192,
+            )?;
+        }
+        Architecture::EsmFold(a) => {
+            validate_encoder(&a.stem, STEM_FIELDS)?;
+            check_range("model.trunk_blocks", a.trunk_blocks as u64, 1, 1024)?;
+            check_range(
+                "model.pairwise_state_dim",
+                a.pairwise_state_dim as u64,
+                1,
+                4096,
+            )?;
+            check_range(
+                "model.sequence_state_dim",
+                a.sequence_state_dim as u64,
+                1,
+                65536,
+            )?;
+            check_range("model.max_recycles", a.max_recycles as u64, 0, 64)?;
+            // The folding parts' parameters beyond the trunk are replayed
+            // as 64 KiB tensors: bounded so a load stays quick.
+            check_range(
+                "model.folding_params",
+                a.folding_params,
+                0,
+                MAX_FOLDING_PARAMS,
+            )?;
+        }
+        Architecture::Cnn(CnnArch::ResNet {
+            blocks,
+            num_classes,
+            ..
+        }) => {
+            let fields = [
+                "model.blocks[0]",
+                "model.blocks[1]",
+                "model.blocks[2]",
+                "model.blocks[3]",
+            ];
+            for (field, &n) in fields.into_iter().zip(blocks) {
+                check_range(field, n as u64, 1, 256)?;
+            }
+            check_range("model.num_classes", *num_classes as u64, 1, 4 * DIM)?;
+        }
+        Architecture::Cnn(CnnArch::MobileNetV2 { num_classes }) => {
+            check_range("model.num_classes", *num_classes as u64, 1, 4 * DIM)?;
+        }
+    }
+    let params = arch.param_bound();
+    if params > crate::arch::MAX_PARAMS {
+        return Err(Error::invalid(
+            "model",
+            format!("about {} parameters is too large", params as u64),
+            "at most 2^50 (about 1.1e15) parameters",
+        ));
+    }
+    Ok(())
+}
+
+/// Largest `folding_params` of a custom ESMFold (4.3e9; ESMFold has 0.7e9).
+pub const MAX_FOLDING_PARAMS: u64 = 1 << 32;

@@ -16,8 +16,11 @@ use crate::runtime::RuntimeProfile;
 use crate::trace::Replay;
 use crate::workload::{Mode, Workload};
 
-/// Rejects workloads a family cannot run, naming the field.
+/// Rejects shapes and workloads a family cannot run, naming the field
+/// (shapes are checked here too, for architectures built in code rather
+/// than read from a spec).
 pub fn validate(arch: &Architecture, workload: &Workload) -> Result<(), Error> {
+    crate::arch::validate_arch(arch)?;
     match arch {
         Architecture::Decoder(_) => decoder::validate(workload),
         Architecture::Encoder(_) => encoder::validate(workload),
@@ -54,7 +57,7 @@ fn job_bounds(arch: &Architecture, w: &Workload) -> [(&'static str, f64); 4] {
     let batch = n(w.batch);
     let weights = (
         "the weights, gradients and optimizer state",
-        crate::spec::param_bound(arch) * 32.0,
+        arch.param_bound() * 32.0,
     );
     // Attention that materialises batch x heads x L x L scores: eager, and
     // fp32 (where SDPA can fall back to its math kernel).
