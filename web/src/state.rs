@@ -528,4 +528,109 @@ mod tests {
             &["ignored %ZZ=%", "ignored =", "ignored seq_len=1e999"],
         );
     }
+
+    #[cfg(not(target_arch = "wasm32"))]
+    use proptest::prelude::*;
+
+    /// A query string made of real keys (workload paths, view keys, custom
+    /// architecture keys) and values that are valid, out of range, of the
+    /// wrong kind or not text at all, percent-escaped or not.
+    #[cfg(not(target_arch = "wasm32"))]
+    fn messy_query() -> impl Strategy<Value = String> {
+        let key = prop::sample::select(vec![
+            "model",
+            "batch",
+            "seq_len",
+            "image_size",
+            "dtype",
+            "mode",
+            "attention",
+            "x",
+            "from",
+            "to",
+            "gpus",
+            "margin",
+            "profile",
+            "inference.kind",
+            "inference.new_tokens",
+            "inference.kv_dtype",
+            "inference.logits",
+            "training.optimizer",
+            "training.lora.rank",
+            "training.precision",
+            "training.steps",
+            "esmfold.chunk_size",
+            "a.family",
+            "a.hidden_size",
+            "a.num_layers",
+            "a.num_heads",
+            "a.blocks",
+            "a.topology",
+            "a.stem",
+            "bogus",
+            "",
+        ]);
+        let value = prop_oneof![
+            prop::sample::select(vec![
+                "0",
+                "1",
+                "-1",
+                "7",
+                "4096",
+                "4194304",
+                "4294967296",
+                "1e999",
+                "NaN",
+                "true",
+                "null",
+                "[]",
+                "{}",
+                "llama-3.1-8b",
+                "esmfold-v1",
+                "resnet-50",
+                "custom",
+                "decoder",
+                "cnn",
+                "res_net",
+                "training",
+                "generate",
+                "log",
+                "lin",
+                "h200,tpu9",
+                "%ZZ",
+                "%E2%9C%93",
+                "a%26b%3Dc",
+                "",
+            ])
+            .prop_map(str::to_string),
+            "[ -~]{0,12}",
+            "\\PC{0,6}",
+        ];
+        prop::collection::vec((key, value), 0..12).prop_map(|pairs| {
+            pairs
+                .into_iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join("&")
+        })
+    }
+
+    #[cfg(not(target_arch = "wasm32"))]
+    proptest! {
+        /// Any link opens: whatever cannot be read falls back with a note,
+        /// the state's workload is one the core accepts or rejects by name
+        /// (never a panic), and the link the page writes for that state
+        /// reads back as the same state.
+        #[test]
+        fn any_link_opens_and_its_rewritten_link_is_stable(q in messy_query()) {
+            let ids = ["h200"];
+            let (state, _notes) = AppState::from_query(&q, &ids);
+            let rt = headroom_core::RuntimeProfile::h200();
+            let _ = headroom_core::estimate(&state.model.arch, &state.workload, &rt);
+            let again = state.to_query();
+            let (back, notes) = AppState::from_query(&again, &ids);
+            prop_assert!(notes.is_empty(), "{again}: {notes:?}");
+            prop_assert_eq!(back, state);
+        }
+    }
 }
