@@ -5,10 +5,17 @@
 
 use crate::cases::read_text;
 use crate::error::{CollectorError, Result};
-use headroom_core::search::{self, ChunkChoice};
+use headroom_core::arch::Architecture;
+use headroom_core::gpus::CATALOG;
+use headroom_core::search::{self, ChunkChoice, GpuFit};
 use headroom_core::spec::Spec;
+use headroom_core::workload::Workload;
+use headroom_core::RuntimeProfile;
 use headroom_core::{estimate, Bytes};
+use indicatif::{ProgressBar, ProgressStyle};
 use std::fmt::Write as _;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 /// Options of `gpus`.
 #[derive(Clone, Debug)]
@@ -37,8 +44,8 @@ pub fn run(args: &GpusArgs) -> Result<String> {
         .map_err(|e| CollectorError::input(format!("{name}: {e}")))?;
     let (arch, w, rt) = (&spec.model.arch, &spec.workload, &spec.runtime);
     let peak = estimate(arch, w, rt).map_err(|e| CollectorError::input(format!("{name}: {e}")))?;
-    let fits =
-        search::gpu_fits(arch, w, rt).map_err(|e| CollectorError::input(format!("{name}: {e}")))?;
+    let fits = gpu_fits_in_parallel(arch, w, rt)
+        .map_err(|e| CollectorError::input(format!("{name}: {e}")))?;
     let reservation = search::reservation(peak.driver_peak.0, args.margin_percent);
     let length = if arch.is_vision() { "image" } else { "seq_len" };
     let mut out = String::new();
@@ -99,4 +106,50 @@ pub fn run(args: &GpusArgs) -> Result<String> {
         out.push('\n');
     }
     Ok(out)
+}
+
+/// [`search::gpu_fits`] with the cards spread over every core, and a
+/// progress bar on a terminal (a long generation's rows take seconds each).
+fn gpu_fits_in_parallel(
+    arch: &Architecture,
+    workload: &Workload,
+    runtime: &RuntimeProfile,
+) -> std::result::Result<Vec<GpuFit>, headroom_core::Error> {
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(CATALOG.len());
+    let bar = ProgressBar::new(CATALOG.len() as u64);
+    bar.set_style(
+        ProgressStyle::with_template("{bar:30} {pos}/{len} cards [{elapsed} < {eta}]")
+            .expect("template"),
+    );
+    bar.enable_steady_tick(Duration::from_millis(200));
+    let next = AtomicUsize::new(0);
+    let mut rows: Vec<(usize, std::result::Result<GpuFit, headroom_core::Error>)> =
+        std::thread::scope(|scope| {
+            let workers: Vec<_> = (0..threads)
+                .map(|_| {
+                    scope.spawn(|| {
+                        let mut mine = Vec::new();
+                        loop {
+                            let i = next.fetch_add(1, Ordering::Relaxed);
+                            let Some(gpu) = CATALOG.get(i) else { break };
+                            mine.push((i, search::gpu_fit(gpu, arch, workload, runtime)));
+                            bar.inc(1);
+                        }
+                        mine
+                    })
+                })
+                .collect();
+            workers
+                .into_iter()
+                .flat_map(|w| {
+                    w.join()
+                        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+                })
+                .collect()
+        });
+    bar.finish_and_clear();
+    rows.sort_by_key(|(i, _)| *i);
+    rows.into_iter().map(|(_, row)| row).collect()
 }

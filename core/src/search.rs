@@ -521,32 +521,40 @@ pub fn gpu_fits(
     workload: &Workload,
     runtime: &RuntimeProfile,
 ) -> Result<Vec<GpuFit>, Error> {
-    let esmfold = matches!(arch, Architecture::EsmFold(_));
-    let mut out = Vec::new();
-    for gpu in crate::gpus::CATALOG {
-        let capacity = gpu.usable_bytes;
-        let (unchunked, chunked, chunk) = if esmfold {
-            let mut w = workload.clone();
-            w.esmfold.chunk_size = None;
-            let plain = max_length(arch, &w, runtime, capacity)?;
-            w.esmfold.chunk_size = Some(*ESMFOLD_CHUNK_SIZES.last().unwrap_or(&4));
-            let smallest = max_length(arch, &w, runtime, capacity)?;
-            let choice = esmfold_chunk_that_fits(arch, workload, runtime, capacity)?;
-            (plain, smallest, Some(choice))
-        } else {
-            (None, None, None)
-        };
-        out.push(GpuFit {
-            gpu,
-            fits: fits(arch, workload, runtime, capacity)?,
-            max_length: max_length(arch, workload, runtime, capacity)?,
-            max_batch: max_batch(arch, workload, runtime, capacity)?,
-            max_length_unchunked: unchunked,
-            max_length_chunked: chunked,
-            chunk_for_length: chunk,
-        });
-    }
-    Ok(out)
+    crate::gpus::CATALOG
+        .iter()
+        .map(|gpu| gpu_fit(gpu, arch, workload, runtime))
+        .collect()
+}
+
+/// One card's row of [`gpu_fits`].
+pub fn gpu_fit(
+    gpu: &'static crate::gpus::Gpu,
+    arch: &Architecture,
+    workload: &Workload,
+    runtime: &RuntimeProfile,
+) -> Result<GpuFit, Error> {
+    let capacity = gpu.usable_bytes;
+    let (unchunked, chunked, chunk) = if matches!(arch, Architecture::EsmFold(_)) {
+        let mut w = workload.clone();
+        w.esmfold.chunk_size = None;
+        let plain = max_length(arch, &w, runtime, capacity)?;
+        w.esmfold.chunk_size = Some(*ESMFOLD_CHUNK_SIZES.last().unwrap_or(&4));
+        let smallest = max_length(arch, &w, runtime, capacity)?;
+        let choice = esmfold_chunk_that_fits(arch, workload, runtime, capacity)?;
+        (plain, smallest, Some(choice))
+    } else {
+        (None, None, None)
+    };
+    Ok(GpuFit {
+        gpu,
+        fits: fits(arch, workload, runtime, capacity)?,
+        max_length: max_length(arch, workload, runtime, capacity)?,
+        max_batch: max_batch(arch, workload, runtime, capacity)?,
+        max_length_unchunked: unchunked,
+        max_length_chunked: chunked,
+        chunk_for_length: chunk,
+    })
 }
 
 /// The reservation a scheduler should request for a job whose driver-level
