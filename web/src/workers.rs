@@ -306,26 +306,25 @@ pub fn cancel_busy() {
 /// Sends a request to worker `i`; the promise resolves with its answer.
 /// Returns the request's id too, for [`watch`].
 fn request(i: usize, request: &str) -> (Promise, u32) {
-    let mut payload = None;
+    let mut id = 0;
+    let mut worker = None;
     let promise = Promise::new(&mut |resolve, _reject| {
-        payload = POOL.with(|p| {
+        POOL.with(|p| {
             let mut p = p.borrow_mut();
-            let id = p.next_id;
+            id = p.next_id;
             p.next_id = p.next_id.wrapping_add(1);
             p.waiting.push((id, i, resolve));
-            p.slots.get(i).map(|s| (id, s.worker.clone()))
+            worker = p.slots.get(i).map(|s| s.worker.clone());
         });
     });
-    if let Some((id, worker)) = payload {
-        let message = js_sys::Object::new();
-        let _ = Reflect::set(&message, &"id".into(), &JsValue::from(id));
-        let _ = Reflect::set(&message, &"request".into(), &JsValue::from_str(request));
-        if worker.post_message(&message).is_err() {
-            kill(i);
-        }
-        return (promise, id);
+    let message = js_sys::Object::new();
+    let _ = Reflect::set(&message, &"id".into(), &JsValue::from(id));
+    let _ = Reflect::set(&message, &"request".into(), &JsValue::from_str(request));
+    // A request that cannot be posted is answered at once with an error.
+    if worker.is_none_or(|w| w.post_message(&message).is_err()) {
+        kill(i);
     }
-    (promise, u32::MAX)
+    (promise, id)
 }
 
 /// Stops worker `i` if request `id` is still unanswered after `patience`.
@@ -421,6 +420,12 @@ pub async fn curve(
         }
         sleep_ms(20).await;
     }
+    // One still loading after that is not waited for again.
+    POOL.with(|p| {
+        for slot in p.borrow_mut().slots.iter_mut().filter(|s| !s.ready) {
+            slot.replacement = false;
+        }
+    });
     let workers = ready();
     let parts = workers.len() + 1;
     let mut asked: Vec<(Vec<u32>, Promise, usize, u32)> = Vec::with_capacity(parts);
