@@ -67,9 +67,17 @@ fn job_bounds(arch: &Architecture, w: &Workload) -> [(&'static str, f64); 4] {
     };
     let materialised = w.attention == crate::workload::Attention::Eager || fp32;
     // Per layer: scores, probabilities and their gradients (4 bytes each).
-    let scores = |heads: f64, len: f64, layers: f64| {
-        let per_layer = batch * len * len * if materialised { heads * 16.0 } else { 8.0 };
-        ("the attention scores", per_layer * layers)
+    // A transformer of `layers` blocks over `len` tokens: activations of
+    // `width` values per token and block, logits over `vocab`, and scores,
+    // probabilities and their gradients (4 bytes each) per block.
+    let transformer = |len: f64, layers: f64, width: f64, vocab: f64, heads: f64| {
+        let scores = batch * len * len * if materialised { heads * 16.0 } else { 8.0 };
+        [
+            weights,
+            ("the activations", batch * len * layers * width * 256.0),
+            ("the logits", batch * len * vocab * 64.0),
+            ("the attention scores", scores * layers),
+        ]
     };
     match arch {
         Architecture::Decoder(a) => {
@@ -90,24 +98,13 @@ fn job_bounds(arch: &Architecture, w: &Workload) -> [(&'static str, f64); 4] {
                 + n(a.intermediate_size)
                 + moe
                 + (n(a.num_heads) + n(a.num_kv_heads) * 2.0) * n(a.head_dim);
-            let layers = n(a.num_layers);
-            [
-                weights,
-                ("the activations", batch * len * layers * width * 256.0),
-                ("the logits", batch * len * n(a.vocab_size) * 64.0),
-                scores(n(a.num_heads), len, layers),
-            ]
+            let (layers, vocab, heads) = (n(a.num_layers), n(a.vocab_size), n(a.num_heads));
+            transformer(len, layers, width, vocab, heads)
         }
         Architecture::Encoder(a) => {
-            let len = n(w.seq_len);
             let width = n(a.hidden_size) * 4.0 + n(a.intermediate_size);
-            let layers = n(a.num_layers);
-            [
-                weights,
-                ("the activations", batch * len * layers * width * 256.0),
-                ("the logits", batch * len * n(a.vocab_size) * 64.0),
-                scores(n(a.num_heads), len, layers),
-            ]
+            let (layers, vocab, heads) = (n(a.num_layers), n(a.vocab_size), n(a.num_heads));
+            transformer(n(w.seq_len), layers, width, vocab, heads)
         }
         Architecture::Vit(a) => {
             let len = a.tokens(w.length(true)) as f64;
