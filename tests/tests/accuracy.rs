@@ -177,9 +177,11 @@ fn mixtral_generation_within_bounds() {
 /// new shapes, each predicted before it was measured. Every mechanism the
 /// transformer misses exposed is now modelled, and issue 2's bounds (median
 /// 3%, none worse than 8%, none under by more than 5%) hold for them; the
-/// convolutional training cases (not in the held-back families) are only
-/// guarded against regressions: cuDNN's per-shape algorithm choices move
-/// their blocks (ResNet-18 amp b128 -14.7%, ResNet-50 fp32 -5.9%).
+/// convolutional training cases are only guarded against regressions:
+/// cuDNN's per-shape algorithm choices move their blocks (ResNet-18 amp
+/// b128 -10.5%: two kernels whose workspaces are 8 and 1.5 MiB larger than
+/// modelled; ResNet-50 fp32 b32 +0.1% since the in-place ReLU and residual
+/// gradients were traced, -5.9% before).
 #[test]
 fn generalization_sets_meet_the_bounds() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -204,7 +206,7 @@ fn generalization_sets_meet_the_bounds() {
     let transformers: Vec<&Compared> = rows.iter().filter(|r| !convolutional(r)).collect();
     let cnn: Vec<&Compared> = rows.iter().filter(|r| convolutional(r)).collect();
     check_bounds("generalization (transformers)", &transformers, 3.0, 8.0, 0);
-    check_bounds("generalization (convolutional)", &cnn, 5.0, 16.0, 2);
+    check_bounds("generalization (convolutional)", &cnn, 5.0, 12.0, 1);
 }
 
 /// The rows of one generalization file, which must hold `expected` cases.

@@ -199,7 +199,7 @@ impl Net {
             nn::Kernel::Convolution,
         );
         // conv_proj is an nn.Conv2d: cuDNN's workspace (see `cnn`).
-        g.set_backward_scratch(x.v, self.conv_workspace.1);
+        g.set_backward_kernels(x.v, self.conv_workspace.1);
         g.at("patch embedding (conv_proj): cuDNN workspace", None);
         g.scratch([self.conv_workspace.0, 0]);
         g.drop(images.v);
