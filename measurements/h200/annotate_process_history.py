@@ -26,7 +26,7 @@ RUNS = {  # measured file: the case file it was run from
     HERE / "mixtral.jsonl": HERE / "mixtral-cases.jsonl",
     GENERALIZATION / "harness-use-cache-measured.jsonl": GENERALIZATION / "harness-use-cache-cases.jsonl",
 }
-for batch in [""] + [f"-{n}" for n in range(2, 14)] + ["-11b"]:
+for batch in [""] + [f"-{n}" for n in range(2, 15)] + ["-11b"]:
     RUNS[GENERALIZATION / f"measured{batch}.jsonl"] = GENERALIZATION / f"generalization-cases{batch}.jsonl"
 
 # Measured before the harness passed `use_cache=training.use_cache`: their

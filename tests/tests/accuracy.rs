@@ -179,7 +179,7 @@ fn mixtral_generation_within_bounds() {
 /// 3%, none worse than 8%, none under by more than 5%) hold for them; the
 /// convolutional training cases are only guarded against regressions:
 /// cuDNN's per-shape algorithm choices move their blocks (ResNet-18 amp
-/// b128 -10.5%: two kernels whose workspaces are 8 and 1.5 MiB larger than
+/// b128 -9.6%: two kernels whose workspaces are 8 and 1.5 MiB larger than
 /// modelled; ResNet-50 fp32 b32 +0.1% since the in-place ReLU and residual
 /// gradients were traced, -5.9% before).
 #[test]
@@ -323,4 +323,19 @@ fn generalization_batch_13_large_bf16_training_holds() {
     let rows = generalization_rows("measured-13.jsonl", 4);
     let all: Vec<&Compared> = rows.iter().collect();
     check_bounds("generalization batch 13", &all, 1.0, 1.5, 0);
+}
+
+/// Batch 14 (`measured-14.jsonl`): twelve convolutional training shapes
+/// (ResNet-18/50/101 and MobileNetV2; fp32, amp and pure bf16; SGD, SGD
+/// with momentum and AdamW; 224 to 448 px; batch 32 to 256) and a ViT
+/// control, predicted before they were measured
+/// (`predicted-before-measuring-14.txt`). Allocated peaks are within 1.6%
+/// (ResNets within 0.3%); reserved memory is under for ResNet-18 at batch
+/// 256 and at 320 px (-15%) and ResNet-50 at batch 128 and 384 px (-6 to
+/// -7%): a regression guard, not a bound the model meets.
+#[test]
+fn generalization_batch_14_convolutional_training_guard() {
+    let rows = generalization_rows("measured-14.jsonl", 13);
+    let all: Vec<&Compared> = rows.iter().collect();
+    check_bounds("generalization batch 14", &all, 4.5, 16.0, 6);
 }

@@ -359,20 +359,9 @@ pub fn forward_workspace(runtime: &RuntimeProfile, c: &ConvCall) -> u64 {
         return 0;
     }
     let filter = if c.k > 1 { c.filter_copy_bytes() } else { 0 };
-    let hack = if c.batch == 128
-        && c.cout == 512
-        && c.out_hw == 7
-        && c.dsize == 2
-        && c.k == 3
-        && !c.strided()
-    {
-        8 << 20
-    } else {
-        0
-    };
     scaled(
         runtime,
-        c.input_copy_bytes() + c.output_bytes() + filter + CUDNN_PLAN_HEADER + hack,
+        c.input_copy_bytes() + c.output_bytes() + filter + CUDNN_PLAN_HEADER,
     )
 }
 
