@@ -6,7 +6,11 @@ different segment or offset). This is how the traced mechanisms in
 
 usage:
   cargo run --release -p headroom-core --example dump_events -- CASE.json > /tmp/ours.txt
-  python3 measurements/h200-segments/align_trace.py TRACE-SEGMENTS.jsonl CASE_NAME /tmp/ours.txt
+  python3 measurements/h200-segments/align_trace.py TRACE-SEGMENTS.jsonl CASE_NAME /tmp/ours.txt [TOLERANCE_MIB]
+
+TOLERANCE_MIB (default 1) is how far an allocation's size may differ:
+a larger one looks past per-shape workspace sizes to the order of events
+and the placements after them.
 
 CASE.json is the measured case (with its process history); TRACE-SEGMENTS
 is a `trace-segments*.jsonl` from `compact_snapshots.py`. Both sides keep
@@ -33,6 +37,7 @@ def measured_events(path, case):
 
 def main():
     trace, case, ours_path = sys.argv[1:4]
+    tolerance = float(sys.argv[4]) * MIB if len(sys.argv) > 4 else MIB
     real, segments = [], []
     for kind, size, address, frame in measured_events(trace, case):
         if kind == "S" and size > 2 * MIB:
@@ -70,7 +75,7 @@ def main():
     stop, why = n, "none"
     for i in range(n):
         r, o = real[i], ours[i]
-        if r[0] != o[0] or (r[0] == "A" and abs(r[1] - o[1]) > MIB):
+        if r[0] != o[0] or (r[0] == "A" and abs(r[1] - o[1]) > tolerance):
             stop, why = i, "order"
             break
         rp, op = real_place(r[2]), our_place(o[2])
