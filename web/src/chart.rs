@@ -180,10 +180,49 @@ fn y_max(spec: &ChartSpec) -> (f64, Vec<(String, f64)>) {
     (top, off)
 }
 
+/// The label of one or more GPU lines drawn close together.
+#[derive(Clone, Debug, PartialEq)]
+struct LineLabel {
+    names: Vec<String>,
+    /// Usable memory, one figure or a range.
+    amount: String,
+    /// Where it sits, GB.
+    at: f64,
+}
+
+impl LineLabel {
+    /// Every name and the amount.
+    fn text(&self) -> String {
+        format!("{}: {} usable", self.names.join(", "), self.amount)
+    }
+
+    /// The fullest text that `fits`: every name, else the first and how
+    /// many more, else the amount alone (a phone's chart is too narrow for
+    /// "NVIDIA H100 80GB HBM3, ...").
+    fn fitted(&self, fits: impl Fn(&str) -> bool) -> String {
+        let full = self.text();
+        if fits(&full) {
+            return full;
+        }
+        if self.names.len() > 1 {
+            let first = format!(
+                "{} +{} more: {} usable",
+                self.names[0],
+                self.names.len() - 1,
+                self.amount
+            );
+            if fits(&first) {
+                return first;
+            }
+        }
+        format!("{} usable", self.amount)
+    }
+}
+
 /// Labels of the GPU lines inside the axis: lines closer than 4% of the
 /// axis share one label (so labels do not overlap), which names them all
-/// and gives the range of their usable memory. Returns `(text, at GB)`.
-fn line_labels(lines: &[(String, f64)], y_top: f64) -> Vec<(String, f64)> {
+/// and gives the range of their usable memory.
+fn line_labels(lines: &[(String, f64)], y_top: f64) -> Vec<LineLabel> {
     let mut sorted: Vec<&(String, f64)> = lines.iter().filter(|g| g.1 <= y_top).collect();
     sorted.sort_by(|a, b| a.1.total_cmp(&b.1));
     let mut groups: Vec<(Vec<&str>, f64, f64)> = Vec::new();
@@ -198,16 +237,22 @@ fn line_labels(lines: &[(String, f64)], y_top: f64) -> Vec<(String, f64)> {
     }
     groups
         .into_iter()
-        .map(|(names, lo, hi)| {
-            let amount = if hi - lo < 0.005 {
+        .map(|(names, lo, hi)| LineLabel {
+            names: names.into_iter().map(str::to_string).collect(),
+            amount: if hi - lo < 0.005 {
                 gb(lo)
             } else {
                 format!("{:.2}–{}", lo, gb(hi))
-            };
-            (format!("{}: {amount} usable", names.join(", ")), lo)
+            },
+            at: lo,
         })
         .collect()
 }
+
+/// Plots narrower than this (in CSS pixels) leave the component legend
+/// out: on a phone it would cover most of the curve, and the breakdown
+/// table under the chart names the same colours.
+const LEGEND_MIN_PLOT_WIDTH: f64 = 420.0;
 
 /// The length axis, linear or logarithmic, as one type: the drawing code,
 /// generic over the axis, is compiled once (half the chart's share of the
@@ -348,13 +393,20 @@ where
             )))
             .map_err(|e| err(&e))?;
     }
-    for (text, at) in line_labels(spec.gpu_lines, y_top) {
+    let (plot_x, _) = chart.plotting_area().get_pixel_range();
+    let plot_width = f64::from(plot_x.end - plot_x.start);
+    for label in line_labels(spec.gpu_lines, y_top) {
         let style = small
             .clone()
             .color(&limit)
             .pos(Pos::new(HPos::Right, VPos::Bottom));
+        let area = chart.plotting_area();
+        let text = label.fitted(|t| {
+            area.estimate_text_size(t, &style)
+                .is_ok_and(|(w, _)| f64::from(w) <= plot_width - 4.0 * s)
+        });
         chart
-            .draw_series(std::iter::once(Text::new(text, (x1, at), style)))
+            .draw_series(std::iter::once(Text::new(text, (x1, label.at), style)))
             .map_err(|e| err(&e))?;
     }
     if let Some((length, total)) = spec.marker {
@@ -393,7 +445,8 @@ where
             .label("measured")
             .legend(move |(x, y)| Circle::new((x + 5, y), 4, fg.stroke_width(2)));
     }
-    if !spec.bands.is_empty() || !spec.measured.is_empty() {
+    let legend_fits = plot_width >= LEGEND_MIN_PLOT_WIDTH * s;
+    if legend_fits && (!spec.bands.is_empty() || !spec.measured.is_empty()) {
         chart
             .configure_series_labels()
             .position(SeriesLabelPosition::UpperLeft)
@@ -490,13 +543,56 @@ mod tests {
             ("D".to_string(), 48.0),
             ("E".to_string(), 500.0),
         ];
+        let labels = line_labels(&lines, 100.0);
+        let texts: Vec<(String, f64)> = labels.iter().map(|l| (l.text(), l.at)).collect();
         assert_eq!(
-            line_labels(&lines, 100.0),
+            texts,
             vec![
                 ("A, B, C: 25.40–27.00 GB usable".to_string(), 25.4),
                 ("D: 48.00 GB usable".to_string(), 48.0)
             ]
         );
+        // Shortened to what fits: the first name and a count, then the amount.
+        assert_eq!(labels[0].fitted(|_| true), "A, B, C: 25.40–27.00 GB usable");
+        assert_eq!(
+            labels[0].fitted(|t| !t.contains(", ")),
+            "A +2 more: 25.40–27.00 GB usable"
+        );
+        assert_eq!(
+            labels[0].fitted(|t| !t.contains('A')),
+            "25.40–27.00 GB usable"
+        );
+        assert_eq!(labels[1].fitted(|_| false), "48.00 GB usable");
+    }
+
+    /// A phone-width chart keeps its GPU labels inside the plot and leaves
+    /// the legend to the breakdown table; a laptop-width one shows both.
+    #[test]
+    fn a_narrow_chart_shortens_labels_and_drops_the_legend() {
+        let curve = fake_curve(&lengths(128, 131_072, 64, true));
+        let b = bands(&curve);
+        let lines = vec![
+            ("NVIDIA H100 80GB HBM3".to_string(), 8.0),
+            ("NVIDIA A100-SXM4-80GB".to_string(), 8.05),
+        ];
+        let draw_at = |width: u32| {
+            let mut out = String::new();
+            {
+                let root = SVGBackend::with_string(&mut out, (width, 420)).into_drawing_area();
+                draw(&root, &spec(&curve, &b, &lines, &[], false)).unwrap();
+            }
+            out
+        };
+        let wide = draw_at(900);
+        assert!(
+            wide.contains("NVIDIA H100 80GB HBM3, NVIDIA A100-SXM4-80GB"),
+            "{wide}"
+        );
+        assert!(wide.contains(b[0].component.label()));
+        let narrow = draw_at(300);
+        assert!(!narrow.contains("NVIDIA A100-SXM4-80GB"), "{narrow}");
+        assert!(narrow.contains("usable"));
+        assert!(!narrow.contains(b[0].component.label()));
     }
 
     #[test]
