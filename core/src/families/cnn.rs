@@ -290,6 +290,14 @@ impl ConvCall {
 // tensors in place: no copy forward (512 B), and backward only the split-K
 // partial weight gradients below.
 
+/// See `ConvCall::halving_gemm_copies`: input channels, map edge and
+/// smallest batch measured to take the copies.
+pub const CUDNN_HALVING_1X1_CIN: u64 = 1024;
+/// See [`CUDNN_HALVING_1X1_CIN`].
+pub const CUDNN_HALVING_1X1_EDGE: u64 = 14;
+/// See [`CUDNN_HALVING_1X1_CIN`].
+pub const CUDNN_HALVING_1X1_MIN_BATCH: u64 = 64;
+
 /// 1x1 stride-1 convolutions on maps of this edge or smaller use the
 /// transforming kernels too (layer4 7x7 fp32: 32,113,152 B = 6,422,528 +
 /// 25,690,112; none at 14x14 and 16x16).
@@ -314,6 +322,22 @@ fn scaled(runtime: &RuntimeProfile, bytes: u64) -> u64 {
 }
 
 impl ConvCall {
+    /// A half-precision 1x1/1 convolution halving 1024 channels on 14x14
+    /// maps, at batch 64 or more: cuDNN picks a transforming kernel that
+    /// copies its input and output (ResNet-50's `layer4.0.conv1`, bf16:
+    /// 36.75, 74 and 148 MiB at batch 64, 128 and 256, none at batch 32 or
+    /// in fp32, where its 1024 -> 256 neighbours take none;
+    /// `measurements/h200-cudnn/conv_workspaces_resnet50_sweep.jsonl`, and
+    /// the trace `measurements/h200-generalization/trace-segments-14.jsonl`).
+    fn halving_gemm_copies(&self) -> bool {
+        self.k == 1
+            && self.dsize == 2
+            && self.cin == CUDNN_HALVING_1X1_CIN
+            && self.cout * 2 == self.cin
+            && self.out_hw == CUDNN_HALVING_1X1_EDGE
+            && self.batch >= CUDNN_HALVING_1X1_MIN_BATCH
+    }
+
     fn in_place_gemm(&self) -> bool {
         self.k == 1 && !self.strided() && self.out_hw > CUDNN_1X1_SMALL_EDGE
     }
@@ -343,7 +367,10 @@ impl ConvCall {
 /// for a 1x1/1 GEMM. Grouped (depthwise) convolutions take none (not
 /// measured; MobileNetV2 training matches the H200 without).
 pub fn forward_workspace(runtime: &RuntimeProfile, c: &ConvCall) -> u64 {
-    if c.groups > 1 || c.in_place_gemm() {
+    if c.groups > 1 {
+        return 0;
+    }
+    if c.in_place_gemm() && !c.halving_gemm_copies() {
         return 0;
     }
     if c.k == 1 && c.dsize == FP32 && c.in_hw >= CUDNN_FP32_1X1_STRIDED_INPUT_ONLY_EDGE {
