@@ -74,6 +74,28 @@ struct Node {
     scratch_per_input: bool,
 }
 
+impl Node {
+    /// A node named `name` producing `output`, with no inputs, saved
+    /// tensors, buffers or marks yet.
+    fn new(name: &'static str, layer: Option<u32>, output: Value) -> Node {
+        Node {
+            name,
+            layer,
+            inputs: [None; 3],
+            saved: [None; 4],
+            extra: None,
+            output,
+            backward_workspace: 0,
+            backward_scratch: [0; 2],
+            checkpoint: None,
+            gemm: None,
+            addition: false,
+            in_place: false,
+            scratch_per_input: false,
+        }
+    }
+}
+
 /// The order in which a matrix multiply's backward computes its gradients.
 /// PyTorch's generated autograd functions compute them in the alphabetical
 /// order of the argument names: `addmm(self=bias, mat1=input, mat2=weight.t())`
@@ -545,19 +567,9 @@ impl<'r> Graph<'r> {
         };
         if requires_grad {
             let mut node = Node {
-                name,
-                layer: self.layer,
-                inputs: [None; 3],
-                saved: [None; 4],
                 extra,
-                output: out,
                 backward_workspace,
-                backward_scratch: [0; 2],
-                checkpoint: None,
-                gemm: None,
-                addition: false,
-                in_place: false,
-                scratch_per_input: false,
+                ..Node::new(name, self.layer, out)
             };
             for (slot, &i) in node.inputs.iter_mut().zip(inputs) {
                 *slot = Some(i);
@@ -589,19 +601,9 @@ impl<'r> Graph<'r> {
             self.mark_saved(target);
             // Freed with the producer's node: attach as an extra hold.
             self.nodes.push(Node {
-                name,
-                layer: self.layer,
-                inputs: [None; 3],
                 saved: [Some(target), None, None, None],
-                extra: None,
-                output: target,
-                backward_workspace: 0,
-                backward_scratch: [0; 2],
-                checkpoint: None,
-                gemm: None,
-                addition: false,
                 in_place: true,
-                scratch_per_input: false,
+                ..Node::new(name, self.layer, target)
             });
         }
     }
@@ -615,19 +617,10 @@ impl<'r> Graph<'r> {
         }
         self.st_mut(target).requires_grad = true;
         self.nodes.push(Node {
-            name,
-            layer: self.layer,
             inputs: [Some(other), None, None],
-            saved: [None; 4],
-            extra: None,
-            output: target,
-            backward_workspace: 0,
-            backward_scratch: [0; 2],
-            checkpoint: None,
-            gemm: None,
             addition: true,
             in_place: true,
-            scratch_per_input: false,
+            ..Node::new(name, self.layer, target)
         });
     }
 
@@ -740,19 +733,10 @@ impl<'r> Graph<'r> {
         self.st_mut(output).requires_grad = true;
         self.retain(input);
         self.nodes.push(Node {
-            name: "checkpoint",
-            layer: self.layer,
             inputs: [Some(input), None, None],
             saved: [Some(input), None, None, None],
-            extra: None,
-            output,
-            backward_workspace: 0,
-            backward_scratch: [0; 2],
             checkpoint: Some(segment),
-            gemm: None,
-            addition: false,
-            in_place: false,
-            scratch_per_input: false,
+            ..Node::new("checkpoint", self.layer, output)
         });
     }
 
