@@ -145,7 +145,10 @@ struct Ctx {
     curve_for: StoredValue<Option<(CurveKey, RuntimeProfile)>>,
     curve_key: Memo<CurveKey>,
     bands: Memo<Vec<Band>>,
-    point: Memo<Result<Estimate, String>>,
+    /// The estimate at the chosen length (the last one computed).
+    point: RwSignal<Result<Estimate, String>>,
+    /// A newer estimate at the chosen length is being computed.
+    point_pending: RwSignal<bool>,
     measured: Memo<Vec<(u32, u64)>>,
     fit: RwSignal<Option<Vec<FitRow>>>,
     fit_pending: RwSignal<bool>,
@@ -163,6 +166,11 @@ type CurveKey = (
 /// points should take at most this long (judged by the first point);
 /// otherwise it comes in the background with progress shown.
 const SYNC_FIRST_CURVE_MS: f64 = 250.0;
+
+/// The estimate at the chosen length of a generation of more new tokens
+/// than this is computed in a worker, so that a long one (a million new
+/// tokens replays for seconds) never freezes the page.
+const SYNC_POINT_MAX_DECODE_STEPS: u32 = 2048;
 
 /// One computation of the fit table.
 struct FitJob {
@@ -317,6 +325,53 @@ pub fn App() -> impl IntoView {
             )
         })
     });
+    // The estimate at the chosen length. Created before the curve's effect
+    // so that a slow one is asked of a worker before the curve's shares.
+    let point_key = Memo::new(move |_| state.with(|s| (s.model.arch.clone(), s.workload.clone())));
+    // A long generation replays every decode step (a million new tokens
+    // take seconds): its estimate comes from a worker, the others at once.
+    let slow_job = |w: &Workload| {
+        w.mode == Mode::Inference
+            && w.inference.kind == InferenceKind::Generate
+            && w.inference.new_tokens > SYNC_POINT_MAX_DECODE_STEPS
+    };
+    let point = RwSignal::new(point_key.with_untracked(|(arch, w)| {
+        estimate(arch, w, &runtime.get_untracked()).map_err(|e| e.to_string())
+    }));
+    let point_pending = RwSignal::new(false);
+    let point_generation = StoredValue::new(0u64);
+    Effect::new(move |previous: Option<()>| {
+        let rt = runtime.get();
+        let (arch, w) = point_key.get();
+        point_generation.update_value(|g| *g += 1);
+        let mine = point_generation.get_value();
+        if previous.is_none() {
+            return;
+        }
+        let land = move |result: Result<Estimate, String>| {
+            point.set(result);
+            if point_pending.get_untracked() {
+                point_pending.set(false);
+            }
+        };
+        if !slow_job(&w) {
+            land(estimate(&arch, &w, &rt).map_err(|e| e.to_string()));
+            return;
+        }
+        if !point_pending.get_untracked() {
+            point_pending.set(true);
+        }
+        leptos::task::spawn_local(async move {
+            let wanted = move || point_generation.try_get_value() == Some(mine);
+            let length = w.length(arch.is_vision());
+            let answer = crate::workers::estimate_one(&arch, &w, &rt, length, wanted).await;
+            if let Some(result) = answer {
+                if wanted() {
+                    land(result);
+                }
+            }
+        });
+    });
     // The first curve is computed here, before the workers exist, when it
     // is quick (most take tens of ms); later ones, and a slow first one (a
     // generation of thousands of tokens replays every decode step), are
@@ -376,11 +431,6 @@ pub fn App() -> impl IntoView {
         });
     });
     let bands_memo = Memo::new(move |_| curve.with(bands));
-    let point_key = Memo::new(move |_| state.with(|s| (s.model.arch.clone(), s.workload.clone())));
-    let point = Memo::new(move |_| {
-        let rt = runtime.get();
-        point_key.with(|(arch, w)| estimate(arch, w, &rt).map_err(|e| e.to_string()))
-    });
     let measured = Memo::new(move |_| {
         let rt = runtime.get();
         let points = profile.with(|p| p.points.clone());
@@ -401,6 +451,7 @@ pub fn App() -> impl IntoView {
         curve_key,
         bands: bands_memo,
         point,
+        point_pending,
         measured,
         fit: fit_rows,
         fit_pending,
@@ -416,8 +467,14 @@ pub fn App() -> impl IntoView {
     Effect::new(move |_| {
         let (arch, w, margin) = fit_key.get();
         let rt = runtime.get();
-        let peak = point.with(|p| p.as_ref().ok().map(|e| e.driver_peak));
         generation.update_value(|g| *g += 1);
+        // The table needs the estimate at the chosen length: it waits for
+        // one still being computed (this effect runs again when it lands).
+        if point_pending.get() {
+            fit_pending.set(true);
+            return;
+        }
+        let peak = point.with(|p| p.as_ref().ok().map(|e| e.driver_peak));
         let job = Rc::new(FitJob {
             arch,
             workload: w,
@@ -1398,6 +1455,10 @@ fn ChartPanel(ctx: Ctx) -> impl IntoView {
         );
     };
     let export_json = move |_| {
+        // A newer estimate is still coming: its breakdown says so.
+        if ctx.point_pending.get_untracked() {
+            return;
+        }
         let link = page_url(&ctx.state.with_untracked(AppState::to_query));
         let rt = ctx.runtime.get_untracked();
         let text = ctx.point.with_untracked(|p| {
@@ -1537,10 +1598,21 @@ fn BreakdownPanel(ctx: Ctx) -> impl IntoView {
             <h2>"Breakdown at the chosen length"</h2>
             {move || {
                 let (length, label) = ctx.state.with(|s| (s.length(), defaults::length_label(&s.model.arch)));
-                match ctx.point.get() {
-                    Err(e) => view! {
-                        <p class="error" role="alert" data-testid="estimate-error">{e}</p>
-                    }.into_any(),
+                let point = if ctx.point_pending.get() {
+                    Err(None)
+                } else {
+                    ctx.point.get().map_err(Some)
+                };
+                match point {
+                    // The core's error, or a newer estimate still coming.
+                    Err(e) => {
+                        let (class, role, id) = match e {
+                            Some(_) => ("error", "alert", "estimate-error"),
+                            None => ("note", "status", "point-pending"),
+                        };
+                        let text = e.unwrap_or_else(|| "Computing the estimate at this length…".to_string());
+                        view! { <p class=class role=role data-testid=id>{text}</p> }.into_any()
+                    }
                     Ok(e) => {
                         let total = e.driver_peak;
                         let parts: Vec<_> = e.breakdown.iter().filter(|s| s.bytes.0 > 0).copied().collect();

@@ -67,6 +67,20 @@ thread_local! {
     static POOL: RefCell<Pool> = RefCell::new(Pool::default());
     static FALLBACKS: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
     static REPLACED: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+    static ANSWERED_ONE: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+    static STOPPED_ONE: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// Single-estimate workers stopped unheard because a newer input
+/// superseded their estimate (for the browser tests).
+pub fn stopped_one() -> u32 {
+    STOPPED_ONE.with(std::cell::Cell::get)
+}
+
+/// Single estimates ([`estimate_one`]) a worker answered since the page
+/// loaded (for the browser tests).
+pub fn answered_one() -> u32 {
+    ANSWERED_ONE.with(std::cell::Cell::get)
 }
 
 /// Workers replaced by [`cancel_busy`] since the page loaded (for the
@@ -176,7 +190,7 @@ fn on_message(i: usize, event: MessageEvent) {
         return;
     }
     if let Some(reason) = field("failed").as_string() {
-        web_sys::console::warn_1(&format!("curve worker {i} stopped: {reason}").into());
+        web_sys::console::warn_2(&"a curve worker stopped:".into(), &reason.into());
         kill(i);
         return;
     }
@@ -317,14 +331,20 @@ fn request(i: usize, request: &str) -> (Promise, u32) {
             worker = p.slots.get(i).map(|s| s.worker.clone());
         });
     });
-    let message = js_sys::Object::new();
-    let _ = Reflect::set(&message, &"id".into(), &JsValue::from(id));
-    let _ = Reflect::set(&message, &"request".into(), &JsValue::from_str(request));
+    let message = request_message(id, request);
     // A request that cannot be posted is answered at once with an error.
     if worker.is_none_or(|w| w.post_message(&message).is_err()) {
         kill(i);
     }
     (promise, id)
+}
+
+/// The message a worker's script answers: `{ id, request }`.
+fn request_message(id: u32, request: &str) -> js_sys::Object {
+    let message = js_sys::Object::new();
+    let _ = Reflect::set(&message, &"id".into(), &JsValue::from(id));
+    let _ = Reflect::set(&message, &"request".into(), &JsValue::from_str(request));
+    message
 }
 
 /// Stops worker `i` if request `id` is still unanswered after `patience`.
@@ -395,6 +415,118 @@ async fn own_share(
         ));
     }
     Some(out)
+}
+
+/// The estimate at `length`, from a worker of its own (the page stays
+/// responsive through a slow one: a generation of a million new tokens
+/// replays for seconds), stopped as soon as the estimate is no longer
+/// `wanted` (`None` then). The curve's workers are left to the curve. Where
+/// no worker can start, it is computed on this thread once the browser has
+/// drawn the pending state.
+pub async fn estimate_one(
+    arch: &Architecture,
+    workload: &Workload,
+    runtime: &RuntimeProfile,
+    length: u32,
+    wanted: impl Fn() -> bool,
+) -> Option<PointResult> {
+    let script = POOL.with(|p| p.borrow().script_url.clone());
+    if let Some(script) = script {
+        let text = ShareRequest {
+            arch: arch.clone(),
+            workload: workload.clone(),
+            runtime: runtime.clone(),
+            lengths: vec![length],
+        }
+        .to_json();
+        match one_off(&script, &text, &wanted).await {
+            None => return None,
+            Some(Ok(mut results)) => {
+                ANSWERED_ONE.with(|n| n.set(n.get() + 1));
+                return results.pop();
+            }
+            Some(Err(e)) => {
+                FALLBACKS.with(|f| f.set(f.get() + 1));
+                web_sys::console::warn_1(&e.into());
+            }
+        }
+    }
+    yield_to_browser().await;
+    if !wanted() {
+        return None;
+    }
+    let mut replay = headroom_core::trace::Replay::new(runtime.allocator, None);
+    Some(curve::estimate_point(
+        &mut replay,
+        arch,
+        workload,
+        runtime,
+        length,
+    ))
+}
+
+/// Starts a worker from `script`, asks it `request` once it has loaded,
+/// and stops it when it has answered or the answer is no longer `wanted`
+/// (`None`).
+async fn one_off(
+    script: &str,
+    request: &str,
+    wanted: &impl Fn() -> bool,
+) -> Option<Result<Vec<PointResult>, String>> {
+    #[derive(Default)]
+    struct Inbox {
+        answer: Option<String>,
+        failed: Option<String>,
+    }
+    let inbox = std::rc::Rc::new(RefCell::new(Inbox::default()));
+    let options = WorkerOptions::new();
+    options.set_type(WorkerType::Module);
+    let Ok(worker) = Worker::new_with_options(script, &options) else {
+        return Some(Err(String::from("no worker")));
+    };
+    let on_message = {
+        let (inbox, worker, request) = (inbox.clone(), worker.clone(), request.to_string());
+        Closure::<dyn FnMut(MessageEvent)>::new(move |event: MessageEvent| {
+            let data = event.data();
+            let field =
+                |name: &str| Reflect::get(&data, &name.into()).unwrap_or(JsValue::UNDEFINED);
+            let mut inbox = inbox.borrow_mut();
+            if field("ready").is_truthy() {
+                let message = request_message(0, &request);
+                if worker.post_message(&message).is_err() {
+                    inbox.failed = Some(String::from("no worker"));
+                }
+            } else if let Some(out) = field("out").as_string() {
+                inbox.answer = Some(out);
+            } else if let Some(reason) = field("failed").as_string() {
+                inbox.failed = Some(reason);
+            }
+        })
+    };
+    // A module that fails to load or a trapped instance says so in a
+    // `failed` message (the worker script's try/catch).
+    worker.set_onmessage(Some(on_message.as_ref().unchecked_ref()));
+    let outcome = loop {
+        if !wanted() {
+            STOPPED_ONE.with(|n| n.set(n.get() + 1));
+            break None;
+        }
+        let (answer, failed) = {
+            let mut inbox = inbox.borrow_mut();
+            (inbox.answer.take(), inbox.failed.take())
+        };
+        if let Some(text) = answer {
+            break Some(read_share(&text, 1));
+        }
+        if let Some(e) = failed {
+            break Some(Err(e));
+        }
+        sleep_ms(20).await;
+    };
+    worker.terminate();
+    worker.set_onmessage(None);
+    drop(on_message);
+    outcome
 }
 
 /// The curve over `lengths`, shared between the ready workers and this
@@ -475,7 +607,7 @@ pub async fn curve(
             Err(_) if !wanted() => return CurveData::default(),
             Err(e) => {
                 FALLBACKS.with(|f| f.set(f.get() + 1));
-                web_sys::console::warn_1(&format!("{e}; computing its share here").into());
+                web_sys::console::warn_2(&"computing a worker's share here:".into(), &e.into());
                 let part = own_share(arch, workload, runtime, &mine, &wanted, &progress).await;
                 progress(None);
                 match part {

@@ -514,4 +514,72 @@ async fn a_link_to_a_slow_curve_opens_without_waiting_for_it() {
     }
     assert_eq!(page.chart_attr("data-points"), 256, "the curve arrived");
     assert!(page.find("curve-progress").is_none());
+    // The estimate at the chosen length is there too.
+    wait_until("the estimate", || page.find("point-pending").is_none()).await;
+    assert!(!page.text("peak-total").is_empty());
+}
+
+/// The estimate at the chosen length of a long generation is computed off
+/// the page's thread, in a worker of its own: the breakdown says it is
+/// coming (and the JSON export waits for it), then the estimate arrives; a
+/// superseded one's worker is stopped.
+#[wasm_bindgen_test]
+async fn a_slow_estimate_is_computed_off_the_page_thread() {
+    // A short prompt: the decode steps decide the peak.
+    let page = Page::open("model=llama-3.2-1b").await;
+    page.type_in("seq-len", "128");
+    settle().await;
+    let before = page.text("breakdown-table");
+    assert!(!before.is_empty());
+    let answered = headroom_web::workers::answered_one();
+    page.type_in("new-tokens", "4096");
+    // The input's effects run; no worker message can be handled yet.
+    for _ in 0..3 {
+        leptos::task::tick().await;
+    }
+    assert!(page.find("point-pending").is_some(), "no pending note");
+    // Exporting the estimate waits for it (no stale estimate with new inputs).
+    let exported = last_export().map(|e| e.1);
+    page.click("export-json");
+    assert_eq!(last_export().map(|e| e.1), exported);
+    wait_until("the estimate", || page.find("point-pending").is_none()).await;
+    let after = page.text("breakdown-table");
+    assert!(!after.is_empty() && after != before, "{before} -> {after}");
+    page.click("export-json");
+    let (_, json) = last_export().expect("an export");
+    assert!(json.contains("\"new_tokens\": 4096"), "{json}");
+    if window().navigator().hardware_concurrency() > 1.0 {
+        assert_eq!(
+            headroom_web::workers::answered_one(),
+            answered + 1,
+            "a worker answered"
+        );
+    }
+    // A slower one, superseded at once: its worker is stopped, unheard.
+    let stopped = headroom_web::workers::stopped_one();
+    page.type_in("new-tokens", "131072");
+    for _ in 0..3 {
+        leptos::task::tick().await;
+    }
+    assert!(page.find("point-pending").is_some(), "no pending note");
+    // Back to a quick job: its estimate and curve replace the slow ones.
+    page.type_in("new-tokens", "16");
+    wait_until("the quick estimate", || {
+        page.find("point-pending").is_none() && page.text("breakdown-table") == before
+    })
+    .await;
+    if window().navigator().hardware_concurrency() > 1.0 {
+        assert_eq!(
+            headroom_web::workers::stopped_one(),
+            stopped + 1,
+            "the superseded estimate's worker was stopped"
+        );
+    }
+    for _ in 0..3000 {
+        if page.find("curve-progress").is_none() && page.chart_attr("data-points") == 256 {
+            break;
+        }
+        sleep(20).await;
+    }
+    assert!(page.find("curve-progress").is_none());
 }
