@@ -325,8 +325,7 @@ pub fn App() -> impl IntoView {
             )
         })
     });
-    // The estimate at the chosen length. Created before the curve's effect
-    // so that a slow one is asked of a worker before the curve's shares.
+    // The estimate at the chosen length.
     let point_key = Memo::new(move |_| state.with(|s| (s.model.arch.clone(), s.workload.clone())));
     // A long generation replays every decode step (a million new tokens
     // take seconds): its estimate comes from a worker, the others at once.
@@ -335,17 +334,24 @@ pub fn App() -> impl IntoView {
             && w.inference.kind == InferenceKind::Generate
             && w.inference.new_tokens > SYNC_POINT_MAX_DECODE_STEPS
     };
-    let point = RwSignal::new(point_key.with_untracked(|(arch, w)| {
-        estimate(arch, w, &runtime.get_untracked()).map_err(|e| e.to_string())
-    }));
-    let point_pending = RwSignal::new(false);
+    // A quick first estimate is there for the first paint; a slow one (a
+    // shared link to a long generation) comes from a worker after it.
+    let first_slow = point_key.with_untracked(|(_, w)| slow_job(w));
+    let point = RwSignal::new(if first_slow {
+        Err(String::new())
+    } else {
+        point_key.with_untracked(|(arch, w)| {
+            estimate(arch, w, &runtime.get_untracked()).map_err(|e| e.to_string())
+        })
+    });
+    let point_pending = RwSignal::new(first_slow);
     let point_generation = StoredValue::new(0u64);
     Effect::new(move |previous: Option<()>| {
         let rt = runtime.get();
         let (arch, w) = point_key.get();
         point_generation.update_value(|g| *g += 1);
         let mine = point_generation.get_value();
-        if previous.is_none() {
+        if previous.is_none() && !first_slow {
             return;
         }
         let land = move |result: Result<Estimate, String>| {
