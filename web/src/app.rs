@@ -495,7 +495,24 @@ pub fn App() -> impl IntoView {
             pending: fit_pending,
         });
         fit_pending.set(true);
-        fit_step(job, true);
+        if !slow_job(&job.workload) {
+            fit_step(job, true);
+            return;
+        }
+        // A long generation's table (seconds to minutes of probes) comes
+        // from a worker of its own; where none answers, from this thread.
+        leptos::task::spawn_local(async move {
+            let wanted = || job.generation.try_get_value() == Some(job.mine);
+            let (arch, w, rt) = (&job.arch, &job.workload, &job.runtime);
+            match crate::workers::fit_rows(arch, w, rt, job.peak, job.margin, wanted).await {
+                Some(Ok(rows)) if wanted() => {
+                    job.out.set(Some(rows));
+                    job.pending.set(false);
+                }
+                Some(Err(_)) if wanted() => fit_step(job, true),
+                _ => {}
+            }
+        });
     });
 
     // The URL follows the state (debounced: browsers throttle history calls).

@@ -81,6 +81,9 @@ pub struct ShareRequest {
     pub runtime: RuntimeProfile,
     /// The lengths to estimate.
     pub lengths: Vec<u32>,
+    /// Asks for the GPU table instead (`fit::rows` at the workload as set,
+    /// with this fragmentation margin in percent; `fit::encode_rows`).
+    pub fit_margin: Option<u32>,
 }
 
 impl ShareRequest {
@@ -92,6 +95,7 @@ impl ShareRequest {
             "workload": self.workload,
             "runtime": self.runtime,
             "lengths": self.lengths,
+            "fit_margin": self.fit_margin,
         })
         .to_string()
     }
@@ -115,11 +119,16 @@ impl ShareRequest {
                     .ok_or("`lengths`: not a length")
             })
             .collect::<Result<Vec<u32>, _>>()?;
+        let fit_margin = v
+            .get("fit_margin")
+            .and_then(Value::as_u64)
+            .map(|m| m.min(u64::from(crate::defaults::MAX_MARGIN_PCT)) as u32);
         Ok(ShareRequest {
             arch,
             workload,
             runtime,
             lengths,
+            fit_margin,
         })
     }
 }
@@ -129,12 +138,21 @@ impl ShareRequest {
 /// read (what the page's worker threads run).
 pub fn answer_share(request: &str) -> String {
     match ShareRequest::from_json(request) {
-        Ok(r) => encode_results(&estimate_lengths(
-            &r.arch,
-            &r.workload,
-            &r.runtime,
-            &r.lengths,
-        )),
+        Ok(r) => match r.fit_margin {
+            Some(margin) => crate::fit::encode_rows(&crate::fit::rows(
+                &r.arch,
+                &r.workload,
+                &r.runtime,
+                None,
+                margin,
+            )),
+            None => encode_results(&estimate_lengths(
+                &r.arch,
+                &r.workload,
+                &r.runtime,
+                &r.lengths,
+            )),
+        },
         Err(e) => format!("E worker request: {e}\n"),
     }
 }
@@ -443,6 +461,7 @@ pub(crate) mod tests {
                 workload: s.workload.clone(),
                 runtime: rt.clone(),
                 lengths: lengths.clone(),
+                fit_margin: None,
             };
             let json = request.to_json();
             assert_eq!(ShareRequest::from_json(&json).unwrap(), request, "{}", p.id);
@@ -454,6 +473,28 @@ pub(crate) mod tests {
                 p.id
             );
         }
+    }
+
+    /// A GPU-table request answers with the table this thread computes.
+    #[test]
+    fn a_fit_request_through_json_gives_the_same_table() {
+        let rt = RuntimeProfile::h200();
+        let p = headroom_core::presets::find("gpt2").unwrap();
+        let s = crate::state::AppState::for_model(p.model());
+        let request = ShareRequest {
+            arch: p.arch.clone(),
+            workload: s.workload.clone(),
+            runtime: rt.clone(),
+            lengths: Vec::new(),
+            fit_margin: Some(15),
+        };
+        let json = request.to_json();
+        assert_eq!(ShareRequest::from_json(&json).unwrap(), request);
+        let peak = Some(headroom_core::Bytes(5_000_000_000));
+        assert_eq!(
+            crate::fit::decode_rows(&answer_share(&json), peak, 15).unwrap(),
+            crate::fit::rows(&p.arch, &s.workload, &rt, peak, 15)
+        );
     }
 
     /// Every workload option the page can set survives the trip to a
@@ -515,6 +556,7 @@ pub(crate) mod tests {
                 workload: w,
                 runtime: runtime.clone(),
                 lengths: vec![128, 4096],
+                fit_margin: None,
             };
             assert_eq!(
                 ShareRequest::from_json(&request.to_json()),

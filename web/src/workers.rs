@@ -430,26 +430,19 @@ pub async fn estimate_one(
     length: u32,
     wanted: impl Fn() -> bool,
 ) -> Option<PointResult> {
-    let script = POOL.with(|p| p.borrow().script_url.clone());
-    if let Some(script) = script {
-        let text = ShareRequest {
-            arch: arch.clone(),
-            workload: workload.clone(),
-            runtime: runtime.clone(),
-            lengths: vec![length],
-        }
-        .to_json();
-        match one_off(&script, &text, &wanted).await {
-            None => return None,
-            Some(Ok(mut results)) => {
-                ANSWERED_ONE.with(|n| n.set(n.get() + 1));
-                return results.pop();
-            }
-            Some(Err(e)) => {
-                FALLBACKS.with(|f| f.set(f.get() + 1));
-                web_sys::console::warn_1(&e.into());
-            }
-        }
+    let request = ShareRequest {
+        arch: arch.clone(),
+        workload: workload.clone(),
+        runtime: runtime.clone(),
+        lengths: vec![length],
+        fit_margin: None,
+    };
+    match ask_alone(&request, &wanted).await? {
+        Ok(text) => match read_share(&text, 1) {
+            Ok(mut results) => return results.pop(),
+            Err(e) => note_fallback(e),
+        },
+        Err(e) => note_fallback(e),
     }
     yield_to_browser().await;
     if !wanted() {
@@ -465,14 +458,57 @@ pub async fn estimate_one(
     ))
 }
 
+/// The GPU table (`fit::rows` for `driver_peak` and `margin_pct`) from a
+/// worker of its own, stopped once no longer `wanted` (`None`); an error
+/// when no worker could answer (the caller computes it itself).
+pub async fn fit_rows(
+    arch: &Architecture,
+    workload: &Workload,
+    runtime: &RuntimeProfile,
+    driver_peak: Option<headroom_core::Bytes>,
+    margin_pct: u32,
+    wanted: impl Fn() -> bool,
+) -> Option<Result<Vec<crate::fit::FitRow>, String>> {
+    let request = ShareRequest {
+        arch: arch.clone(),
+        workload: workload.clone(),
+        runtime: runtime.clone(),
+        lengths: Vec::new(),
+        fit_margin: Some(margin_pct),
+    };
+    let answer = ask_alone(&request, &wanted).await?;
+    Some(answer.and_then(|text| crate::fit::decode_rows(&text, driver_peak, margin_pct)))
+}
+
+fn note_fallback(e: String) {
+    FALLBACKS.with(|f| f.set(f.get() + 1));
+    web_sys::console::warn_1(&e.into());
+}
+
+/// `request` answered by a worker of its own (the page's module), counted
+/// in [`answered_one`]; `None` once no longer `wanted`.
+async fn ask_alone(
+    request: &ShareRequest,
+    wanted: &impl Fn() -> bool,
+) -> Option<Result<String, String>> {
+    let Some(script) = POOL.with(|p| p.borrow().script_url.clone()) else {
+        return Some(Err(String::from("no worker")));
+    };
+    let answer = one_off(&script, &request.to_json(), wanted).await?;
+    if answer.is_ok() {
+        ANSWERED_ONE.with(|n| n.set(n.get() + 1));
+    }
+    Some(answer)
+}
+
 /// Starts a worker from `script`, asks it `request` once it has loaded,
-/// and stops it when it has answered or the answer is no longer `wanted`
-/// (`None`).
+/// and stops it when it has answered (its text) or the answer is no longer
+/// `wanted` (`None`).
 async fn one_off(
     script: &str,
     request: &str,
     wanted: &impl Fn() -> bool,
-) -> Option<Result<Vec<PointResult>, String>> {
+) -> Option<Result<String, String>> {
     #[derive(Default)]
     struct Inbox {
         answer: Option<String>,
@@ -516,7 +552,7 @@ async fn one_off(
             (inbox.answer.take(), inbox.failed.take())
         };
         if let Some(text) = answer {
-            break Some(read_share(&text, 1));
+            break Some(Ok(text));
         }
         if let Some(e) = failed {
             break Some(Err(e));
@@ -574,6 +610,7 @@ pub async fn curve(
             workload: workload.with_length(vision, stand_in),
             runtime: runtime.clone(),
             lengths: mine.clone(),
+            fit_margin: None,
         }
         .to_json();
         let (promise, id) = request(worker, &text);

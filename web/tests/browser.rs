@@ -148,6 +148,10 @@ impl Page {
             .unwrap_or(0)
     }
 
+    fn fit_done(&self) -> bool {
+        self.get("gpu-table").get_attribute("aria-busy").as_deref() == Some("false")
+    }
+
     async fn fit_table(&self) -> String {
         wait_until("the GPU table", || {
             self.get("gpu-table").get_attribute("aria-busy").as_deref() == Some("false")
@@ -554,9 +558,8 @@ async fn a_slow_estimate_is_computed_off_the_page_thread() {
     let (_, json) = last_export().expect("an export");
     assert!(json.contains("\"new_tokens\": 4096"), "{json}");
     if window().navigator().hardware_concurrency() > 1.0 {
-        assert_eq!(
-            headroom_web::workers::answered_one(),
-            answered + 1,
+        assert!(
+            headroom_web::workers::answered_one() > answered,
             "a worker answered"
         );
     }
@@ -574,9 +577,8 @@ async fn a_slow_estimate_is_computed_off_the_page_thread() {
     })
     .await;
     if window().navigator().hardware_concurrency() > 1.0 {
-        assert_eq!(
-            headroom_web::workers::stopped_one(),
-            stopped + 1,
+        assert!(
+            headroom_web::workers::stopped_one() > stopped,
             "the superseded estimate's worker was stopped"
         );
     }
@@ -587,4 +589,35 @@ async fn a_slow_estimate_is_computed_off_the_page_thread() {
         sleep(20).await;
     }
     assert!(page.find("curve-progress").is_none());
+}
+
+/// A long generation's GPU table comes from a worker of its own: the page
+/// stays responsive (this test's polling runs) and the whole table lands
+/// at once, as the page's thread would have computed it.
+#[wasm_bindgen_test]
+async fn a_slow_gpu_table_is_computed_off_the_page_thread() {
+    let answered = headroom_web::workers::answered_one();
+    let page = Page::open("model=gpt2&seq_len=128&inference.new_tokens=2100").await;
+    let mut longest_gap: f64 = 0.0;
+    let mut last = perf::now();
+    for _ in 0..6000 {
+        if page.fit_done() {
+            break;
+        }
+        sleep(20).await;
+        longest_gap = longest_gap.max(perf::now() - last);
+        last = perf::now();
+    }
+    assert!(page.fit_done(), "the GPU table never arrived");
+    assert!(
+        page.find("fit-h200").is_some(),
+        "{}",
+        page.text("gpu-table")
+    );
+    if window().navigator().hardware_concurrency() > 1.0 {
+        assert!(headroom_web::workers::answered_one() > answered);
+        console_log!(
+            "GPU table of a 2,100-token generation: longest wait between polls {longest_gap:.0} ms"
+        );
+    }
 }
