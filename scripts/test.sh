@@ -60,6 +60,9 @@ if [ "$TOTAL" -gt "$BUNDLE_LIMIT" ]; then
 fi
 
 section "screenshot of the served page (screenshots/calculator.png)"
+# screenshots/ is ignored by git: a test run changes no tracked file. The
+# README's picture (docs/images/calculator.png) is taken on purpose with
+# scripts/screenshot.sh, which uses the same Chromium flags.
 PORT="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
 python3 -m http.server "$PORT" --bind 127.0.0.1 --directory dist >/dev/null 2>&1 &
 SERVER_PID=$!
