@@ -1,5 +1,5 @@
 #!/bin/bash
-# The real run of issue 5 on the H200 device box, in one call:
+# The first collector run on an H200 machine (probe, run, fit, GPU tests), in one call:
 #   bash calibration/runs/run-h200.sh
 # Needs the release collector and its GPU-test binary in .collector-bin/
 # (built on the workstation: x86-64 glibc). Writes everything under $OUT.

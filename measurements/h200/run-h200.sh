@@ -1,5 +1,5 @@
 #!/bin/bash
-# Runs headroom_measure.py stages on the H200 device box, writing under $OUT.
+# Runs headroom_measure.py stages on an H200 machine, writing under $OUT.
 # usage: bash measurements/h200/run-h200.sh BUDGET_SECONDS STAGE...
 #   stages: probes | validation | snapshots | validation:FILE | snapshots:FILE
 # Every stage writes its results incrementally; the budget bounds the whole run.
