@@ -2,7 +2,7 @@
 """headroom_measure: measure the peak GPU memory of one PyTorch workload.
 
 The numbers it writes are those of the calibration format
-(shared/calibration/README.md): one JSON object per case with `case`,
+(docs/spec.md, "The measurement case"): one JSON object per case with `case`,
 `model`, `params`, `weight_bytes`, `workload`, `runtime` and `measured`:
 
   measured.alloc_peak      torch.cuda.max_memory_allocated() over the case
@@ -57,7 +57,7 @@ Modes
     The increment of a step over the previous one in its chain, minus the
     increment of torch's reserved bytes, is the cost outside the allocator.
 
-Workload format: see shared/calibration/README.md. Accepted extras:
+Workload format: see docs/spec.md. Accepted extras:
 training.lora {rank|r, alpha|lora_alpha, target_modules, dropout},
 training.optimizer adamw|sgd|adafactor (training.momentum, default 0.9 for
 sgd), training.precision amp_bf16|amp_fp16|bf16|fp16|fp32.
@@ -80,7 +80,7 @@ EXIT_OK, EXIT_ERROR, EXIT_UNSUPPORTED, EXIT_OOM = 0, 1, 2, 3
 MiB = 1 << 20
 
 # ----------------------------------------------------------------------------
-# Presets (shared/calibration/README.md, "Presets")
+# Presets (docs/spec.md, "Presets")
 # ----------------------------------------------------------------------------
 
 # ESM-2's vocabulary: <pad> = 1, <mask> = 32 (EsmConfig has no default; the
