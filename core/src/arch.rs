@@ -1,13 +1,12 @@
 //! Architectures: the shapes that decide which tensors a run allocates.
 
 use crate::error::Error;
+use crate::keys::keyed;
 use alloc::format;
 use alloc::string::String;
 
 /// Numeric formats of weights, activations and caches.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
-#[cfg_attr(feature = "serde", serde(rename_all = "lowercase"))]
 pub enum Dtype {
     /// 32-bit float.
     Fp32,
@@ -49,15 +48,19 @@ impl Dtype {
         matches!(self, Dtype::Fp32 | Dtype::Fp16 | Dtype::Bf16)
     }
 
-    /// The name used in specs and URLs.
+    /// The name used in specs and URLs: the same as [`Dtype::key`].
     pub fn name(self) -> &'static str {
-        match self {
-            Dtype::Fp32 => "fp32",
-            Dtype::Fp16 => "fp16",
-            Dtype::Bf16 => "bf16",
-            Dtype::Int8 => "int8",
-            Dtype::Int4 => "int4",
-        }
+        self.key()
+    }
+}
+
+keyed! {
+    Dtype {
+        Fp32 => "fp32",
+        Fp16 => "fp16",
+        Bf16 => "bf16",
+        Int8 => "int8",
+        Int4 => "int4",
     }
 }
 

@@ -34,6 +34,7 @@ pub mod gpus;
 pub mod graph;
 #[cfg(feature = "serde")]
 pub mod hf_config;
+pub mod keys;
 pub mod presets;
 pub mod runtime;
 pub mod search;

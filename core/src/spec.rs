@@ -4,14 +4,20 @@
 //! (`{"family": "decoder", "hidden_size": ...}`, the serde form of
 //! [`Architecture`]), or `{"hf_config": {...}}` holding a Hugging Face
 //! `config.json`. `workload` and `runtime` are the objects of a measurement
-//! case in `shared/calibration`; a measured case can be fed unchanged
-//! (its other fields are ignored).
+//! case in `measurements/public/`; a measured case can be fed unchanged
+//! (its other fields are ignored). Workload words (modes, dtypes, kernels,
+//! optimizers, precisions, ...) are read by their enum's `from_key`
+//! ([`crate::keys`]).
 
+use crate::arch::Dtype;
 use crate::arch::{Architecture, Model};
 use crate::error::Error;
+use crate::keys::one_of;
 use crate::presets;
 use crate::runtime::RuntimeProfile;
-use crate::workload::{Optimizer, Workload};
+use crate::workload::{
+    Attention, InferenceKind, LoadPath, Logits, Mode, Optimizer, Precision, Workload,
+};
 use alloc::format;
 use alloc::string::{String, ToString};
 use serde_json::{Map, Value};
@@ -74,7 +80,7 @@ fn weights_and_resident(obj: &Map<String, Value>) -> Option<(u64, u64)> {
     Some((weights, resident))
 }
 
-/// A measured case (the `shared/calibration` format) says what its process
+/// A measured case (the `measurements/public/` format) says what its process
 /// held when it started: `measured.resident_before` bytes against the
 /// model's `weight_bytes`. The harness keeps one optimizer per model, so a
 /// training case that starts with more than 1.5x its weights resident
@@ -265,7 +271,56 @@ fn object<'a>(value: &'a Value, name: &str) -> Result<&'a Map<String, Value>, Er
         .ok_or_else(|| Error::invalid(name, "is not a JSON object", "an object"))
 }
 
+/// A workload word: a string that `from_key` knows, named in the error by
+/// its field and the keys it accepts (`allowed`, else `keys` as prose).
+fn key_field<T>(
+    map: &Map<String, Value>,
+    prefix: &str,
+    key: &str,
+    from_key: fn(&str) -> Option<T>,
+    keys: &[&str],
+    allowed: Option<&str>,
+) -> Result<Option<T>, Error> {
+    let allowed = || allowed.map_or_else(|| one_of(keys), String::from);
+    match map.get(key) {
+        None => Ok(None),
+        Some(Value::String(word)) => match from_key(word) {
+            Some(value) => Ok(Some(value)),
+            None => Err(Error::invalid(
+                &format!("{prefix}.{key}"),
+                format!("unknown {key} `{word}`"),
+                &allowed(),
+            )),
+        },
+        Some(_) => Err(Error::invalid(
+            &format!("{prefix}.{key}"),
+            "is not a string",
+            &allowed(),
+        )),
+    }
+}
+
+/// A dtype field; `nullable` accepts `null` (read as `Some(None)`).
+fn dtype_field(
+    map: &Map<String, Value>,
+    prefix: &str,
+    key: &str,
+    nullable: bool,
+    keys: &[&str],
+) -> Result<Option<Option<Dtype>>, Error> {
+    if nullable && matches!(map.get(key), Some(Value::Null)) {
+        return Ok(Some(None));
+    }
+    let allowed = if nullable {
+        format!("null, {}", one_of(keys))
+    } else {
+        one_of(keys)
+    };
+    Ok(key_field(map, prefix, key, Dtype::from_key, keys, Some(&allowed))?.map(Some))
+}
+
 const OPTIMIZERS: &str = "\"adamw\", \"sgd\" (momentum 0.9; `momentum: 0` for plain SGD), \"sgd_plain\" or \"adafactor\"";
+const FLOAT_DTYPES: &[&str] = &["fp32", "fp16", "bf16"];
 
 /// Parses the `workload` field, naming each bad field.
 pub fn parse_workload(value: Option<&Value>) -> Result<Workload, Error> {
@@ -274,7 +329,8 @@ pub fn parse_workload(value: Option<&Value>) -> Result<Workload, Error> {
     let map = object(value, "workload")?;
     let mut w = Workload::default();
     const INT: &str = "a positive integer";
-    if let Some(mode) = field(map, "workload", "mode", "\"inference\" or \"training\"")? {
+    let p = "workload";
+    if let Some(mode) = key_field(map, p, "mode", Mode::from_key, Mode::KEYS, None)? {
         w.mode = mode;
     }
     if let Some(batch) = field::<u64>(map, "workload", "batch", "an integer from 1 to 65536")? {
@@ -298,27 +354,38 @@ pub fn parse_workload(value: Option<&Value>) -> Result<Workload, Error> {
         }
         w.image_size = size.map(|s| s as u32);
     }
-    if let Some(dtype) = field(map, "workload", "dtype", "fp32, fp16, bf16, int8 or int4")? {
+    if let Some(Some(dtype)) = dtype_field(map, p, "dtype", false, Dtype::KEYS)? {
         w.dtype = dtype;
     }
-    if let Some(attention) = field(map, "workload", "attention", "\"sdpa\" or \"eager\"")? {
+    let attention = key_field(
+        map,
+        p,
+        "attention",
+        Attention::from_key,
+        Attention::KEYS,
+        None,
+    )?;
+    if let Some(attention) = attention {
         w.attention = attention;
     }
-    if let Some(load) = field(
-        map,
-        "workload",
-        "load",
-        "\"compact\" or \"build_then_cast\"",
-    )? {
+    if let Some(load) = key_field(map, p, "load", LoadPath::from_key, LoadPath::KEYS, None)? {
         w.load = load;
     }
     if let Some(v) = map.get("inference") {
         let m = object(v, "workload.inference")?;
         let p = "workload.inference";
-        if let Some(kind) = field(m, p, "kind", "\"generate\" or \"forward\"")? {
+        let kind = key_field(
+            m,
+            p,
+            "kind",
+            InferenceKind::from_key,
+            InferenceKind::KEYS,
+            None,
+        )?;
+        if let Some(kind) = kind {
             w.inference.kind = kind;
         }
-        if let Some(logits) = field(m, p, "logits", "\"last\", \"all\" or \"none\"")? {
+        if let Some(logits) = key_field(m, p, "logits", Logits::from_key, Logits::KEYS, None)? {
             w.inference.logits = logits;
         }
         if let Some(kv) = field(m, p, "kv_cache", "true or false")? {
@@ -333,27 +400,23 @@ pub fn parse_workload(value: Option<&Value>) -> Result<Workload, Error> {
             )?;
             w.inference.new_tokens = n as u32;
         }
-        if let Some(kv) = field(m, p, "kv_dtype", "null, fp32, fp16, bf16, int8 or int4")? {
+        if let Some(kv) = dtype_field(m, p, "kv_dtype", true, Dtype::KEYS)? {
             w.inference.kv_dtype = kv;
         }
     }
     if let Some(v) = map.get("training") {
         let m = object(v, "workload.training")?;
         let p = "workload.training";
-        if let Some(o) = field::<String>(m, p, "optimizer", OPTIMIZERS)? {
-            w.training.optimizer = match o.as_str() {
-                "adamw" => Optimizer::Adamw,
-                "sgd" | "sgd_momentum" => Optimizer::SgdMomentum,
-                "sgd_plain" => Optimizer::Sgd,
-                "adafactor" => Optimizer::Adafactor,
-                other => {
-                    return Err(Error::invalid(
-                        "workload.training.optimizer",
-                        format!("unknown optimizer `{other}`"),
-                        OPTIMIZERS,
-                    ))
-                }
-            };
+        let optimizer = key_field(
+            m,
+            p,
+            "optimizer",
+            Optimizer::from_key,
+            Optimizer::KEYS,
+            Some(OPTIMIZERS),
+        )?;
+        if let Some(optimizer) = optimizer {
+            w.training.optimizer = optimizer;
         }
         // `"sgd"` is SGD with momentum (0.9) as the measurement format
         // describes it; `"momentum": 0` makes it plain SGD.
@@ -375,8 +438,16 @@ pub fn parse_workload(value: Option<&Value>) -> Result<Workload, Error> {
             crate::error::check_range("workload.training.steps", s, 1, crate::workload::MAX_STEPS)?;
             w.training.steps = s as u32;
         }
-        if let Some(prec) = field(m, p, "precision", "\"amp_bf16\", \"bf16\" or \"fp32\"")? {
-            w.training.precision = prec;
+        let precision = key_field(
+            m,
+            p,
+            "precision",
+            Precision::from_key,
+            Precision::KEYS,
+            None,
+        )?;
+        if let Some(precision) = precision {
+            w.training.precision = precision;
         }
         if let Some(gc) = field(m, p, "grad_checkpointing", "true or false")? {
             w.training.grad_checkpointing = gc;
@@ -400,7 +471,7 @@ pub fn parse_workload(value: Option<&Value>) -> Result<Workload, Error> {
     if let Some(v) = map.get("esmfold") {
         let m = object(v, "workload.esmfold")?;
         let p = "workload.esmfold";
-        if let Some(d) = field(m, p, "stem_dtype", "fp32, fp16 or bf16")? {
+        if let Some(Some(d)) = dtype_field(m, p, "stem_dtype", false, FLOAT_DTYPES)? {
             w.esmfold.stem_dtype = d;
         }
         if let Some(c) =

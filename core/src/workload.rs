@@ -1,18 +1,18 @@
 //! What runs: inference or training, batch, length, precision, options.
 //!
 //! The serde form is the `workload` object of a measurement case in
-//! `shared/calibration` (extra fields allowed), so any measured case can be
-//! estimated unchanged.
+//! `measurements/public/` (extra fields allowed), so any measured case can be
+//! estimated unchanged. Every enum here has one key per variant
+//! (`key`/`from_key`/`KEYS`, see [`crate::keys`]).
 
 use crate::arch::Dtype;
 use crate::error::{check_range, Error};
+use crate::keys::keyed;
 use alloc::string::String;
 use alloc::vec::Vec;
 
 /// Inference or training.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
-#[cfg_attr(feature = "serde", serde(rename_all = "lowercase"))]
 pub enum Mode {
     /// Forward passes under `torch.no_grad()`.
     #[default]
@@ -23,8 +23,6 @@ pub enum Mode {
 
 /// Attention kernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
-#[cfg_attr(feature = "serde", serde(rename_all = "lowercase"))]
 pub enum Attention {
     /// `scaled_dot_product_attention`: no s x s matrix kept.
     #[default]
@@ -35,8 +33,6 @@ pub enum Attention {
 
 /// How inference runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
-#[cfg_attr(feature = "serde", serde(rename_all = "lowercase"))]
 pub enum InferenceKind {
     /// Prefill with a KV cache, then `new_tokens` decode steps.
     #[default]
@@ -47,8 +43,6 @@ pub enum InferenceKind {
 
 /// Which positions get logits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
-#[cfg_attr(feature = "serde", serde(rename_all = "lowercase"))]
 pub enum Logits {
     /// Only the last position (`logits_to_keep=1`).
     #[default]
@@ -58,6 +52,11 @@ pub enum Logits {
     /// No head: hidden states only.
     None,
 }
+
+keyed! { Mode { Inference => "inference", Training => "training" } }
+keyed! { Attention { Sdpa => "sdpa", Eager => "eager" } }
+keyed! { InferenceKind { Generate => "generate", Forward => "forward" } }
+keyed! { Logits { Last => "last", All => "all", None => "none" } }
 
 /// Inference options.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -90,26 +89,30 @@ impl Default for InferenceOptions {
 
 /// Optimizers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
-#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 pub enum Optimizer {
     /// `torch.optim.AdamW` (foreach): two fp32-or-param-dtype moments.
     #[default]
     Adamw,
-    /// Plain SGD (`momentum=0`): no state.
-    #[cfg_attr(feature = "serde", serde(rename = "sgd_plain"))]
+    /// Plain SGD (`momentum=0`): no state. Key `"sgd_plain"`.
     Sgd,
-    /// SGD with momentum: one buffer per parameter. `"sgd"` in specs.
-    #[cfg_attr(feature = "serde", serde(rename = "sgd", alias = "sgd_momentum"))]
+    /// SGD with momentum (0.9): one buffer per parameter. Key `"sgd"`, as
+    /// the measurement format defines it (alias `"sgd_momentum"`).
     SgdMomentum,
     /// Adafactor: factored second moments (rows + columns), no first moment.
     Adafactor,
 }
 
+keyed! {
+    Optimizer {
+        Adamw => "adamw",
+        Sgd => "sgd_plain",
+        SgdMomentum => "sgd" | "sgd_momentum",
+        Adafactor => "adafactor",
+    }
+}
+
 /// Training precision.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
-#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 pub enum Precision {
     /// fp32 parameters under `torch.autocast(bfloat16)`.
     #[default]
@@ -119,6 +122,8 @@ pub enum Precision {
     /// fp32 everywhere.
     Fp32,
 }
+
+keyed! { Precision { AmpBf16 => "amp_bf16", Bf16 => "bf16", Fp32 => "fp32" } }
 
 /// LoRA adapters on a frozen base.
 #[derive(Clone, Debug, PartialEq)]
@@ -204,8 +209,6 @@ impl Default for EsmFoldOptions {
 /// How the weights reached the GPU before the job; decides the holes the
 /// allocator starts with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
-#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
 pub enum LoadPath {
     /// Loaded on the CPU and moved (or built on the GPU and `empty_cache()`d):
     /// a compact allocator holding only the weights. What the H200 data used.
@@ -215,6 +218,8 @@ pub enum LoadPath {
     /// the fp32 copies stay cached as free segments.
     BuildThenCast,
 }
+
+keyed! { LoadPath { Compact => "compact", BuildThenCast => "build_then_cast" } }
 
 /// A workload.
 #[derive(Clone, Debug, PartialEq)]
