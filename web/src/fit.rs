@@ -151,55 +151,6 @@ impl RowSearch {
     }
 }
 
-/// The searched half of each row (longest length, largest batch), one
-/// line per catalog GPU, as a worker answers a GPU-table request: each
-/// value `-` (none fits), a number, or `!` and the core's message.
-pub fn encode_rows(rows: &[FitRow]) -> String {
-    let field = |v: &Result<Option<u32>, String>| match v {
-        Ok(None) => "-".to_string(),
-        Ok(Some(n)) => n.to_string(),
-        Err(e) => format!("!{}", e.replace(['\t', '\n'], " ")),
-    };
-    rows.iter()
-        .map(|r| format!("{}\t{}\n", field(&r.max_length), field(&r.max_batch)))
-        .collect()
-}
-
-/// Reads [`encode_rows`] back into the table for `driver_peak` and
-/// `margin_pct` (jobs per card and reservations need no estimate).
-pub fn decode_rows(
-    text: &str,
-    driver_peak: Option<Bytes>,
-    margin_pct: u32,
-) -> Result<Vec<FitRow>, String> {
-    let field = |v: &str| match v {
-        "-" => Some(Ok(None)),
-        _ => match v.strip_prefix('!') {
-            Some(e) => Some(Err(e.to_string())),
-            None => v.parse().ok().map(|n| Ok(Some(n))),
-        },
-    };
-    let lines: Vec<&str> = text.lines().collect();
-    if lines.len() != CATALOG.len() {
-        return Err("GPU table: malformed".to_string());
-    }
-    CATALOG
-        .iter()
-        .zip(lines)
-        .map(|(gpu, line)| {
-            let (length, batch) = line.split_once('\t').ok_or("GPU table: malformed")?;
-            let reservation = driver_peak.map(|p| reservation(p, margin_pct));
-            Ok(FitRow {
-                gpu,
-                max_length: field(length).ok_or("GPU table: malformed")?,
-                max_batch: field(batch).ok_or("GPU table: malformed")?,
-                jobs: reservation.map(|r| jobs_per_card(gpu.usable_bytes, r)),
-                reservation,
-            })
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -250,27 +201,6 @@ mod tests {
                 );
             }
         }
-    }
-
-    /// A table sent through a worker's text reads back as the same table,
-    /// errors and lengths that do not fit included.
-    #[test]
-    fn rows_through_text_are_the_same_rows() {
-        let peak = Some(Bytes(20_000_000_000));
-        let mut table = rows(
-            &headroom_core::presets::find("gpt2").unwrap().arch,
-            &crate::defaults::workload_for(&headroom_core::presets::find("gpt2").unwrap().arch),
-            &RuntimeProfile::h200(),
-            peak,
-            15,
-        );
-        table[0].max_length = Ok(None);
-        table[1].max_batch = Err("`workload.batch`: too large\tand\nmore".to_string());
-        let back = decode_rows(&encode_rows(&table), peak, 15).unwrap();
-        table[1].max_batch = Err("`workload.batch`: too large and more".to_string());
-        assert_eq!(back, table);
-        assert!(decode_rows("1\t2\n", peak, 15).is_err());
-        assert!(decode_rows(&"x\ty\n".repeat(CATALOG.len()), peak, 15).is_err());
     }
 
     #[test]

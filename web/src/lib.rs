@@ -5,8 +5,9 @@
 //!
 //! Every figure comes from `headroom_core`; this crate converts units and
 //! lays things out. The logic (URL state, curve assembly, CSV/JSON, the GPU
-//! fit table, chart drawing) builds and is tested natively; the Leptos page
-//! in [`app`] builds for wasm32 only.
+//! fit table, chart drawing, which job runs when, the messages to the
+//! worker threads) builds and is tested natively; the Leptos page in `app`
+//! and the worker threads in `workers` build for wasm32 only.
 #![forbid(unsafe_code)]
 
 pub mod calib;
@@ -16,6 +17,8 @@ pub mod defaults;
 pub mod export;
 pub mod fit;
 pub mod format;
+pub mod jobs;
+pub mod protocol;
 pub mod query;
 pub mod state;
 

@@ -4,15 +4,18 @@
 //! worker per spare core (`navigator.hardwareConcurrency - 1`, at most
 //! [`MAX_WORKERS`]), each instantiating this same wasm module, and splits a
 //! curve's lengths between them and the page's own thread
-//! ([`crate::curve::share`]). A worker gets a spec-shaped JSON request and
-//! answers one text line per estimate ([`crate::curve::answer_share`]); the
-//! estimates are the ones the page's thread would compute (tested natively
-//! for every preset, and in the browser). Whatever goes wrong with a worker
+//! ([`crate::curve::share`]). A worker gets a [`crate::protocol::Request`]
+//! and answers with text ([`crate::protocol::answer`]); the estimates are
+//! the ones the page's thread would compute (tested natively for every
+//! preset, and in the browser). A long generation's estimate at the chosen
+//! length and its GPU table each go to a worker of their own
+//! ([`estimate_one`], [`fit_rows`]). Whatever goes wrong with a worker
 //! (no module workers, a failed load, a trap, a bad or missing answer), its
 //! share is computed on the page's thread instead, so the curve never
 //! depends on workers being there.
 
-use crate::curve::{self, answer_share, read_share, share, CurveData, PointResult, ShareRequest};
+use crate::curve::{self, share, CurveData, PointResult};
+use crate::protocol::{self, read_estimates, Inputs, Request};
 use headroom_core::arch::Architecture;
 use headroom_core::workload::Workload;
 use headroom_core::RuntimeProfile;
@@ -38,8 +41,8 @@ const YIELD_AFTER_MS: f64 = 50.0;
 
 /// What a worker thread runs for each request (exported to its JS).
 #[wasm_bindgen]
-pub fn headroom_curve_share(request: &str) -> String {
-    answer_share(request)
+pub fn headroom_answer(request: &str) -> String {
+    protocol::answer(request)
 }
 
 struct Slot {
@@ -119,7 +122,7 @@ fn worker_script(glue: &str, wasm: &str) -> String {
   await glue.default({{ module_or_path: {wasm} }});
   self.onmessage = (e) => {{
     let out;
-    try {{ out = glue.headroom_curve_share(e.data.request); }}
+    try {{ out = glue.headroom_answer(e.data.request); }}
     catch (err) {{
       // A trapped instance is not to be trusted again: answer, then stop.
       self.postMessage({{ id: e.data.id, out: 'E worker request: ' + err + '\\n' }});
@@ -430,15 +433,16 @@ pub async fn estimate_one(
     length: u32,
     wanted: impl Fn() -> bool,
 ) -> Option<PointResult> {
-    let request = ShareRequest {
-        arch: arch.clone(),
-        workload: workload.clone(),
-        runtime: runtime.clone(),
-        lengths: vec![length],
-        fit_margin: None,
+    let request = Request::Estimate {
+        inputs: Inputs {
+            arch: arch.clone(),
+            workload: workload.clone(),
+            runtime: runtime.clone(),
+        },
+        length,
     };
     match ask_alone(&request, &wanted).await? {
-        Ok(text) => match read_share(&text, 1) {
+        Ok(text) => match read_estimates(&text, 1) {
             Ok(mut results) => return results.pop(),
             Err(e) => note_fallback(e),
         },
@@ -469,15 +473,16 @@ pub async fn fit_rows(
     margin_pct: u32,
     wanted: impl Fn() -> bool,
 ) -> Option<Result<Vec<crate::fit::FitRow>, String>> {
-    let request = ShareRequest {
-        arch: arch.clone(),
-        workload: workload.clone(),
-        runtime: runtime.clone(),
-        lengths: Vec::new(),
-        fit_margin: Some(margin_pct),
+    let request = Request::FitRows {
+        inputs: Inputs {
+            arch: arch.clone(),
+            workload: workload.clone(),
+            runtime: runtime.clone(),
+        },
+        margin_pct,
     };
     let answer = ask_alone(&request, &wanted).await?;
-    Some(answer.and_then(|text| crate::fit::decode_rows(&text, driver_peak, margin_pct)))
+    Some(answer.and_then(|text| protocol::decode_rows(&text, driver_peak, margin_pct)))
 }
 
 fn note_fallback(e: String) {
@@ -488,7 +493,7 @@ fn note_fallback(e: String) {
 /// `request` answered by a worker of its own (the page's module), counted
 /// in [`answered_one`]; `None` once no longer `wanted`.
 async fn ask_alone(
-    request: &ShareRequest,
+    request: &Request,
     wanted: &impl Fn() -> bool,
 ) -> Option<Result<String, String>> {
     let Some(script) = POOL.with(|p| p.borrow().script_url.clone()) else {
@@ -579,7 +584,6 @@ pub async fn curve(
     wanted: impl Fn() -> bool,
     progress: impl Fn(Option<f64>),
 ) -> CurveData {
-    let vision = arch.is_vision();
     // Replacements for cancelled workers (`cancel_busy`) are given a
     // second to load, to share this (slow) curve.
     for _ in 0..50 {
@@ -599,20 +603,15 @@ pub async fn curve(
     let mut asked: Vec<(Vec<u32>, Promise, usize, u32)> = Vec::with_capacity(parts);
     for (k, &worker) in workers.iter().enumerate() {
         let mine = share(lengths, parts, k + 1);
-        let Some(&first) = mine.first() else {
+        if mine.is_empty() {
             continue;
-        };
-        // A valid length stands in for the curve's (each point sets its
-        // own); images are at least 16 px.
-        let stand_in = if vision { first.max(16) } else { first };
-        let text = ShareRequest {
-            arch: arch.clone(),
-            workload: workload.with_length(vision, stand_in),
-            runtime: runtime.clone(),
-            lengths: mine.clone(),
-            fit_margin: None,
         }
-        .to_json();
+        let inputs = Inputs {
+            arch: arch.clone(),
+            workload: workload.clone(),
+            runtime: runtime.clone(),
+        };
+        let text = Request::curve(inputs, mine.clone()).to_json();
         let (promise, id) = request(worker, &text);
         asked.push((mine, promise, worker, id));
     }
@@ -637,7 +636,7 @@ pub async fn curve(
             .ok()
             .and_then(|v| v.as_string())
             .ok_or_else(|| "worker: no answer".to_string())
-            .and_then(|text| read_share(&text, mine.len()));
+            .and_then(|text| read_estimates(&text, mine.len()));
         let part = match answer {
             Ok(part) => part,
             // Superseded: nobody will look at this curve.

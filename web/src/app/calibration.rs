@@ -1,0 +1,99 @@
+//! The calibration panel: the profile, its runtime figures, and loading a
+//! profile the collector wrote.
+
+use super::context::use_page;
+use super::fields::read_file_text;
+use crate::calib;
+use crate::format;
+use leptos::prelude::*;
+use web_sys::HtmlInputElement;
+
+#[component]
+pub fn CalibrationPanel() -> impl IntoView {
+    let page = use_page();
+    let paste = RwSignal::new(String::new());
+    let status = RwSignal::new(None::<Result<String, String>>);
+    let load = move |text: String| match calib::parse_profile(&text, calib::LOADED_ID) {
+        Ok(p) => {
+            let msg = format!("Loaded “{}”: {} measured points.", p.name, p.points.len());
+            page.profiles.update(|ps| {
+                ps.retain(|x| x.id != calib::LOADED_ID);
+                ps.push(p);
+            });
+            page.update(|s| s.profile = calib::LOADED_ID.into());
+            status.set(Some(Ok(msg)));
+        }
+        Err(e) => status.set(Some(Err(e))),
+    };
+    let on_file = move |ev: leptos::ev::Event| {
+        let input: HtmlInputElement = event_target(&ev);
+        if let Some(file) = input.files().and_then(|f| f.get(0)) {
+            read_file_text(file, load);
+        }
+    };
+    let figures = move || {
+        let rt = page.runtime.get();
+        let rows = [
+            ("CUDA context", rt.cuda_context_bytes),
+            ("cuBLAS handle + kernels", rt.cublas_library_bytes),
+            ("cuBLAS workspace", rt.cublas_workspace_bytes),
+            ("model kernels", rt.model_kernels_bytes),
+            ("backward thread", rt.backward_library_bytes),
+            ("cuDNN", rt.cudnn_library_bytes),
+        ];
+        let alloc = if rt.allocator.expandable_segments {
+            "expandable segments"
+        } else {
+            "default"
+        };
+        view! {
+            <table class="figures" data-testid="runtime-figures">
+                <caption>{format!("Runtime figures ({})", rt.gpu.clone().unwrap_or_else(|| "unnamed GPU".into()))}</caption>
+                <tbody>
+                    {rows.into_iter().map(|(k, v)| view! { <tr><th scope="row">{k}</th><td>{format::mib(headroom_core::Bytes(v))}</td></tr> }).collect_view()}
+                    <tr><th scope="row">"allocator"</th><td>{alloc}</td></tr>
+                </tbody>
+            </table>
+        }
+    };
+    view! {
+        <fieldset class="group">
+            <legend>"Calibration profile"</legend>
+            <div class="field">
+                <label for="profile">"Profile"</label>
+                <select id="profile" data-testid="profile" on:change=move |ev| { let v = event_target_value(&ev); page.update(|s| s.profile = v); }>
+                    {move || {
+                        let current = page.state.with(|s| s.profile.clone());
+                        page.profiles.get().into_iter().map(|p| {
+                            let selected = p.id == current;
+                            view! { <option value=p.id.clone() selected=selected>{format!("{} ({} points)", p.name, p.points.len())}</option> }
+                        }).collect_view()
+                    }}
+                </select>
+            </div>
+            {figures}
+            <details class="load-profile">
+                <summary>"Load a profile from the collector"</summary>
+                <div class="field">
+                    <label for="profile-file">"Profile JSON file"</label>
+                    <input id="profile-file" data-testid="profile-file" type="file" accept=".json,application/json" on:change=on_file/>
+                </div>
+                <div class="field">
+                    <label for="profile-paste">"or paste it"</label>
+                    <textarea id="profile-paste" data-testid="profile-paste" rows="3"
+                        placeholder="{\"runtime\": {\"cuda_context_bytes\": …}, \"points\": […]}"
+                        prop:value=move || paste.get()
+                        on:input=move |ev| paste.set(event_target_value(&ev))></textarea>
+                </div>
+                <button type="button" data-testid="profile-load" on:click=move |_| load(paste.get_untracked())>"Load profile"</button>
+            </details>
+            <p class="status" role="status" data-testid="profile-status">
+                {move || match status.get() {
+                    Some(Ok(m)) => view! { <span class="ok">{m}</span> }.into_any(),
+                    Some(Err(e)) => view! { <span class="error">{e}</span> }.into_any(),
+                    None => ().into_any(),
+                }}
+            </p>
+        </fieldset>
+    }
+}

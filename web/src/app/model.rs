@@ -1,0 +1,261 @@
+//! The model panel: preset picker, the architecture's fields, and a
+//! Hugging Face config.json import.
+
+use super::context::use_page;
+use super::fields::read_file_text;
+use super::perf;
+use crate::format;
+use crate::query;
+use headroom_core::arch::Model;
+use headroom_core::presets;
+use headroom_core::spec::parse_model;
+use leptos::prelude::*;
+
+#[component]
+pub fn ModelPanel() -> impl IntoView {
+    let page = use_page();
+    let search = RwSignal::new(String::new());
+    let all = StoredValue::new(presets::all());
+    let current_id = Memo::new(move |_| page.state.with(|s| s.model.id.clone()));
+    let groups = move || {
+        let needle = search.get().to_ascii_lowercase();
+        let mut groups: Vec<(&'static str, Vec<(&'static str, &'static str)>)> = Vec::new();
+        all.with_value(|presets| {
+            for p in presets {
+                let hit = needle.is_empty()
+                    || p.name.to_ascii_lowercase().contains(&needle)
+                    || p.id.contains(&needle)
+                    || p.group.to_ascii_lowercase().contains(&needle);
+                if !hit && p.id != current_id.get() {
+                    continue;
+                }
+                match groups.iter_mut().find(|g| g.0 == p.group) {
+                    Some(g) => g.1.push((p.id, p.name)),
+                    None => groups.push((p.group, vec![(p.id, p.name)])),
+                }
+            }
+        });
+        groups
+    };
+    let pick = move |ev| {
+        let id = event_target_value(&ev);
+        if let Ok(p) = presets::find(&id) {
+            page.update(|s| s.set_model(p.model()));
+        }
+    };
+    let summary = move || {
+        page.state.with(|s| {
+            format!(
+                "{} · {} parameters · {}",
+                s.model.name,
+                format::params(s.model.arch.params()),
+                s.model.arch.family()
+            )
+        })
+    };
+    view! {
+        <fieldset class="group">
+            <legend>"Model"</legend>
+            <div class="field">
+                <label for="preset-search">"Search models"</label>
+                <input id="preset-search" data-testid="preset-search" type="search" placeholder="llama, esm, resnet…"
+                    prop:value=move || search.get()
+                    on:input=move |ev| search.set(event_target_value(&ev))/>
+            </div>
+            <div class="field">
+                <label for="preset">"Model"</label>
+                <select id="preset" data-testid="preset" on:change=pick>
+                    {move || {
+                        let current = current_id.get();
+                        let custom = (current == "custom").then(|| {
+                            let name = page.state.with_untracked(|s| s.model.name.clone());
+                            view! { <option value="custom" selected=true>{format!("Custom: {name}")}</option> }
+                        });
+                        view! {
+                            {custom}
+                            {groups()
+                                .into_iter()
+                                .map(|(group, items)| {
+                                    view! {
+                                        <optgroup label=group>
+                                            {items
+                                                .into_iter()
+                                                .map(|(id, name)| {
+                                                    let selected = id == current;
+                                                    view! { <option value=id selected=selected>{name}</option> }
+                                                })
+                                                .collect_view()}
+                                        </optgroup>
+                                    }
+                                })
+                                .collect_view()}
+                        }
+                    }}
+                </select>
+            </div>
+            <p class="summary" data-testid="model-summary">{summary}</p>
+            <CustomFields/>
+            <HfImport/>
+        </fieldset>
+    }
+}
+
+/// Options of the architecture's text-valued fields.
+fn enum_options(key: &str) -> Option<&'static [&'static str]> {
+    match key {
+        "mlp" => Some(&["gated", "plain"]),
+        "norm" => Some(&["rms_norm", "layer_norm"]),
+        "kind" | "stem.kind" => Some(&["bert", "esm"]),
+        "topology" => Some(&["res_net", "mobile_net_v2"]),
+        _ => None,
+    }
+}
+
+#[component]
+fn CustomFields() -> impl IntoView {
+    let page = use_page();
+    let error = RwSignal::new(None::<String>);
+    let leaves = Memo::new(move |_| {
+        let arch = page
+            .state
+            .with(|s| serde_json::to_value(&s.model.arch).unwrap_or_default());
+        let mut out = Vec::new();
+        query::flatten("", &arch, &mut out);
+        out
+    });
+    let set_leaf = move |key: String, text: String| {
+        let mut leaves_now = leaves.get_untracked();
+        if let Some(l) = leaves_now.iter_mut().find(|l| l.0 == key) {
+            l.1 = text;
+        }
+        let mut value = query::unflatten(leaves_now.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        let name = page.state.with_untracked(|s| {
+            if s.model.id == "custom" {
+                s.model.name.clone()
+            } else {
+                format!("{} (edited)", s.model.name)
+            }
+        });
+        query::set_path(&mut value, "name", serde_json::Value::String(name));
+        match parse_model(Some(&value)) {
+            Ok(model) => {
+                error.set(None);
+                page.update(|s| s.set_model(model));
+            }
+            Err(e) => error.set(Some(e.to_string())),
+        }
+    };
+    view! {
+        <details class="custom" data-testid="custom-fields">
+            <summary>"Edit the architecture"</summary>
+            <p class="hint">"Shapes of the selected model; a change makes it a custom model. Values are checked by the core."</p>
+            <span class="error" role="alert" data-testid="custom-error">{move || error.get()}</span>
+            <div class="grid">
+                {move || {
+                    leaves
+                        .get()
+                        .into_iter()
+                        .filter(|(k, _)| k != "family")
+                        .map(|(key, value)| {
+                            let id = format!("arch-{}", key.replace('.', "-"));
+                            let bad = error.with(|e| e.as_ref().is_some_and(|e| e.contains(&format!("`model.{key}`"))));
+                            let k2 = key.clone();
+                            let input = if value == "true" || value == "false" {
+                                let checked = value == "true";
+                                view! {
+                                    <input id=id.clone() type="checkbox" checked=checked
+                                        on:change=move |ev| set_leaf(k2.clone(), event_target_checked(&ev).to_string())/>
+                                }
+                                .into_any()
+                            } else if let Some(opts) = enum_options(&key) {
+                                view! {
+                                    <select id=id.clone() on:change=move |ev| set_leaf(k2.clone(), event_target_value(&ev))>
+                                        {opts
+                                            .iter()
+                                            .map(|o| view! { <option value=*o selected=*o == value>{*o}</option> })
+                                            .collect_view()}
+                                    </select>
+                                }
+                                .into_any()
+                            } else {
+                                view! {
+                                    <input id=id.clone() type="text" value=value.clone() aria-invalid=bad.to_string()
+                                        on:change=move |ev| set_leaf(k2.clone(), event_target_value(&ev))/>
+                                }
+                                .into_any()
+                            };
+                            view! {
+                                <div class="field" class:bad=bad>
+                                    <label for=id>{key}</label>
+                                    {input}
+                                </div>
+                            }
+                        })
+                        .collect_view()
+                }}
+            </div>
+        </details>
+    }
+}
+
+#[component]
+fn HfImport() -> impl IntoView {
+    let page = use_page();
+    let text = RwSignal::new(String::new());
+    let error = RwSignal::new(None::<String>);
+    let import = move |source: String| {
+        perf::input();
+        match headroom_core::hf_config::import(&source) {
+            Ok(arch) => {
+                let name = serde_json::from_str::<serde_json::Value>(&source)
+                    .ok()
+                    .and_then(|v| {
+                        v.get("_name_or_path")
+                            .and_then(|n| n.as_str())
+                            .filter(|n| !n.is_empty())
+                            .map(str::to_string)
+                    })
+                    .unwrap_or_else(|| "imported config.json".into());
+                error.set(None);
+                page.update(|s| {
+                    s.set_model(Model {
+                        id: "custom".into(),
+                        name,
+                        arch,
+                    })
+                });
+            }
+            Err(e) => error.set(Some(e.to_string())),
+        }
+    };
+    let on_drop = move |ev: web_sys::DragEvent| {
+        ev.prevent_default();
+        let file = ev
+            .data_transfer()
+            .and_then(|dt| dt.files())
+            .and_then(|f| f.get(0));
+        if let Some(file) = file {
+            read_file_text(file, move |content| {
+                text.set(content.clone());
+                import(content);
+            });
+        }
+    };
+    view! {
+        <div class="field hf">
+            <label for="hf-config">"Or paste / drop a Hugging Face config.json"</label>
+            <textarea
+                id="hf-config"
+                data-testid="hf-config"
+                rows="4"
+                placeholder="{\"model_type\": \"llama\", \"hidden_size\": 4096, …}"
+                prop:value=move || text.get()
+                on:input=move |ev| text.set(event_target_value(&ev))
+                on:dragover=move |ev: web_sys::DragEvent| ev.prevent_default()
+                on:drop=on_drop
+            ></textarea>
+            <button type="button" data-testid="hf-import" on:click=move |_| import(text.get_untracked())>"Import config.json"</button>
+            <span class="error" role="alert" data-testid="hf-error">{move || error.get()}</span>
+        </div>
+    }
+}

@@ -1,0 +1,259 @@
+//! The workload panel: mode, batch, length and the workload's options.
+
+use super::context::use_page;
+use super::fields::{number_field, parse_u32, select_field};
+use crate::defaults;
+use crate::state::AppState;
+use headroom_core::arch::Dtype;
+use headroom_core::workload::{
+    Attention, InferenceKind, LoadPath, Logits, Lora, Mode, Optimizer, Precision, Workload,
+};
+use leptos::prelude::*;
+
+fn dtype_from(name: &str) -> Dtype {
+    match name {
+        "fp32" => Dtype::Fp32,
+        "fp16" => Dtype::Fp16,
+        "int8" => Dtype::Int8,
+        "int4" => Dtype::Int4,
+        _ => Dtype::Bf16,
+    }
+}
+
+#[component]
+pub fn WorkloadPanel() -> impl IntoView {
+    let page = use_page();
+    let applies = Memo::new(move |_| page.state.with(|s| defaults::applies(&s.model.arch)));
+    let w = move |f: fn(&Workload) -> String| move || page.state.with(|s| f(&s.workload));
+    let mode = Memo::new(move |_| page.state.with(|s| s.workload.mode));
+    let training = move || mode.get() == Mode::Training;
+    let length_label =
+        Memo::new(move |_| page.state.with(|s| defaults::length_label(&s.model.arch)));
+
+    let length_fields = move || {
+        let vision = page.state.with(|s| s.vision());
+        let (min, max) = if vision {
+            (16, headroom_core::workload::MAX_IMAGE_SIZE)
+        } else {
+            (1, headroom_core::workload::MAX_SEQ_LEN)
+        };
+        let field = if vision {
+            "workload.image_size"
+        } else {
+            "workload.seq_len"
+        };
+        let to_pos = move |s: &AppState| -> f64 {
+            let (a, b, l) = (s.view.from as f64, s.view.to as f64, s.length() as f64);
+            let t = if s.view.log_x {
+                (l.ln() - a.ln()) / (b.ln() - a.ln())
+            } else {
+                (l - a) / (b - a)
+            };
+            (t.clamp(0.0, 1.0) * 1000.0).round()
+        };
+        view! {
+            <div class="field length">
+                <label for="seq-len">{move || format!("Length: {}", length_label.get())}</label>
+                <div class="row">
+                    <input
+                        id="seq-slider"
+                        data-testid="seq-slider"
+                        type="range"
+                        min="0"
+                        max="1000"
+                        aria-label=move || format!("{} (slider)", length_label.get())
+                        prop:value=move || page.state.with(to_pos).to_string()
+                        on:input=move |ev| {
+                            let t = event_target_value(&ev).parse::<f64>().unwrap_or(0.0) / 1000.0;
+                            let len = page.state.with_untracked(|s| {
+                                let (a, b) = (s.view.from as f64, s.view.to as f64);
+                                if s.view.log_x { (a.ln() + t * (b.ln() - a.ln())).exp() } else { a + t * (b - a) }
+                            });
+                            let len = len.round().max(1.0) as u32;
+                            let _ = page.apply(|w| *w = w.with_length(vision, len));
+                        }
+                    />
+                </div>
+                {number_field(
+                    "seq-len",
+                    "exact",
+                    min,
+                    max,
+                    move || page.state.with(|s| s.length().to_string()),
+                    move |t| {
+                        let v = parse_u32(field, t, min, max)?;
+                        page.apply(|w| *w = w.with_length(vision, v))
+                    },
+                )}
+            </div>
+        }
+    };
+
+    view! {
+        <fieldset class="group">
+            <legend>"Workload"</legend>
+            {move || applies.get().training.then(|| select_field(
+                "mode", "Mode",
+                vec![("inference", "Inference"), ("training", "Training")],
+                move || page.state.with(|s| if s.workload.mode == Mode::Training { "training".into() } else { "inference".into() }),
+                move |v| { let _ = page.apply(|w| w.mode = if v == "training" { Mode::Training } else { Mode::Inference }); },
+            ))}
+            {number_field("batch", "Batch size", 1, headroom_core::workload::MAX_BATCH, w(|w| w.batch.to_string()),
+                move |t| { let v = parse_u32("workload.batch", t, 1, headroom_core::workload::MAX_BATCH)?; page.apply(|w| w.batch = v) })}
+            {length_fields}
+            {move || {
+                let a = applies.get();
+                let show = !training() || page.state.with(|s| s.workload.training.lora.is_some());
+                show.then(|| {
+                    let mut opts = vec![("bf16", "bf16"), ("fp16", "fp16"), ("fp32", "fp32")];
+                    if a.quantised {
+                        opts.push(("int8", "int8 (bitsandbytes)"));
+                        opts.push(("int4", "int4 / NF4"));
+                    }
+                    let label = if training() { "Base weight dtype (LoRA)" } else { "Weight dtype" };
+                    select_field("dtype", label, opts,
+                        move || page.state.with(|s| s.workload.dtype.name().to_string()),
+                        move |v| { let _ = page.apply(|w| w.dtype = dtype_from(&v)); })
+                })
+            }}
+            {move || applies.get().attention.then(|| select_field(
+                "attention", "Attention kernel",
+                vec![("sdpa", "SDPA (fused)"), ("eager", "eager (materialised scores)")],
+                move || page.state.with(|s| if s.workload.attention == Attention::Eager { "eager".into() } else { "sdpa".into() }),
+                move |v| { let _ = page.apply(|w| w.attention = if v == "eager" { Attention::Eager } else { Attention::Sdpa }); },
+            ))}
+            {move || (!training()).then(|| view! { <InferenceFields applies=applies/> })}
+            {move || training().then(|| view! { <TrainingFields applies=applies/> })}
+            {move || applies.get().esmfold.then(|| view! { <EsmFoldFields/> })}
+            {select_field(
+                "load", "How weights were loaded",
+                vec![("compact", "moved to the GPU (compact)"), ("build_then_cast", "built on GPU in fp32, then cast")],
+                move || page.state.with(|s| if s.workload.load == LoadPath::BuildThenCast { "build_then_cast".into() } else { "compact".into() }),
+                move |v| { let _ = page.apply(|w| w.load = if v == "build_then_cast" { LoadPath::BuildThenCast } else { LoadPath::Compact }); },
+            )}
+        </fieldset>
+    }
+}
+
+#[component]
+fn InferenceFields(applies: Memo<defaults::Applies>) -> impl IntoView {
+    let page = use_page();
+    let kind = Memo::new(move |_| page.state.with(|s| s.workload.inference.kind));
+    let generation = move || applies.get().generation;
+    view! {
+        {move || generation().then(|| select_field(
+            "kind", "Inference",
+            vec![("generate", "generate (prefill + decode, KV cache)"), ("forward", "one forward pass")],
+            move || page.state.with(|s| if s.workload.inference.kind == InferenceKind::Forward { "forward".into() } else { "generate".into() }),
+            move |v| { let _ = page.apply(|w| w.inference.kind = if v == "forward" { InferenceKind::Forward } else { InferenceKind::Generate }); },
+        ))}
+        {move || (generation() && kind.get() == InferenceKind::Generate).then(|| view! {
+            {number_field("new-tokens", "New tokens (decode steps)", 0, headroom_core::workload::MAX_NEW_TOKENS,
+                move || page.state.with(|s| s.workload.inference.new_tokens.to_string()),
+                move |t| { let v = parse_u32("workload.inference.new_tokens", t, 0, headroom_core::workload::MAX_NEW_TOKENS)?; page.apply(|w| w.inference.new_tokens = v) })}
+            {select_field(
+                "kv-dtype", "KV-cache dtype",
+                vec![("auto", "same as weights"), ("bf16", "bf16"), ("fp16", "fp16"), ("fp32", "fp32"), ("int8", "int8"), ("int4", "int4")],
+                move || page.state.with(|s| s.workload.inference.kv_dtype.map_or("auto".to_string(), |d| d.name().to_string())),
+                move |v| { let _ = page.apply(|w| w.inference.kv_dtype = (v != "auto").then(|| dtype_from(&v))); },
+            )}
+        })}
+        {move || (generation() && kind.get() == InferenceKind::Forward).then(|| view! {
+            <div class="field check">
+                <input id="kv-cache" data-testid="kv-cache" type="checkbox"
+                    prop:checked=move || page.state.with(|s| s.workload.inference.kv_cache)
+                    on:change=move |ev| { let on = event_target_checked(&ev); let _ = page.apply(|w| w.inference.kv_cache = on); }/>
+                <label for="kv-cache">"Return a KV cache (use_cache=True)"</label>
+            </div>
+        })}
+        {move || applies.get().logits.then(|| {
+            let opts = if generation() {
+                vec![("last", "last position only"), ("all", "every position"), ("none", "no head (hidden states)")]
+            } else {
+                vec![("all", "LM head over every position"), ("none", "no head (hidden states)")]
+            };
+            select_field("logits", "Logits", opts,
+                move || page.state.with(|s| match s.workload.inference.logits { Logits::Last => "last", Logits::All => "all", Logits::None => "none" }.to_string()),
+                move |v| { let _ = page.apply(|w| w.inference.logits = match v.as_str() { "all" => Logits::All, "none" => Logits::None, _ => Logits::Last }); })
+        })}
+    }
+}
+
+#[component]
+fn TrainingFields(applies: Memo<defaults::Applies>) -> impl IntoView {
+    let page = use_page();
+    let lora_on = Memo::new(move |_| page.state.with(|s| s.workload.training.lora.is_some()));
+    view! {
+        {select_field(
+            "optimizer", "Optimizer",
+            vec![("adamw", "AdamW"), ("sgd", "SGD"), ("sgd_momentum", "SGD + momentum"), ("adafactor", "Adafactor")],
+            move || page.state.with(|s| match s.workload.training.optimizer { Optimizer::Adamw => "adamw", Optimizer::Sgd => "sgd", Optimizer::SgdMomentum => "sgd_momentum", Optimizer::Adafactor => "adafactor" }.to_string()),
+            move |v| { let _ = page.apply(|w| w.training.optimizer = match v.as_str() { "sgd" => Optimizer::Sgd, "sgd_momentum" => Optimizer::SgdMomentum, "adafactor" => Optimizer::Adafactor, _ => Optimizer::Adamw }); },
+        )}
+        {select_field(
+            "precision", "Precision",
+            vec![("amp_bf16", "fp32 weights + bf16 autocast"), ("bf16", "pure bf16"), ("fp32", "fp32")],
+            move || page.state.with(|s| match s.workload.training.precision { Precision::AmpBf16 => "amp_bf16", Precision::Bf16 => "bf16", Precision::Fp32 => "fp32" }.to_string()),
+            move |v| { let _ = page.apply(|w| w.training.precision = match v.as_str() { "bf16" => Precision::Bf16, "fp32" => Precision::Fp32, _ => Precision::AmpBf16 }); },
+        )}
+        {number_field("steps", "Optimizer steps", 1, headroom_core::workload::MAX_STEPS,
+            move || page.state.with(|s| s.workload.training.steps.to_string()),
+            move |t| { let v = parse_u32("workload.training.steps", t, 1, headroom_core::workload::MAX_STEPS)?; page.apply(|w| w.training.steps = v) })}
+        {move || applies.get().hf_training.then(|| view! {
+            <div class="field check">
+                <input id="grad-ckpt" data-testid="grad-ckpt" type="checkbox"
+                    prop:checked=move || page.state.with(|s| s.workload.training.grad_checkpointing)
+                    on:change=move |ev| { let on = event_target_checked(&ev); let _ = page.apply(|w| w.training.grad_checkpointing = on); }/>
+                <label for="grad-ckpt">"Gradient checkpointing"</label>
+            </div>
+            <div class="field check">
+                <input id="lora" data-testid="lora" type="checkbox"
+                    prop:checked=move || lora_on.get()
+                    on:change=move |ev| {
+                        let on = event_target_checked(&ev);
+                        let _ = page.apply(|w| w.training.lora = on.then(|| Lora { rank: 16, alpha: Some(32.0), target_modules: Vec::new(), dropout: None }));
+                    }/>
+                <label for="lora">"LoRA adapters (frozen base)"</label>
+            </div>
+        })}
+        {move || (applies.get().hf_training && lora_on.get()).then(|| view! {
+            {number_field("lora-rank", "LoRA rank", 1, 65_536,
+                move || page.state.with(|s| s.workload.training.lora.as_ref().map_or(16, |l| l.rank).to_string()),
+                move |t| { let v = parse_u32("workload.training.lora.rank", t, 1, 65_536)?; page.apply(|w| if let Some(l) = w.training.lora.as_mut() { l.rank = v }) })}
+            <div class="field">
+                <label for="lora-targets">"Target modules (comma separated; empty = q_proj, v_proj)"</label>
+                <input id="lora-targets" data-testid="lora-targets" type="text"
+                    prop:value=move || page.state.with(|s| s.workload.training.lora.as_ref().map(|l| l.target_modules.join(",")).unwrap_or_default())
+                    on:change=move |ev| {
+                        let list: Vec<String> = event_target_value(&ev).split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect();
+                        let _ = page.apply(|w| if let Some(l) = w.training.lora.as_mut() { l.target_modules = list });
+                    }/>
+            </div>
+        })}
+    }
+}
+
+#[component]
+fn EsmFoldFields() -> impl IntoView {
+    let page = use_page();
+    view! {
+        {select_field(
+            "stem-dtype", "ESM-2 stem dtype",
+            vec![("fp16", "fp16 (default)"), ("bf16", "bf16"), ("fp32", "fp32")],
+            move || page.state.with(|s| s.workload.esmfold.stem_dtype.name().to_string()),
+            move |v| { let _ = page.apply(|w| w.esmfold.stem_dtype = dtype_from(&v)); },
+        )}
+        {number_field("chunk-size", "Trunk chunk size (empty = unchunked)", 1, headroom_core::workload::MAX_SEQ_LEN,
+            move || page.state.with(|s| s.workload.esmfold.chunk_size.map(|c| c.to_string()).unwrap_or_default()),
+            move |t| {
+                let v = if t.is_empty() { None } else { Some(parse_u32("workload.esmfold.chunk_size", t, 1, headroom_core::workload::MAX_SEQ_LEN)?) };
+                page.apply(|w| w.esmfold.chunk_size = v)
+            })}
+        {number_field("recycles", "Recycles", 0, 64,
+            move || page.state.with(|s| s.workload.esmfold.num_recycles.map(|c| c.to_string()).unwrap_or_default()),
+            move |t| {
+                let v = if t.is_empty() { None } else { Some(parse_u32("workload.esmfold.num_recycles", t, 0, 64)?) };
+                page.apply(|w| w.esmfold.num_recycles = v)
+            })}
+    }
+}
