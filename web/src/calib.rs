@@ -1,5 +1,5 @@
 //! Calibration data: measured points (the measurement-case format of
-//! `shared/calibration`) and runtime profiles (bundled or loaded by the user).
+//! `measurements/public/`) and runtime profiles (bundled or loaded by the user).
 
 use headroom_core::allocator::AllocatorConfig;
 use headroom_core::arch::Model;
@@ -8,7 +8,8 @@ use headroom_core::workload::Workload;
 use headroom_core::RuntimeProfile;
 use serde_json::Value;
 
-/// The H200 measurements of `shared/calibration`, bundled.
+/// The public H200 measurements (`measurements/public/h200-public.jsonl`,
+/// copied to `web/data/`), bundled.
 pub const H200_PUBLIC: &str = include_str!("../data/h200-public.jsonl");
 
 /// Id of the built-in profile.

@@ -30,7 +30,7 @@ pub fn kind_key(arch: &Architecture) -> &'static str {
 }
 
 /// The workload a person most likely runs with this model (the shape of the
-/// measured cases in `shared/calibration`, so their points show by default).
+/// measured cases in `measurements/public/`, so their points show by default).
 pub fn workload_for(arch: &Architecture) -> Workload {
     let mut w = Workload::default();
     match arch {
