@@ -21,6 +21,7 @@ pub mod jobs;
 pub mod protocol;
 pub mod query;
 pub mod state;
+pub mod vocab;
 
 #[cfg(target_arch = "wasm32")]
 pub mod app;

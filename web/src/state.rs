@@ -4,7 +4,9 @@
 //! `?model=llama-3.1-8b&batch=8&seq_len=8192&inference.new_tokens=64&x=log`:
 //! the preset id (or `a.*` keys holding a custom architecture), then only the
 //! workload fields that differ from that model's defaults (dotted serde
-//! paths of the core's `Workload`), then the view (`x`, `from`, `to`,
+//! paths of the core's `Workload`, whose enum values are the core's keys:
+//! `training.optimizer=sgd` is SGD with momentum, as in a spec; see
+//! `crate::vocab`), then the view (`x`, `from`, `to`,
 //! `gpus`, `margin`, `profile`). Anything that cannot be read falls back to
 //! its default and is listed in a note the page shows.
 

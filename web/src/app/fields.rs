@@ -1,5 +1,8 @@
 //! Labelled inputs the panels share.
 
+use super::context::use_page;
+use crate::vocab::Choice;
+use headroom_core::workload::Workload;
 use leptos::prelude::*;
 
 /// A labelled `<select>`.
@@ -80,4 +83,27 @@ pub fn read_file_text(file: web_sys::File, then: impl FnOnce(String) + 'static) 
             then(v.as_string().unwrap_or_default());
         }
     });
+}
+
+/// A labelled `<select>` of a workload enum: each option's value is the
+/// core's key of its variant (the URL's and the spec's word).
+pub fn choice_field<T: Choice>(
+    id: &'static str,
+    label: &'static str,
+    options: Vec<(&'static str, &'static str)>,
+    get: fn(&Workload) -> T,
+    set: fn(&mut Workload, T),
+) -> impl IntoView {
+    let page = use_page();
+    select_field(
+        id,
+        label,
+        options,
+        move || page.state.with(|s| get(&s.workload).key().to_string()),
+        move |v| {
+            if let Some(choice) = T::from_key(&v) {
+                let _ = page.apply(|w| set(w, choice));
+            }
+        },
+    )
 }

@@ -1,24 +1,14 @@
 //! The workload panel: mode, batch, length and the workload's options.
 
 use super::context::use_page;
-use super::fields::{number_field, parse_u32, select_field};
+use super::fields::{choice_field, number_field, parse_u32, select_field};
 use crate::defaults;
 use crate::state::AppState;
-use headroom_core::arch::Dtype;
+use crate::vocab::{self, options};
 use headroom_core::workload::{
     Attention, InferenceKind, LoadPath, Logits, Lora, Mode, Optimizer, Precision, Workload,
 };
 use leptos::prelude::*;
-
-fn dtype_from(name: &str) -> Dtype {
-    match name {
-        "fp32" => Dtype::Fp32,
-        "fp16" => Dtype::Fp16,
-        "int8" => Dtype::Int8,
-        "int4" => Dtype::Int4,
-        _ => Dtype::Bf16,
-    }
-}
 
 #[component]
 pub fn WorkloadPanel() -> impl IntoView {
@@ -92,11 +82,8 @@ pub fn WorkloadPanel() -> impl IntoView {
     view! {
         <fieldset class="group">
             <legend>"Workload"</legend>
-            {move || applies.get().training.then(|| select_field(
-                "mode", "Mode",
-                vec![("inference", "Inference"), ("training", "Training")],
-                move || page.state.with(|s| if s.workload.mode == Mode::Training { "training".into() } else { "inference".into() }),
-                move |v| { let _ = page.apply(|w| w.mode = if v == "training" { Mode::Training } else { Mode::Inference }); },
+            {move || applies.get().training.then(|| choice_field(
+                "mode", "Mode", options(Mode::ALL), |w| w.mode, |w, m| w.mode = m,
             ))}
             {number_field("batch", "Batch size", 1, headroom_core::workload::MAX_BATCH, w(|w| w.batch.to_string()),
                 move |t| { let v = parse_u32("workload.batch", t, 1, headroom_core::workload::MAX_BATCH)?; page.apply(|w| w.batch = v) })}
@@ -105,31 +92,18 @@ pub fn WorkloadPanel() -> impl IntoView {
                 let a = applies.get();
                 let show = !training() || page.state.with(|s| s.workload.training.lora.is_some());
                 show.then(|| {
-                    let mut opts = vec![("bf16", "bf16"), ("fp16", "fp16"), ("fp32", "fp32")];
-                    if a.quantised {
-                        opts.push(("int8", "int8 (bitsandbytes)"));
-                        opts.push(("int4", "int4 / NF4"));
-                    }
                     let label = if training() { "Base weight dtype (LoRA)" } else { "Weight dtype" };
-                    select_field("dtype", label, opts,
-                        move || page.state.with(|s| s.workload.dtype.name().to_string()),
-                        move |v| { let _ = page.apply(|w| w.dtype = dtype_from(&v)); })
+                    choice_field("dtype", label, vocab::dtype_options(a.quantised), |w| w.dtype, |w, d| w.dtype = d)
                 })
             }}
-            {move || applies.get().attention.then(|| select_field(
-                "attention", "Attention kernel",
-                vec![("sdpa", "SDPA (fused)"), ("eager", "eager (materialised scores)")],
-                move || page.state.with(|s| if s.workload.attention == Attention::Eager { "eager".into() } else { "sdpa".into() }),
-                move |v| { let _ = page.apply(|w| w.attention = if v == "eager" { Attention::Eager } else { Attention::Sdpa }); },
+            {move || applies.get().attention.then(|| choice_field(
+                "attention", "Attention kernel", options(Attention::ALL), |w| w.attention, |w, a| w.attention = a,
             ))}
             {move || (!training()).then(|| view! { <InferenceFields applies=applies/> })}
             {move || training().then(|| view! { <TrainingFields applies=applies/> })}
             {move || applies.get().esmfold.then(|| view! { <EsmFoldFields/> })}
-            {select_field(
-                "load", "How weights were loaded",
-                vec![("compact", "moved to the GPU (compact)"), ("build_then_cast", "built on GPU in fp32, then cast")],
-                move || page.state.with(|s| if s.workload.load == LoadPath::BuildThenCast { "build_then_cast".into() } else { "compact".into() }),
-                move |v| { let _ = page.apply(|w| w.load = if v == "build_then_cast" { LoadPath::BuildThenCast } else { LoadPath::Compact }); },
+            {choice_field(
+                "load", "How weights were loaded", options(LoadPath::ALL), |w| w.load, |w, l| w.load = l,
             )}
         </fieldset>
     }
@@ -141,21 +115,17 @@ fn InferenceFields(applies: Memo<defaults::Applies>) -> impl IntoView {
     let kind = Memo::new(move |_| page.state.with(|s| s.workload.inference.kind));
     let generation = move || applies.get().generation;
     view! {
-        {move || generation().then(|| select_field(
-            "kind", "Inference",
-            vec![("generate", "generate (prefill + decode, KV cache)"), ("forward", "one forward pass")],
-            move || page.state.with(|s| if s.workload.inference.kind == InferenceKind::Forward { "forward".into() } else { "generate".into() }),
-            move |v| { let _ = page.apply(|w| w.inference.kind = if v == "forward" { InferenceKind::Forward } else { InferenceKind::Generate }); },
+        {move || generation().then(|| choice_field(
+            "kind", "Inference", options(InferenceKind::ALL), |w| w.inference.kind, |w, k| w.inference.kind = k,
         ))}
         {move || (generation() && kind.get() == InferenceKind::Generate).then(|| view! {
             {number_field("new-tokens", "New tokens (decode steps)", 0, headroom_core::workload::MAX_NEW_TOKENS,
                 move || page.state.with(|s| s.workload.inference.new_tokens.to_string()),
                 move |t| { let v = parse_u32("workload.inference.new_tokens", t, 0, headroom_core::workload::MAX_NEW_TOKENS)?; page.apply(|w| w.inference.new_tokens = v) })}
             {select_field(
-                "kv-dtype", "KV-cache dtype",
-                vec![("auto", "same as weights"), ("bf16", "bf16"), ("fp16", "fp16"), ("fp32", "fp32"), ("int8", "int8"), ("int4", "int4")],
-                move || page.state.with(|s| s.workload.inference.kv_dtype.map_or("auto".to_string(), |d| d.name().to_string())),
-                move |v| { let _ = page.apply(|w| w.inference.kv_dtype = (v != "auto").then(|| dtype_from(&v))); },
+                "kv-dtype", "KV-cache dtype", vocab::kv_dtype_options(),
+                move || page.state.with(|s| vocab::kv_dtype_key(s.workload.inference.kv_dtype).to_string()),
+                move |v| if let Some(d) = vocab::kv_dtype_from_key(&v) { let _ = page.apply(|w| w.inference.kv_dtype = d); },
             )}
         })}
         {move || (generation() && kind.get() == InferenceKind::Forward).then(|| view! {
@@ -166,16 +136,10 @@ fn InferenceFields(applies: Memo<defaults::Applies>) -> impl IntoView {
                 <label for="kv-cache">"Return a KV cache (use_cache=True)"</label>
             </div>
         })}
-        {move || applies.get().logits.then(|| {
-            let opts = if generation() {
-                vec![("last", "last position only"), ("all", "every position"), ("none", "no head (hidden states)")]
-            } else {
-                vec![("all", "LM head over every position"), ("none", "no head (hidden states)")]
-            };
-            select_field("logits", "Logits", opts,
-                move || page.state.with(|s| match s.workload.inference.logits { Logits::Last => "last", Logits::All => "all", Logits::None => "none" }.to_string()),
-                move |v| { let _ = page.apply(|w| w.inference.logits = match v.as_str() { "all" => Logits::All, "none" => Logits::None, _ => Logits::Last }); })
-        })}
+        {move || applies.get().logits.then(|| choice_field(
+            "logits", "Logits", vocab::logits_options(generation()),
+            |w| w.inference.logits, |w, l: Logits| w.inference.logits = l,
+        ))}
     }
 }
 
@@ -184,17 +148,13 @@ fn TrainingFields(applies: Memo<defaults::Applies>) -> impl IntoView {
     let page = use_page();
     let lora_on = Memo::new(move |_| page.state.with(|s| s.workload.training.lora.is_some()));
     view! {
-        {select_field(
-            "optimizer", "Optimizer",
-            vec![("adamw", "AdamW"), ("sgd", "SGD"), ("sgd_momentum", "SGD + momentum"), ("adafactor", "Adafactor")],
-            move || page.state.with(|s| match s.workload.training.optimizer { Optimizer::Adamw => "adamw", Optimizer::Sgd => "sgd", Optimizer::SgdMomentum => "sgd_momentum", Optimizer::Adafactor => "adafactor" }.to_string()),
-            move |v| { let _ = page.apply(|w| w.training.optimizer = match v.as_str() { "sgd" => Optimizer::Sgd, "sgd_momentum" => Optimizer::SgdMomentum, "adafactor" => Optimizer::Adafactor, _ => Optimizer::Adamw }); },
+        {choice_field(
+            "optimizer", "Optimizer", options(Optimizer::ALL),
+            |w| w.training.optimizer, |w, o| w.training.optimizer = o,
         )}
-        {select_field(
-            "precision", "Precision",
-            vec![("amp_bf16", "fp32 weights + bf16 autocast"), ("bf16", "pure bf16"), ("fp32", "fp32")],
-            move || page.state.with(|s| match s.workload.training.precision { Precision::AmpBf16 => "amp_bf16", Precision::Bf16 => "bf16", Precision::Fp32 => "fp32" }.to_string()),
-            move |v| { let _ = page.apply(|w| w.training.precision = match v.as_str() { "bf16" => Precision::Bf16, "fp32" => Precision::Fp32, _ => Precision::AmpBf16 }); },
+        {choice_field(
+            "precision", "Precision", options(Precision::ALL),
+            |w| w.training.precision, |w, p| w.training.precision = p,
         )}
         {number_field("steps", "Optimizer steps", 1, headroom_core::workload::MAX_STEPS,
             move || page.state.with(|s| s.workload.training.steps.to_string()),
@@ -237,11 +197,9 @@ fn TrainingFields(applies: Memo<defaults::Applies>) -> impl IntoView {
 fn EsmFoldFields() -> impl IntoView {
     let page = use_page();
     view! {
-        {select_field(
-            "stem-dtype", "ESM-2 stem dtype",
-            vec![("fp16", "fp16 (default)"), ("bf16", "bf16"), ("fp32", "fp32")],
-            move || page.state.with(|s| s.workload.esmfold.stem_dtype.name().to_string()),
-            move |v| { let _ = page.apply(|w| w.esmfold.stem_dtype = dtype_from(&v)); },
+        {choice_field(
+            "stem-dtype", "ESM-2 stem dtype", vocab::stem_dtype_options(),
+            |w| w.esmfold.stem_dtype, |w, d| w.esmfold.stem_dtype = d,
         )}
         {number_field("chunk-size", "Trunk chunk size (empty = unchunked)", 1, headroom_core::workload::MAX_SEQ_LEN,
             move || page.state.with(|s| s.workload.esmfold.chunk_size.map(|c| c.to_string()).unwrap_or_default()),
