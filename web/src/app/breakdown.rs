@@ -6,6 +6,7 @@ use crate::defaults;
 use crate::format;
 use leptos::prelude::*;
 
+/// The peak at the chosen length, its op and its components.
 #[component]
 pub fn BreakdownPanel() -> impl IntoView {
     let page = use_page();

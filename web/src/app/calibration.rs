@@ -8,6 +8,7 @@ use crate::format;
 use leptos::prelude::*;
 use web_sys::HtmlInputElement;
 
+/// The calibration profile, its runtime figures, and loading one.
 #[component]
 pub fn CalibrationPanel() -> impl IntoView {
     let page = use_page();

@@ -28,6 +28,7 @@ pub fn last_export() -> Option<(String, String)> {
     LAST_EXPORT.with(|e| e.borrow().clone())
 }
 
+/// Saves `text` as a file named `name` (and keeps it for the tests).
 fn download(name: &str, mime: &str, text: &str) {
     LAST_EXPORT.with(|e| *e.borrow_mut() = Some((name.to_string(), text.to_string())));
     let parts = js_sys::Array::of1(&wasm_bindgen::JsValue::from_str(text));
@@ -43,6 +44,7 @@ fn download(name: &str, mime: &str, text: &str) {
     let _ = web_sys::Url::revoke_object_url(&url);
 }
 
+/// Follows `href` as a download named `name`.
 fn click_link(name: &str, href: &str) {
     if let Ok(a) = document().create_element("a") {
         let a: web_sys::HtmlAnchorElement = a.unchecked_into();
@@ -52,6 +54,7 @@ fn click_link(name: &str, href: &str) {
     }
 }
 
+/// The exported files' name: `headroom-` and the model id.
 fn file_stem(state: &AppState) -> String {
     let id = if state.model.id == "custom" {
         "custom"
@@ -61,6 +64,7 @@ fn file_stem(state: &AppState) -> String {
     format!("headroom-{id}")
 }
 
+/// Peak VRAM against length, stacked by component, with GPU lines.
 #[component]
 pub fn ChartPanel() -> impl IntoView {
     let page = use_page();

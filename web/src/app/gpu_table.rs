@@ -6,6 +6,8 @@ use crate::defaults::MAX_MARGIN_PCT;
 use crate::format;
 use leptos::prelude::*;
 
+/// Per GPU: the longest length, the largest batch, jobs per card and the
+/// reservation, with the fragmentation margin.
 #[component]
 pub fn FitPanel() -> impl IntoView {
     let page = use_page();

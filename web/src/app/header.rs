@@ -4,6 +4,7 @@ use super::context::use_page;
 use crate::calib;
 use leptos::prelude::*;
 
+/// Title, share link, theme button, and what the link could not read.
 #[component]
 pub fn Header() -> impl IntoView {
     let page = use_page();

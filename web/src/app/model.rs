@@ -11,6 +11,7 @@ use headroom_core::presets;
 use headroom_core::spec::parse_model;
 use leptos::prelude::*;
 
+/// The model: a preset (searchable), its summary, its fields, an import.
 #[component]
 pub fn ModelPanel() -> impl IntoView {
     let page = use_page();
@@ -111,6 +112,7 @@ fn enum_options(key: &str) -> Option<&'static [&'static str]> {
     }
 }
 
+/// Every field of the architecture; a change makes a custom model.
 #[component]
 fn CustomFields() -> impl IntoView {
     let page = use_page();
@@ -198,6 +200,7 @@ fn CustomFields() -> impl IntoView {
     }
 }
 
+/// A Hugging Face config.json, pasted or dropped, read by the core.
 #[component]
 fn HfImport() -> impl IntoView {
     let page = use_page();

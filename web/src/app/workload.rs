@@ -10,6 +10,7 @@ use headroom_core::workload::{
 };
 use leptos::prelude::*;
 
+/// What runs: mode, batch, length, dtype, attention and the rest.
 #[component]
 pub fn WorkloadPanel() -> impl IntoView {
     let page = use_page();
@@ -109,6 +110,7 @@ pub fn WorkloadPanel() -> impl IntoView {
     }
 }
 
+/// Generation or one forward pass, decode steps, KV cache, logits.
 #[component]
 fn InferenceFields(applies: Memo<defaults::Applies>) -> impl IntoView {
     let page = use_page();
@@ -143,6 +145,7 @@ fn InferenceFields(applies: Memo<defaults::Applies>) -> impl IntoView {
     }
 }
 
+/// Optimizer, precision, steps, checkpointing, LoRA.
 #[component]
 fn TrainingFields(applies: Memo<defaults::Applies>) -> impl IntoView {
     let page = use_page();
@@ -193,6 +196,7 @@ fn TrainingFields(applies: Memo<defaults::Applies>) -> impl IntoView {
     }
 }
 
+/// ESMFold's stem dtype, trunk chunk size and recycles.
 #[component]
 fn EsmFoldFields() -> impl IntoView {
     let page = use_page();
