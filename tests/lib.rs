@@ -79,18 +79,10 @@ pub fn compare_file(text: &str) -> (Vec<Compared>, Vec<(String, String)>) {
     (done, skipped)
 }
 
-/// The public H200 measurements: the copy kept in the repo
-/// (`measurements/public/`, identical to `shared/calibration`), else the
-/// shared folder beside the checkout.
-pub fn public_measurements() -> Option<String> {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    for candidate in [
-        root.join("measurements/public/h200-public.jsonl"),
-        root.join("../shared/calibration/h200-public.jsonl"),
-    ] {
-        if let Ok(text) = std::fs::read_to_string(&candidate) {
-            return Some(text);
-        }
-    }
-    None
+/// The public H200 measurements kept in the repository
+/// (`measurements/public/h200-public.jsonl`).
+pub fn public_measurements() -> String {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../measurements/public/h200-public.jsonl");
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }

@@ -1,4 +1,4 @@
-//! Measurement cases (the format of `shared/calibration/*.jsonl`): reading
+//! Measurement cases (the measurement format, docs/spec.md): reading
 //! files line by line, and predicting one case with the core.
 
 use crate::error::{CollectorError, Result};

@@ -1,24 +1,70 @@
 //! `calibration-collector check FILE...`: predicted against measured, case by
 //! case, and the summary line.
 
-use crate::cases::{classify, predict, read_records, Classified, Prediction, Status};
-use crate::error::Result;
+use crate::cases::{classify, predict, read_records, read_text, Classified, Prediction, Status};
+use crate::error::{CollectorError, Result};
+use crate::profile;
 use crate::stats::{relative_error, Summary};
 use headroom_core::spec::ProcessHistory;
 use headroom_core::RuntimeProfile;
 use std::fmt::Write as _;
 
-/// Options of `check`.
-#[derive(Clone, Debug, Default)]
+/// Options of `check` (its command-line flags).
+#[derive(Clone, Debug, Default, clap::Args)]
 pub struct CheckArgs {
-    /// Measurement files (`-` is stdin).
+    /// Measurement files (JSON lines in the measurement format of docs/spec.md, or profiles).
+    #[arg(required = true)]
     pub files: Vec<String>,
-    /// Only cases of this family (`decoder`, `encoder`, `vit`, `esmfold`, `cnn`) or model id.
+    /// Only cases of this family (decoder, encoder, vit, esmfold, cnn) or model id.
+    #[arg(long)]
     pub family: Option<String>,
-    /// Only cases whose name contains this.
+    /// Only cases whose name contains this substring.
+    #[arg(long)]
     pub filter: Option<String>,
-    /// Runtime coefficients to use instead of each case's defaults.
-    pub profile: Option<RuntimeProfile>,
+    /// Use this calibration profile's runtime coefficients instead of the defaults.
+    #[arg(long)]
+    pub profile: Option<String>,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Print the report as a Markdown document: per file, the summary of all its
+    /// cases and of each family, then every case.
+    #[arg(long)]
+    pub markdown: bool,
+}
+
+/// Runs `check`: the report as text, JSON or Markdown.
+pub fn run(args: &CheckArgs) -> Result<String> {
+    if args.json && args.markdown {
+        return Err(CollectorError::input(
+            "--json and --markdown: pick one; allowed: --json, --markdown or neither (text)",
+        ));
+    }
+    let profile = args.profile.as_deref().map(load_runtime).transpose()?;
+    let report = compare(args, profile.as_ref())?;
+    Ok(if args.json {
+        serde_json::to_string_pretty(&report).expect("report serialises") + "\n"
+    } else if args.markdown {
+        markdown(&report, &args.files)
+    } else {
+        render(&report)
+    })
+}
+
+/// `--profile`: a calibration profile, or any object with `runtime`, or a
+/// bare runtime object.
+pub fn load_runtime(path: &str) -> Result<RuntimeProfile> {
+    let text = read_text(path)?;
+    let value: serde_json::Value = serde_json::from_str(&text)
+        .map_err(|e| CollectorError::input(format!("{path}: malformed JSON: {e}")))?;
+    if value.get("schema_version").is_some() {
+        let p = profile::from_value(&value, &profile::Identity::default())
+            .map_err(|e| CollectorError::input(format!("{path}: {e}")))?;
+        return Ok(p.runtime);
+    }
+    let runtime = value.get("runtime").unwrap_or(&value);
+    headroom_core::spec::parse_runtime(runtime)
+        .map_err(|e| CollectorError::input(format!("{path}: {e}")))
 }
 
 /// One compared case.
@@ -32,6 +78,12 @@ pub struct Row {
     pub measured: u64,
     /// `(predicted - measured) / measured`.
     pub error: f64,
+    /// The file it came from, as named on the command line.
+    #[serde(skip)]
+    pub file: String,
+    /// The model's family (`decoder`, `encoder`, `vit`, `esm_fold`, `cnn`).
+    #[serde(skip)]
+    pub family: &'static str,
 }
 
 /// One skipped case.
@@ -41,6 +93,9 @@ pub struct Skip {
     pub case: String,
     /// Why.
     pub reason: String,
+    /// The file it came from, as named on the command line.
+    #[serde(skip)]
+    pub file: String,
 }
 
 /// Everything `check` found.
@@ -58,8 +113,10 @@ fn normalise(s: &str) -> String {
     s.to_ascii_lowercase().replace(['_', '-'], "")
 }
 
-/// Compares every case of the files.
-pub fn compare(args: &CheckArgs) -> Result<Report> {
+/// Compares every case of the files, with `profile`'s runtime coefficients
+/// when given. Each file is one process history: a case that ran after an
+/// earlier case of its file in the same process is replayed after it.
+pub fn compare(args: &CheckArgs, profile: Option<&RuntimeProfile>) -> Result<Report> {
     let mut rows = Vec::new();
     let mut skipped = Vec::new();
     for file in &args.files {
@@ -72,9 +129,10 @@ pub fn compare(args: &CheckArgs) -> Result<Report> {
             let skip = |reason: String| Skip {
                 case: case.name.clone(),
                 reason,
+                file: file.clone(),
             };
             // Every case of the file goes through the history, filtered or not.
-            let prediction = predict(&case, args.profile.as_ref(), &mut history)?;
+            let prediction = predict(&case, profile, &mut history)?;
             if let Some(f) = &args.filter {
                 if !case.name.contains(f.as_str()) {
                     continue;
@@ -115,7 +173,7 @@ pub fn compare(args: &CheckArgs) -> Result<Report> {
             }
             match prediction {
                 Prediction::Skipped(reason) => skipped.push(skip(reason)),
-                Prediction::Predicted { estimate, .. } => {
+                Prediction::Predicted { estimate, spec } => {
                     let measured = case.driver_peak.expect("checked by classify");
                     let predicted = estimate.driver_peak.0;
                     rows.push(Row {
@@ -123,6 +181,8 @@ pub fn compare(args: &CheckArgs) -> Result<Report> {
                         predicted,
                         measured,
                         error: relative_error(predicted, measured),
+                        file: file.clone(),
+                        family: spec.model.arch.family(),
                     });
                 }
             }
@@ -170,5 +230,114 @@ pub fn render(report: &Report) -> String {
         let _ = writeln!(out, "{:<width$} skipped: {}", s.case, s.reason);
     }
     let _ = writeln!(out, "{}", report.summary);
+    out
+}
+
+/// `|error|` as a percentage with one decimal.
+fn pct(fraction: f64) -> String {
+    format!("{:.1}%", fraction * 100.0)
+}
+
+/// `worst under`: the most negative error and its case, or `none`.
+fn worst_under(rows: &[&Row]) -> String {
+    rows.iter()
+        .filter(|r| r.error < 0.0)
+        .min_by(|a, b| a.error.total_cmp(&b.error))
+        .map_or_else(
+            || "none".to_string(),
+            |r| format!("{:+.1}% (`{}`)", r.error * 100.0, r.case),
+        )
+}
+
+/// One row of a summary table: the set's name and its figures.
+fn summary_row(out: &mut String, set: &str, rows: &[&Row]) {
+    let errors: Vec<f64> = rows.iter().map(|r| r.error).collect();
+    let s = Summary::of(&errors);
+    let _ = writeln!(
+        out,
+        "| {set} | {} | {} | {} | {} | {} | {} |",
+        s.cases,
+        pct(s.median_abs_err),
+        pct(s.p90_abs_err),
+        pct(s.max_abs_err),
+        s.under_5pct,
+        worst_under(rows)
+    );
+}
+
+const SUMMARY_HEADER: &str = "| set | cases | median | p90 | max abs error | under >5% | worst under |\n|---|---:|---:|---:|---:|---:|---|\n";
+
+/// The Markdown report: every file's summary together, then per file the
+/// summary of all its cases and of each family, its skipped cases, and every
+/// case. `files` are the files in the order given on the command line.
+pub fn markdown(report: &Report, files: &[String]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "# Accuracy of the predicted peak\n");
+    let _ = writeln!(
+        out,
+        "Generated from measured data by `calibration-collector check --markdown`; do not edit by hand. \
+         Each case compares the predicted driver-level peak (what `nvidia-smi` shows) with the measured one: \
+         error = (predicted - measured) / measured. `median`, `p90` (nearest rank) and `max abs error` are \
+         over |error|; `under >5%` counts cases predicted more than 5% below their measurement (an \
+         under-estimate is an out-of-memory error); `worst under` is the most negative error. A file is one \
+         measurement run: a case that ran in a process after an earlier case of its file is predicted after \
+         that case.\n"
+    );
+    let _ = writeln!(out, "## Summary\n");
+    out.push_str(
+        "| file | cases | median | p90 | max abs error | under >5% | worst under |\n|---|---:|---:|---:|---:|---:|---|\n",
+    );
+    let of_file =
+        |file: &str| -> Vec<&Row> { report.rows.iter().filter(|r| r.file == file).collect() };
+    for file in files {
+        summary_row(&mut out, &format!("`{file}`"), &of_file(file));
+    }
+    let all: Vec<&Row> = report.rows.iter().collect();
+    summary_row(&mut out, "all files", &all);
+    for file in files {
+        let rows = of_file(file);
+        let _ = writeln!(out, "\n## `{file}`\n");
+        out.push_str(SUMMARY_HEADER);
+        summary_row(&mut out, "all", &rows);
+        let mut families: Vec<&str> = Vec::new();
+        for r in &rows {
+            if !families.contains(&r.family) {
+                families.push(r.family);
+            }
+        }
+        for family in families {
+            let of_family: Vec<&Row> = rows
+                .iter()
+                .copied()
+                .filter(|r| r.family == family)
+                .collect();
+            summary_row(&mut out, family, &of_family);
+        }
+        let skipped: Vec<&Skip> = report.skipped.iter().filter(|s| s.file == *file).collect();
+        if !skipped.is_empty() {
+            let _ = writeln!(out, "\nSkipped:\n");
+            for s in skipped {
+                let _ = writeln!(out, "- `{}`: {}", s.case, s.reason);
+            }
+        }
+        if !rows.is_empty() {
+            let _ = writeln!(out, "\n<details><summary>Every case</summary>\n");
+            out.push_str(
+                "| case | family | predicted | measured | error |\n|---|---|---:|---:|---:|\n",
+            );
+            for r in &rows {
+                let _ = writeln!(
+                    out,
+                    "| `{}` | {} | {:.3} GB | {:.3} GB | {:+.1}% |",
+                    r.case,
+                    r.family,
+                    r.predicted as f64 / 1e9,
+                    r.measured as f64 / 1e9,
+                    r.error * 100.0
+                );
+            }
+            let _ = writeln!(out, "\n</details>");
+        }
+    }
     out
 }

@@ -10,18 +10,20 @@ use headroom_core::{gpus, Bytes};
 use serde_json::{json, Value};
 use std::fmt::Write as _;
 
-/// Options of `estimate`.
-#[derive(Clone, Debug, Default)]
+/// Options of `estimate` (its command-line flags).
+#[derive(Clone, Debug, Default, clap::Args)]
 pub struct EstimateArgs {
-    /// Spec file; `None` or `-` reads stdin.
+    /// Spec JSON file; `-` or nothing reads stdin. A measurement case works unchanged.
     pub spec: Option<String>,
-    /// Print a table instead of JSON.
+    /// Print a readable table instead of JSON.
+    #[arg(long)]
     pub table: bool,
-    /// A GPU catalog id: check that the job fits its usable memory.
+    /// Also say whether the job fits this GPU of the catalog (e.g. `h200`).
+    #[arg(long)]
     pub gpu: Option<String>,
-    /// A spec of the same model whose job ran before this one in the same
-    /// process (its weights, optimizer state and workspaces stay where it
-    /// put them).
+    /// A spec of the same model that ran earlier in the same process (a notebook that
+    /// trained before): its weights, optimizer state and workspaces stay where it put them.
+    #[arg(long, value_name = "EARLIER_SPEC")]
     pub after: Option<String>,
 }
 

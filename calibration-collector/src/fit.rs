@@ -23,6 +23,7 @@ use headroom_core::RuntimeProfile;
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
+use std::path::PathBuf;
 
 /// Granularity of device-memory readings (the driver maps 2 MiB pages): the
 /// floor of every uncertainty.
@@ -52,19 +53,33 @@ impl Basis {
     }
 }
 
-/// Options of `fit`.
-#[derive(Clone, Debug, Default)]
+/// Options of `fit` (its command-line flags).
+#[derive(Clone, Debug, Default, clap::Args)]
 pub struct FitArgs {
-    /// Measurement files.
+    /// Measurement files (from `run`, or in the measurement format of docs/spec.md).
+    #[arg(required = true)]
     pub files: Vec<String>,
-    /// A `probe --json` report for the context / cuBLAS split.
+    /// A `probe --json` report: splits the overhead into context and cuBLAS.
+    #[arg(long)]
     pub probe: Option<String>,
+    /// Where to write the profile (default: calibration-profile-<gpu>-<date>.json).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Replace an existing output file.
+    #[arg(long)]
+    pub force: bool,
     /// Profile name (default: GPU, torch and driver versions).
+    #[arg(long)]
     pub name: Option<String>,
-    /// What `y` is measured against.
+    /// What the overhead is measured against: torch's reserved peak (auto: when every point has it) or the core's predicted one.
+    #[arg(long, value_enum, default_value_t = Basis::Auto)]
     pub basis: Basis,
-    /// Leave out cases whose name contains any of these.
+    /// Leave out cases whose name contains this (repeatable).
+    #[arg(long)]
     pub exclude: Vec<String>,
+    /// Print the profile as JSON instead of the report.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// One point's overhead observation.

@@ -17,12 +17,13 @@ use std::fmt::Write as _;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-/// Options of `gpus`.
-#[derive(Clone, Debug)]
+/// Options of `gpus` (its command-line flags).
+#[derive(Clone, Debug, clap::Args)]
 pub struct GpusArgs {
-    /// Spec file; `None` or `-` reads stdin.
+    /// Spec JSON file; `-` or nothing reads stdin.
     pub spec: Option<String>,
-    /// Safety margin on the reservation, in percent.
+    /// Safety margin added to the reservation, in percent.
+    #[arg(long = "margin", value_name = "MARGIN", default_value_t = 10)]
     pub margin_percent: u32,
 }
 

@@ -11,15 +11,18 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-/// Options of `probe`.
-#[derive(Clone, Debug, Default)]
+/// Options of `probe` (its command-line flags).
+#[derive(Clone, Debug, Default, clap::Args)]
 pub struct ProbeArgs {
-    /// Only this GPU (default: every visible GPU).
+    /// Only this GPU (CUDA ordinal); default: every visible GPU.
+    #[arg(long)]
     pub device: Option<usize>,
     /// List the GPUs only; measure nothing.
+    #[arg(long = "list")]
     pub list_only: bool,
-    /// Hide the progress spinner.
-    pub quiet: bool,
+    /// Print JSON (what `fit --probe` reads).
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Overheads measured on one GPU, bytes.
@@ -90,7 +93,7 @@ pub fn run(args: &ProbeArgs) -> Result<ProbeReport> {
         Some(d) => vec![d],
         None => (0..count).collect(),
     };
-    let spinner = if args.quiet || args.list_only {
+    let spinner = if args.json || args.list_only {
         ProgressBar::hidden()
     } else {
         let pb = ProgressBar::new_spinner();

@@ -37,39 +37,57 @@ pub const RESULT_PREFIX: &str = "HEADROOM_RESULT ";
 const HARNESS_UNSUPPORTED: i32 = 2;
 const HARNESS_OOM: i32 = 3;
 
-/// Options of `run`.
-#[derive(Clone, Debug)]
+/// Options of `run` (its command-line flags).
+#[derive(Clone, Debug, clap::Args)]
 pub struct RunArgs {
-    /// Preset id for the built-in harness (or for predictions with `--cmd`).
+    /// Preset id for the built-in harness (with --cmd: used for predictions only).
+    #[arg(long)]
     pub model: Option<String>,
-    /// Workload JSON (the `workload` object of a measurement case).
+    /// Workload JSON (the `workload` object of a measurement case); batch and length come from the sweep.
+    #[arg(long)]
     pub workload: Option<String>,
-    /// A spec file (`model` + `workload`) instead of `--model`/`--workload`.
+    /// Spec file with `model` and `workload` (instead of --model/--workload).
+    #[arg(long)]
     pub spec: Option<String>,
-    /// Lengths: tokens, residues, or the image edge of vision models.
+    /// Lengths: tokens, residues, or the image edge of vision models (comma-separated).
+    #[arg(long, value_delimiter = ',', required = true)]
     pub seq_lens: Vec<u32>,
-    /// Batches.
+    /// Batches (comma-separated).
+    #[arg(long, value_delimiter = ',', default_value = "1")]
     pub batches: Vec<u32>,
-    /// Interpreter for the built-in harness.
+    /// Python interpreter for the built-in harness (needs torch, transformers).
+    #[arg(long, default_value = "python3")]
     pub python: String,
-    /// The user's own job, with placeholders.
+    /// Your own job instead of the harness, with placeholders (see below).
+    #[arg(long)]
     pub cmd: Option<String>,
-    /// Output file (appended to).
+    /// Output file, appended to (default: headroom-run-<model>-<time>.jsonl).
+    #[arg(long)]
     pub out: Option<PathBuf>,
-    /// GPU ordinal.
+    /// GPU (CUDA ordinal).
+    #[arg(long, default_value_t = 0)]
     pub device: usize,
     /// Seconds before a point is killed and recorded as failed.
+    #[arg(long, default_value_t = 1800)]
     pub timeout_s: u64,
-    /// Poller sleep between readings, microseconds.
+    /// Pause between memory readings, microseconds (200 gives about 2-4 kHz).
+    #[arg(long, default_value_t = 200)]
     pub poll_interval_us: u64,
-    /// Case-name prefix.
+    /// Case-name prefix (default: <model>_<mode>).
+    #[arg(long)]
     pub name: Option<String>,
-    /// Show the commands and predictions; run nothing.
+    /// Print each point's command and prediction; run nothing (no GPU needed).
+    #[arg(long)]
     pub dry_run: bool,
-    /// No progress bar or per-point lines.
-    pub quiet: bool,
+    /// Print the outcome as JSON.
+    #[arg(long)]
+    pub json: bool,
     /// Echo the jobs' output.
+    #[arg(long)]
     pub verbose: bool,
+    /// No progress bar or per-point lines (for callers other than the command line).
+    #[arg(skip)]
+    pub quiet: bool,
 }
 
 impl Default for RunArgs {
@@ -88,8 +106,9 @@ impl Default for RunArgs {
             poll_interval_us: 200,
             name: None,
             dry_run: false,
-            quiet: false,
+            json: false,
             verbose: false,
+            quiet: false,
         }
     }
 }

@@ -12,21 +12,29 @@ use crate::error::{CollectorError, Result};
 use crate::profile::{self, Identity, Profile, MAX_PROFILE_BYTES};
 use std::time::Duration;
 
-/// Options of `upload`.
-#[derive(Clone, Debug)]
+/// Options of `upload` (its command-line flags).
+#[derive(Clone, Debug, clap::Args)]
 pub struct UploadArgs {
     /// The profile file.
     pub profile: String,
     /// Where to POST it.
+    #[arg(long)]
     pub to: String,
-    /// Show the request; send nothing.
+    /// Show what would be sent; send nothing.
+    #[arg(long)]
     pub dry_run: bool,
-    /// Retries after the first attempt.
+    /// Retries after the first attempt (on connection errors, 408, 429, 5xx).
+    #[arg(long, default_value_t = 4)]
     pub retries: u32,
-    /// First backoff, milliseconds (doubles each retry, capped at 30 s).
+    /// First backoff in milliseconds (doubles each retry, at most 30 s).
+    #[arg(long, default_value_t = 1000)]
     pub backoff_ms: u64,
-    /// Per-attempt timeout, seconds.
+    /// Per-attempt timeout in seconds.
+    #[arg(long, default_value_t = 30)]
     pub timeout_s: u64,
+    /// Print the outcome as JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 impl Default for UploadArgs {
@@ -38,6 +46,7 @@ impl Default for UploadArgs {
             retries: 4,
             backoff_ms: 1000,
             timeout_s: 30,
+            json: false,
         }
     }
 }

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{data, run, text};
+use common::{data, run, skip, text};
 use headroom_core::estimate::estimate;
 use headroom_core::spec::Spec;
 use serde_json::{json, Value};
@@ -23,7 +23,7 @@ fn every_command_has_help() {
 #[test]
 fn without_a_driver_gpu_commands_exit_2_with_one_clear_line() {
     if calibration_collector::gpu::driver_present() {
-        eprintln!("skipped: this machine has an NVIDIA driver");
+        skip("this machine has an NVIDIA driver");
         return;
     }
     for args in [
@@ -146,8 +146,9 @@ fn run_dry_run_with_a_preset_shows_the_harness_case() {
 }
 
 /// Synthetic measurements: the core's predicted reserved peak plus known
-/// outside-allocator overheads (+-1 MiB of deterministic noise).
-fn synthetic_points(inference_overhead: u64, backward: u64) -> Option<String> {
+/// outside-allocator overheads (0 to 2 MiB of deterministic noise), two
+/// points per case of the sample, every one of which the core models.
+fn synthetic_points(inference_overhead: u64, backward: u64) -> String {
     let public = std::fs::read_to_string(data("h200-sample.jsonl")).unwrap();
     let mut lines = Vec::new();
     let mut i = 0u64;
@@ -160,39 +161,33 @@ fn synthetic_points(inference_overhead: u64, backward: u64) -> Option<String> {
         if let Some(rt) = case.get_mut("runtime").and_then(Value::as_object_mut) {
             rt.insert("process_ran_backward".into(), json!(false));
         }
-        let Ok(spec) = Spec::from_value(&case) else {
-            continue;
-        };
-        let Ok(est) = estimate(&spec.model.arch, &spec.workload, &spec.runtime) else {
-            continue;
-        };
+        let name = case["case"].as_str().unwrap().to_string();
+        let spec = Spec::from_value(&case).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let est = estimate(&spec.model.arch, &spec.workload, &spec.runtime)
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
         let reserved = est.driver_peak.0 - est.outside_allocator.0;
-        for (batch, scale) in [(1, 0u64), (2, 1)] {
+        for batch in [1, 2] {
             i += 1;
             let training = spec.workload.mode == headroom_core::workload::Mode::Training;
             let noise = (i * 7919 % 3) << 20; // 0, 1 or 2 MiB
             let mut c = case.clone();
-            c["case"] = json!(format!("{}_{batch}", case["case"].as_str().unwrap()));
-            let _ = scale;
+            c["case"] = json!(format!("{name}_{batch}"));
             c["measured"] = json!({
                 "driver_peak": reserved + inference_overhead + if training { backward } else { 0 } + noise,
                 "reserved_peak": reserved,
             });
             lines.push(c.to_string());
         }
-        case["measured"] = json!({});
     }
-    (!lines.is_empty()).then(|| lines.join("\n") + "\n")
+    assert_eq!(lines.len(), 10, "two points per case of the sample");
+    lines.join("\n") + "\n"
 }
 
 #[test]
 fn fit_recovers_known_coefficients_from_synthetic_points() {
     let inference = 700_000_000;
     let backward = 90_000_000;
-    let Some(points) = synthetic_points(inference, backward) else {
-        eprintln!("skipped: the core models none of the sample cases yet");
-        return;
-    };
+    let points = synthetic_points(inference, backward);
     let dir = tempfile::tempdir().unwrap();
     let input = dir.path().join("synthetic.jsonl");
     std::fs::write(&input, points).unwrap();
@@ -230,17 +225,21 @@ fn fit_recovers_known_coefficients_from_synthetic_points() {
     let coef = &profile["coefficients"];
     assert!(coef["model_kernels_bytes"]["uncertainty"].as_u64().unwrap() <= 4 * mib);
     assert_eq!(profile["fit"]["basis"], "torch_reserved");
-    if profile["fit"]["points_used"].as_u64().unwrap() > 0
-        && coef["backward_library_bytes"]["cases"]
-            .as_array()
-            .is_some_and(|c| !c.is_empty())
-    {
-        let b = rt["backward_library_bytes"].as_u64().unwrap();
-        assert!(
-            b.abs_diff(backward) <= 2 * mib,
-            "backward {b} vs {backward}"
-        );
-    }
+    assert_eq!(profile["fit"]["points_used"], 10, "{}", profile["fit"]);
+    // The sample's training case gives points with a backward pass: the
+    // backward coefficient is fitted from them, not kept at the prior.
+    let backward_cases = coef["backward_library_bytes"]["cases"].as_array().unwrap();
+    assert_eq!(
+        backward_cases.len(),
+        2,
+        "{}",
+        coef["backward_library_bytes"]
+    );
+    let b = rt["backward_library_bytes"].as_u64().unwrap();
+    assert!(
+        b.abs_diff(backward) <= 2 * mib,
+        "backward {b} vs {backward}"
+    );
     // The written profile validates and `check --profile` uses it.
     calibration_collector::profile::parse(
         &std::fs::read_to_string(&out_path).unwrap(),

@@ -42,6 +42,17 @@ pub fn run_env(args: &[&str], stdin: Option<&str>, env: &[(&str, &str)]) -> Outp
     child.wait_with_output().unwrap()
 }
 
+/// Says that a test did not run its checks, and why, on the test run's own
+/// output: written straight to stderr, which the test harness does not
+/// capture, so a skip is seen even when the test reports `ok`.
+pub fn skip(reason: &str) {
+    let _ = writeln!(
+        std::io::stderr(),
+        "{}: skipped: {reason}",
+        std::thread::current().name().unwrap_or("test")
+    );
+}
+
 pub fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
