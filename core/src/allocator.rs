@@ -56,16 +56,8 @@ const TOP_ADDRESS: u64 = 1 << 62;
 const EXPANDABLE_BASE: u64 = 1 << 62;
 const EXPANDABLE_SPACING: u64 = 1 << 56;
 
-/// Allocator settings (`PYTORCH_CUDA_ALLOC_CONF`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
-#[cfg_attr(feature = "serde", serde(default))]
-pub struct AllocatorConfig {
-    /// `expandable_segments:True`.
-    pub expandable_segments: bool,
-    /// `max_split_size_mb`, in bytes; `None` is unlimited (the default).
-    pub max_split_size: Option<u64>,
-}
+/// Allocator settings (`PYTORCH_CUDA_ALLOC_CONF`), an input of the run.
+pub use crate::runtime::AllocatorConfig;
 
 /// Rounds a request the way `round_size` does (no power-of-two divisions).
 pub fn round_size(request: u64) -> u64 {

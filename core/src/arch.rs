@@ -1,5 +1,7 @@
 //! Architectures: the shapes that decide which tensors a run allocates.
 
+pub mod cnn;
+
 use crate::error::Error;
 use crate::keys::keyed;
 use alloc::format;
@@ -100,7 +102,7 @@ impl Architecture {
             Architecture::Encoder(a) => a.params(),
             Architecture::Vit(a) => a.params(),
             Architecture::EsmFold(a) => a.params(),
-            Architecture::Cnn(a) => crate::families::cnn::params(a),
+            Architecture::Cnn(a) => cnn::params(a),
         }
     }
 

@@ -5,114 +5,16 @@ use crate::arch::Architecture;
 use crate::error::Error;
 use crate::families;
 use crate::runtime::RuntimeProfile;
+
+pub use crate::component::Component;
+pub use crate::families::ReplaySummary;
+pub use crate::runtime::{outside_allocator, LibraryUse};
 use crate::trace::{Op, Replay};
 use crate::workload::Workload;
 use crate::Bytes;
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
-
-/// Where bytes go. The first [`Component::IN_ALLOCATOR`] variants are
-/// tensors inside PyTorch's allocator; the rest are outside it or slack.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
-#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
-#[repr(u8)]
-pub enum Component {
-    /// Parameters and buffers (and autocast's low-precision weight copies).
-    Weights = 0,
-    /// Parameter gradients.
-    Gradients,
-    /// Optimizer state (moments, momentum buffers) and its step temporaries.
-    OptimizerState,
-    /// Keys and values kept for generation.
-    KvCache,
-    /// Activations kept alive: saved for backward, hidden states, outputs.
-    Activations,
-    /// Short-lived tensors of one op (MLP intermediates, logits, softmax).
-    Transient,
-    /// ESMFold's pair representation (L x L x 128) and what is kept of it.
-    PairRepresentation,
-    /// ESMFold's transients over the pair representation (triangle ops).
-    PairTransient,
-    /// Library workspaces inside torch's allocator (cuBLAS: 32 MiB per handle).
-    LibraryWorkspace,
-    /// CUDA context (outside the allocator).
-    CudaContext,
-    /// Library handles and lazily loaded kernels (outside the allocator).
-    Libraries,
-    /// Reserved by the allocator but not allocated: cache and fragmentation.
-    AllocatorSlack,
-}
-
-impl Component {
-    /// Components that are tensors in torch's allocator.
-    pub const IN_ALLOCATOR: usize = 9;
-
-    /// Every component, in breakdown order.
-    pub const ALL: [Component; 12] = [
-        Component::CudaContext,
-        Component::Libraries,
-        Component::Weights,
-        Component::Gradients,
-        Component::OptimizerState,
-        Component::KvCache,
-        Component::Activations,
-        Component::PairRepresentation,
-        Component::PairTransient,
-        Component::Transient,
-        Component::LibraryWorkspace,
-        Component::AllocatorSlack,
-    ];
-
-    const INDEXED: [Component; Component::IN_ALLOCATOR] = [
-        Component::Weights,
-        Component::Gradients,
-        Component::OptimizerState,
-        Component::KvCache,
-        Component::Activations,
-        Component::Transient,
-        Component::PairRepresentation,
-        Component::PairTransient,
-        Component::LibraryWorkspace,
-    ];
-
-    /// Label for tables and charts.
-    pub fn label(self) -> &'static str {
-        match self {
-            Component::Weights => "weights",
-            Component::Gradients => "gradients",
-            Component::OptimizerState => "optimizer state",
-            Component::KvCache => "KV cache",
-            Component::Activations => "saved activations",
-            Component::Transient => "transient workspace",
-            Component::PairRepresentation => "pair representation",
-            Component::PairTransient => "pair transients",
-            Component::LibraryWorkspace => "cuBLAS workspace",
-            Component::CudaContext => "CUDA context",
-            Component::Libraries => "library kernels & handles",
-            Component::AllocatorSlack => "allocator slack",
-        }
-    }
-
-    /// Stable key for JSON, CSV and URLs.
-    pub fn key(self) -> &'static str {
-        match self {
-            Component::Weights => "weights",
-            Component::Gradients => "gradients",
-            Component::OptimizerState => "optimizer_state",
-            Component::KvCache => "kv_cache",
-            Component::Activations => "activations",
-            Component::Transient => "transient",
-            Component::PairRepresentation => "pair_representation",
-            Component::PairTransient => "pair_transient",
-            Component::LibraryWorkspace => "library_workspace",
-            Component::CudaContext => "cuda_context",
-            Component::Libraries => "libraries",
-            Component::AllocatorSlack => "allocator_slack",
-        }
-    }
-}
 
 /// One line of the breakdown.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -122,17 +24,6 @@ pub struct Share {
     pub component: Component,
     /// How much, at the driver-level peak.
     pub bytes: Bytes,
-}
-
-/// Which libraries a run loads (decides the outside-allocator overhead).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct LibraryUse {
-    /// GEMMs through cuBLAS (every family).
-    pub cublas: bool,
-    /// A backward pass (second cuBLAS handle on the autograd thread).
-    pub backward: bool,
-    /// Convolutions through cuDNN.
-    pub cudnn: bool,
 }
 
 /// Tuning of one estimate call.
@@ -178,17 +69,6 @@ impl Estimate {
             .find(|s| s.component == component)
             .map_or(Bytes::ZERO, |s| s.bytes)
     }
-}
-
-/// What a family's replay reports besides the allocator trace.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct ReplaySummary {
-    /// Parameters instantiated (adapters included).
-    pub params: u64,
-    /// Parameter and buffer bytes.
-    pub weight_bytes: u64,
-    /// Libraries the run loads.
-    pub libraries: LibraryUse,
 }
 
 /// Estimates the peak memory of `workload` on `arch` under `runtime`.
@@ -348,21 +228,6 @@ fn run(
         weight_bytes: Bytes(summary.weight_bytes),
         fits: replay.out_of_memory().is_none(),
     })
-}
-
-/// Outside-allocator bytes for the libraries a run uses.
-pub fn outside_allocator(runtime: &RuntimeProfile, libraries: LibraryUse) -> u64 {
-    let mut bytes = runtime.cuda_context_bytes;
-    if libraries.cublas {
-        bytes += runtime.cublas_library_bytes + runtime.model_kernels_bytes;
-    }
-    if libraries.backward {
-        bytes += runtime.backward_library_bytes;
-    }
-    if libraries.cudnn {
-        bytes += runtime.cudnn_library_bytes;
-    }
-    bytes
 }
 
 fn describe(op: Op) -> String {

@@ -43,7 +43,7 @@ pub struct Gpu {
     pub source: &'static str,
 }
 
-/// H200 total as NVML reports it (`shared/calibration`, runtime_overheads).
+/// H200 total as NVML reports it (`measurements/public/`, runtime_overheads).
 pub const H200_TOTAL_BYTES: u64 = 150_754_820_096;
 /// H200 memory NVML counts as used before any process (`driver_reserved_before_process`).
 pub const H200_DRIVER_RESERVED_BYTES: u64 = 644_939_776;
@@ -168,7 +168,7 @@ pub const CATALOG: &[Gpu] = &[
         total_bytes: 141 * GIB,
         nvml_total_bytes: H200_TOTAL_BYTES,
         usable_bytes: H200_TOTAL_BYTES - H200_DRIVER_RESERVED_BYTES,
-        source: "measured: NVML total 150,754,820,096 B minus 644,939,776 B used before any process (shared/calibration/h200-public.jsonl); cuMemGetInfo total 150,109,880,320 B on the same card and driver",
+        source: "measured: NVML total 150,754,820,096 B minus 644,939,776 B used before any process (measurements/public/h200-public.jsonl); cuMemGetInfo total 150,109,880,320 B on the same card and driver",
     },
     Gpu {
         id: "b200",

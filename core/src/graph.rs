@@ -13,7 +13,7 @@
 //!   output and releases what it saved. Leaf parameters keep their gradient
 //!   as `.grad` until [`Graph::zero_grad`].
 
-use crate::estimate::Component;
+use crate::component::Component;
 use crate::trace::{Replay, Tensor};
 use alloc::vec::Vec;
 

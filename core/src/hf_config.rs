@@ -18,7 +18,7 @@
 //! `n_head`, `vocab_size`) must be present: a missing one is an
 //! [`Error::MissingField`], a bad one an [`Error::InvalidField`], both naming
 //! the key and the range it accepts (the ranges of
-//! [`crate::spec::validate_arch`], which also runs on the result).
+//! [`crate::arch::validate_arch`], which also runs on the result).
 
 use crate::arch::*;
 use crate::error::{check_range, Error};
@@ -30,7 +30,7 @@ use serde_json::{Map, Value};
 pub const SUPPORTED: &str =
     "llama, mistral, mixtral, qwen2, qwen2_moe, gemma2, phi3, gpt2, bert, esm";
 
-/// Largest width, as in [`crate::spec::validate_arch`].
+/// Largest width, as in [`crate::arch::validate_arch`].
 const DIM: u64 = 1 << 20;
 const MAX_LAYERS: u64 = 1024;
 const MAX_HEADS: u64 = 4096;
@@ -81,7 +81,7 @@ pub fn import_value(value: &Value) -> Result<Architecture, Error> {
             })
         }
     };
-    crate::spec::validate_arch(&arch).map_err(|e| rename(e, renames))?;
+    crate::arch::validate_arch(&arch).map_err(|e| rename(e, renames))?;
     Ok(arch)
 }
 

@@ -10,7 +10,7 @@
 //! PyTorch's CUDA caching allocator to find the peak of allocated and
 //! reserved bytes. [`runtime`] adds what lives outside the allocator: the
 //! CUDA context and library handles, whose figures come from a calibration
-//! profile (H200 defaults measured in `shared/calibration`).
+//! profile (H200 defaults measured in `measurements/public/`).
 //!
 //! ## What this crate does not do
 //! No IO, no clock, no GPU, no DOM, no network: callers pass data in and get
@@ -27,6 +27,7 @@ extern crate std;
 pub mod allocator;
 pub mod arch;
 pub mod bytes;
+pub mod component;
 pub mod error;
 pub mod estimate;
 pub mod families;
@@ -45,7 +46,8 @@ pub mod workload;
 
 pub use arch::Architecture;
 pub use bytes::Bytes;
+pub use component::Component;
 pub use error::Error;
-pub use estimate::{estimate, Component, Estimate};
+pub use estimate::{estimate, Estimate};
 pub use runtime::RuntimeProfile;
 pub use workload::Workload;

@@ -1,6 +1,6 @@
 //! The preset catalog: exact shapes of the models people ask about.
 //!
-//! The ids of `shared/calibration/README.md` use exactly the shapes given
+//! The ids of the preset table of `docs/spec.md` use exactly the shapes given
 //! there; the others follow the models' published `config.json`.
 
 use crate::arch::*;
@@ -190,7 +190,7 @@ pub fn bert(hidden_size: u32, num_layers: u32, num_heads: u32) -> EncoderArch {
 
 /// Every preset, grouped for pickers: LLM, MoE LLM, Encoder, Protein, Vision.
 ///
-/// The ids of `shared/calibration/README.md` (llama-3.1-8b, llama-3.2-1b,
+/// The ids of the preset table of `docs/spec.md` (llama-3.1-8b, llama-3.2-1b,
 /// qwen2.5-7b, mistral-7b-v0.3, mixtral-8x7b, gpt2, bert-base-uncased,
 /// esm2-t33-650m, esmfold-v1, resnet-50, vit-b-16) are built exactly as
 /// that table says; the others follow the models' published `config.json`

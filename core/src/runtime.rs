@@ -2,15 +2,24 @@
 //! coefficients a calibration profile supplies.
 //!
 //! Every default below is an H200 measurement from
-//! `shared/calibration/h200-public.jsonl`, line 1 (`runtime_overheads`,
+//! `measurements/public/h200-public.jsonl`, line 1 (`runtime_overheads`,
 //! torch 2.11.0+cu130, driver 580.159.04, `CUDA_MODULE_LOADING=LAZY`), and
 //! the probes in `measurements/h200/overheads.json`.
 
-use crate::allocator::AllocatorConfig;
 use crate::error::Error;
 use alloc::format;
 use alloc::string::String;
 
+/// Allocator settings (`PYTORCH_CUDA_ALLOC_CONF`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(default))]
+pub struct AllocatorConfig {
+    /// `expandable_segments:True`.
+    pub expandable_segments: bool,
+    /// `max_split_size_mb`, in bytes; `None` is unlimited (the default).
+    pub max_split_size: Option<u64>,
+}
 /// `runtime_overheads.context` (650,969,088 B: context plus the first 2 MiB
 /// small-pool segment) minus that 2 MiB segment, which the replay counts.
 pub const H200_CUDA_CONTEXT_BYTES: u64 = 650_969_088 - (2 << 20);
@@ -183,7 +192,7 @@ impl Default for RuntimeProfile {
 }
 
 impl RuntimeProfile {
-    /// The H200 profile measured for `shared/calibration` (torch 2.11, CUDA 13).
+    /// The H200 profile measured for `measurements/public/` (torch 2.11, CUDA 13).
     pub fn h200() -> RuntimeProfile {
         RuntimeProfile {
             gpu: Some("NVIDIA H200".into()),
@@ -226,4 +235,30 @@ fn allocator_setting<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Allocator
             ))),
         },
     }
+}
+
+/// Which libraries a run loads (decides the outside-allocator overhead).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LibraryUse {
+    /// GEMMs through cuBLAS (every family).
+    pub cublas: bool,
+    /// A backward pass (second cuBLAS handle on the autograd thread).
+    pub backward: bool,
+    /// Convolutions through cuDNN.
+    pub cudnn: bool,
+}
+
+/// Outside-allocator bytes for the libraries a run uses.
+pub fn outside_allocator(runtime: &RuntimeProfile, libraries: LibraryUse) -> u64 {
+    let mut bytes = runtime.cuda_context_bytes;
+    if libraries.cublas {
+        bytes += runtime.cublas_library_bytes + runtime.model_kernels_bytes;
+    }
+    if libraries.backward {
+        bytes += runtime.backward_library_bytes;
+    }
+    if libraries.cudnn {
+        bytes += runtime.cudnn_library_bytes;
+    }
+    bytes
 }

@@ -5,7 +5,7 @@
 #[cfg(feature = "diagnostics")]
 use crate::allocator::round_size;
 use crate::allocator::{AllocatorConfig, BlockId, CachingAllocator, OutOfMemory, Stats};
-use crate::estimate::Component;
+use crate::component::Component;
 
 /// Handle to a tensor alive in the replay.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

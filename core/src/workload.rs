@@ -159,7 +159,7 @@ pub struct TrainingOptions {
     pub lora: Option<Lora>,
     /// The optimizer state is already on the GPU when the job starts (a run
     /// resumed from a checkpoint, or a later case in one process as in
-    /// `shared/calibration`); otherwise the first step creates it while the
+    /// `measurements/public/`); otherwise the first step creates it while the
     /// freed activations are still cached, which lays memory out differently.
     pub optimizer_state_resident: bool,
     /// The training forward runs with `use_cache=True` (the default of

@@ -17,7 +17,7 @@ fn decoder(id: &str) -> DecoderArch {
     }
 }
 
-/// `shared/calibration/README.md`'s table, exactly (ResNet-50's count comes
+/// The preset table of `docs/spec.md`, exactly (ResNet-50's count comes
 /// from `families::cnn`, tested there).
 #[test]
 fn calibration_presets_match_the_readme_table() {

@@ -17,9 +17,10 @@
 
 use super::nn::{self, AttnShape, Ctx, Linear, BF16, FP32, INT64, T};
 use super::optim::{self, OptimizerState, Trainable};
+use super::ReplaySummary;
 use crate::arch::{DecoderArch, Dtype, MlpKind, NormKind};
+use crate::component::Component;
 use crate::error::Error;
-use crate::estimate::{Component, ReplaySummary};
 use crate::graph::{Graph, Value};
 use crate::runtime::RuntimeProfile;
 use crate::trace::Replay;

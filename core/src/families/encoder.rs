@@ -6,9 +6,10 @@
 
 use super::nn::{self, AttnShape, Ctx, Linear, Params, FP32, INT64, T};
 use super::optim::{self, Trainable};
+use super::ReplaySummary;
 use crate::arch::{EncoderArch, EncoderKind};
+use crate::component::Component;
 use crate::error::Error;
-use crate::estimate::{Component, ReplaySummary};
 use crate::graph::{Graph, Value};
 use crate::runtime::RuntimeProfile;
 use crate::trace::Replay;

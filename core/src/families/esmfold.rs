@@ -42,9 +42,10 @@
 
 use super::encoder;
 use super::nn::{Ctx, FP32, INT64, T};
+use super::ReplaySummary;
 use crate::arch::EsmFoldArch;
+use crate::component::Component;
 use crate::error::Error;
-use crate::estimate::{Component, ReplaySummary};
 use crate::graph::{Graph, Value};
 use crate::runtime::RuntimeProfile;
 use crate::trace::Replay;

@@ -11,10 +11,21 @@ pub mod vit;
 
 use crate::arch::Architecture;
 use crate::error::Error;
-use crate::estimate::{LibraryUse, ReplaySummary};
+use crate::runtime::LibraryUse;
 use crate::runtime::RuntimeProfile;
 use crate::trace::Replay;
 use crate::workload::{Mode, Workload};
+
+/// What a family's replay reports besides the allocator trace.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ReplaySummary {
+    /// Parameters instantiated (adapters included).
+    pub params: u64,
+    /// Parameter and buffer bytes.
+    pub weight_bytes: u64,
+    /// Libraries the run loads.
+    pub libraries: LibraryUse,
+}
 
 /// Rejects shapes and workloads a family cannot run, naming the field
 /// (shapes are checked here too, for architectures built in code rather
@@ -171,7 +182,7 @@ pub fn libraries(arch: &Architecture, workload: &Workload, runtime: &RuntimeProf
 /// backward matmul, after that matmul's output (the H200 traces in
 /// `measurements/h200-segments/` and `measurements/h200-generalization/`).
 pub fn cublas_workspaces(g: &mut crate::graph::Graph, runtime: &RuntimeProfile, training: bool) {
-    use crate::estimate::Component::LibraryWorkspace;
+    use crate::component::Component::LibraryWorkspace;
     let bytes = runtime.cublas_workspace_bytes;
     if !runtime.process_ran_backward {
         g.defer_workspaces(bytes, if training { bytes } else { 0 });

@@ -1,7 +1,7 @@
 //! Building blocks shared by the families: PyTorch ops with their
 //! allocations, the tensors autograd saves, and autocast's dtype rules.
 
-use crate::estimate::Component;
+use crate::component::Component;
 use crate::graph::{GradOrder, Graph, Value};
 use alloc::vec::Vec;
 

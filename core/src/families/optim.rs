@@ -3,7 +3,7 @@
 //! by the families.
 
 use super::nn::Ctx;
-use crate::estimate::Component;
+use crate::component::Component;
 use crate::graph::{Graph, Value};
 use crate::trace::Tensor;
 use crate::workload::{Optimizer, TrainingOptions};

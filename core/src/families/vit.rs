@@ -10,9 +10,10 @@
 
 use super::nn::{self, AttnShape, Ctx, Linear, Params, FP32, T};
 use super::optim;
+use super::ReplaySummary;
 use crate::arch::VitArch;
+use crate::component::Component;
 use crate::error::Error;
-use crate::estimate::{Component, ReplaySummary};
 use crate::graph::{Graph, Value};
 use crate::runtime::RuntimeProfile;
 use crate::trace::Replay;
