@@ -45,6 +45,7 @@ pub fn run(args: &EstimateArgs) -> Result<String> {
     };
     let options = EstimateOptions {
         capacity: gpu.map(|g| g.usable_bytes),
+        ..EstimateOptions::default()
     };
     let est = match &args.after {
         None => estimate_with(&spec.model.arch, &spec.workload, &spec.runtime, options)

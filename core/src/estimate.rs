@@ -7,7 +7,7 @@ use crate::families;
 use crate::runtime::RuntimeProfile;
 
 pub use crate::component::Component;
-pub use crate::families::ReplaySummary;
+pub use crate::families::{ReplayOptions, ReplaySummary};
 pub use crate::runtime::{outside_allocator, LibraryUse};
 use crate::trace::{Op, Replay};
 use crate::workload::Workload;
@@ -33,6 +33,8 @@ pub struct EstimateOptions {
     /// cache and retries when a `cudaMalloc` would exceed it, as PyTorch does,
     /// and [`Estimate::fits`] says whether the job survives.
     pub capacity: Option<u64>,
+    /// How the replay runs (its shortcuts, which never change the answer).
+    pub replay: ReplayOptions,
 }
 
 /// The predicted peak.
@@ -188,7 +190,7 @@ fn run(
     if let Some(earlier) = earlier {
         replay_earlier_job(arch, earlier, runtime, replay)?;
     }
-    let summary = families::replay(arch, workload, runtime, replay)?;
+    let summary = families::replay_with(arch, workload, runtime, replay, options.replay)?;
     debug_assert!(earlier.is_some() || summary.libraries == libraries_guess);
     let stats = replay.stats();
     let peak = replay.peak();

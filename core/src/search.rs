@@ -165,6 +165,7 @@ fn fits(
         runtime,
         EstimateOptions {
             capacity: Some(capacity),
+            ..EstimateOptions::default()
         },
     )?;
     Ok(e.fits && e.outside_allocator.0 <= capacity)
@@ -401,6 +402,7 @@ mod tests {
         let infer = Workload::default();
         let tight = EstimateOptions {
             capacity: Some(2 << 30),
+            ..EstimateOptions::default()
         };
         let runs: [(&Architecture, &Workload, &RuntimeProfile, EstimateOptions); 5] = [
             (&llama, &train, &rt, EstimateOptions::default()),

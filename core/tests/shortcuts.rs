@@ -2,10 +2,9 @@
 //! the estimate of the full replay.
 #![allow(clippy::field_reassign_with_default)]
 
-use headroom_core::families::decoder::DISABLE_DECODE_SHORTCUT;
+use headroom_core::estimate::{estimate_with, EstimateOptions, ReplayOptions};
 use headroom_core::workload::{InferenceKind, Mode};
 use headroom_core::{estimate, presets, RuntimeProfile, Workload};
-use std::sync::atomic::Ordering;
 
 #[test]
 fn decode_shortcut_matches_full_replay() {
@@ -32,11 +31,14 @@ fn decode_shortcut_matches_full_replay() {
             w.inference.new_tokens = 6;
             w.batch = batch;
             w.seq_len = seq;
-            DISABLE_DECODE_SHORTCUT.store(false, Ordering::SeqCst);
             let fast = estimate(&arch, &w, &runtime).unwrap();
-            DISABLE_DECODE_SHORTCUT.store(true, Ordering::SeqCst);
-            let full = estimate(&arch, &w, &runtime).unwrap();
-            DISABLE_DECODE_SHORTCUT.store(false, Ordering::SeqCst);
+            let full_replay = EstimateOptions {
+                replay: ReplayOptions {
+                    decode_shortcut: false,
+                },
+                ..EstimateOptions::default()
+            };
+            let full = estimate_with(&arch, &w, &runtime, full_replay).unwrap();
             assert!(fast.driver_peak.0 > 0);
             assert_eq!(fast.driver_peak, full.driver_peak, "{id} b{batch} s{seq}");
             assert_eq!(

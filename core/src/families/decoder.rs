@@ -27,10 +27,6 @@ use crate::trace::Replay;
 use crate::workload::{Attention, InferenceKind, LoadPath, Logits, Mode, Precision, Workload};
 use alloc::vec::Vec;
 
-/// Test hook: forces full replays of decode steps.
-pub static DISABLE_DECODE_SHORTCUT: core::sync::atomic::AtomicBool =
-    core::sync::atomic::AtomicBool::new(false);
-
 /// Rejects workloads the decoder family cannot run.
 pub fn validate(workload: &Workload) -> Result<(), Error> {
     if workload.mode == Mode::Inference
@@ -433,6 +429,8 @@ struct Model<'a> {
     a: &'a DecoderArch,
     w: Weights,
     attention: Attention,
+    /// [`super::ReplayOptions::decode_shortcut`].
+    decode_shortcut: bool,
 }
 
 impl Model<'_> {
@@ -662,7 +660,7 @@ impl Model<'_> {
         if call.tokens != 1
             || c.layers.len() != self.a.num_layers as usize
             || !c.dtype.is_float()
-            || DISABLE_DECODE_SHORTCUT.load(core::sync::atomic::Ordering::Relaxed)
+            || !self.decode_shortcut
         {
             return false;
         }
@@ -1232,6 +1230,7 @@ pub fn replay(
     workload: &Workload,
     runtime: &RuntimeProfile,
     replay: &mut Replay,
+    options: super::ReplayOptions,
 ) -> Result<ReplaySummary, Error> {
     let mut g = Graph::for_runtime(replay, runtime);
     if workload.load == LoadPath::BuildThenCast
@@ -1261,6 +1260,7 @@ pub fn replay(
         a,
         w,
         attention: workload.attention,
+        decode_shortcut: options.decode_shortcut,
     };
     let b = workload.batch as u64;
     let s = workload.seq_len as u64;

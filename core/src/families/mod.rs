@@ -195,15 +195,46 @@ pub fn cublas_workspaces(g: &mut crate::graph::Graph, runtime: &RuntimeProfile, 
     let _autograd = g.replay.alloc(bytes, LibraryWorkspace);
 }
 
-/// Replays the whole run (weights loaded, then the workload).
+/// How a replay runs. Its shortcuts are optimisations only: each gives
+/// exactly the full replay's answer (`core/tests/shortcuts.rs` compares
+/// them), so turning one off changes the time an estimate takes, never
+/// the estimate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReplayOptions {
+    /// A decode step whose transients stay in the small pool replays its
+    /// first layer in full and only the KV-cache updates of the others
+    /// (on by default).
+    pub decode_shortcut: bool,
+}
+
+impl Default for ReplayOptions {
+    fn default() -> Self {
+        ReplayOptions {
+            decode_shortcut: true,
+        }
+    }
+}
+
+/// Replays the whole run (weights loaded, then the workload), shortcuts on.
 pub fn replay(
     arch: &Architecture,
     workload: &Workload,
     runtime: &RuntimeProfile,
     replay: &mut Replay,
 ) -> Result<ReplaySummary, Error> {
+    replay_with(arch, workload, runtime, replay, ReplayOptions::default())
+}
+
+/// [`replay`] with the given [`ReplayOptions`].
+pub fn replay_with(
+    arch: &Architecture,
+    workload: &Workload,
+    runtime: &RuntimeProfile,
+    replay: &mut Replay,
+    options: ReplayOptions,
+) -> Result<ReplaySummary, Error> {
     let mut summary = match arch {
-        Architecture::Decoder(a) => decoder::replay(a, workload, runtime, replay),
+        Architecture::Decoder(a) => decoder::replay(a, workload, runtime, replay, options),
         Architecture::Encoder(a) => encoder::replay(a, workload, runtime, replay),
         Architecture::Vit(a) => vit::replay(a, workload, runtime, replay),
         Architecture::EsmFold(a) => esmfold::replay(a, workload, runtime, replay),
