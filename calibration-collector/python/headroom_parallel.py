@@ -10,9 +10,11 @@ The case is a measurement-format object (docs/spec.md) whose
 
   strategy              ddp | fsdp2 | zero1
   world_size            must equal torchrun's WORLD_SIZE
-  fsdp2:  reshard_after_forward (default true), param_dtype (bf16),
-          reduce_dtype (fp32); each decoder layer is wrapped with
-          fully_shard, then the root; the model is built on `meta` and
+  fsdp2:  reshard_after_forward (default true; the decoder layers'),
+          param_dtype (bf16), reduce_dtype (fp32); each decoder layer is
+          wrapped with fully_shard, then the root (with fully_shard's default
+          reshard_after_forward, None: kept gathered from forward to
+          backward); the model is built on `meta` and
           materialised with to_empty() and a random init.
   ddp:    bucket_cap_mb (default 25), gradient_as_bucket_view (false);
           the model is built on the GPU in fp32.
@@ -102,7 +104,7 @@ def frames_of(entry, keep=4):
     out = []
     for f in entry.get("frames", []):
         name = f.get("filename", "")
-        if "/torch/utils/" in name or name.endswith("headroom_parallel.py") and not out:
+        if not name.endswith(".py") or "/torch/utils/" in name:
             continue
         out.append(f"{os.path.basename(name)}:{f.get('line')}:{f.get('name')}")
         if len(out) == keep:
@@ -171,7 +173,9 @@ def main():
         reshard = bool(par.get("reshard_after_forward", True))
         for layer in model.model.layers:
             fully_shard(layer, mp_policy=mp, reshard_after_forward=reshard)
-        fully_shard(model, mp_policy=mp, reshard_after_forward=reshard)
+        # The root keeps fully_shard's default (None): not resharded after
+        # forward, as `wrap: per_decoder_layer_then_root` measures it.
+        fully_shard(model, mp_policy=mp)
         model.to_empty(device="cuda")
         with torch.no_grad():
             for p in model.parameters():
