@@ -93,12 +93,49 @@ impl BlockId {
 
 const NONE: u32 = u32::MAX;
 
+/// Most CUDA streams a replay allocates on: the compute stream and up to
+/// three side streams (FSDP2's all-gather copy-in, all-gather and
+/// reduce-scatter streams).
+pub const MAX_STREAMS: usize = 4;
+
+/// A CUDA stream as the caching allocator sees it. c10 keys free blocks by
+/// stream first: a block freed by a tensor of one stream serves only later
+/// requests on that stream, and a segment created for one stream is split
+/// only for that stream. Each stream thus has a small and a large pool of
+/// its own; reserved bytes, the driver's addresses and the cache flush on a
+/// failed `cudaMalloc` are shared by all.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Stream(u8);
+
+impl Stream {
+    /// The compute stream (`torch.cuda.current_stream()`).
+    pub const DEFAULT: Stream = Stream(0);
+
+    /// Side stream number `n` (1 to `MAX_STREAMS - 1`).
+    pub const fn side(n: u8) -> Stream {
+        assert!(
+            n >= 1 && (n as usize) < MAX_STREAMS,
+            "side stream out of range"
+        );
+        Stream(n)
+    }
+
+    /// Index of the stream's pool for blocks of this kind: small pools at
+    /// even indices, large at odd ones; the compute stream's are 0 and 1.
+    fn pool(self, small: bool) -> usize {
+        self.0 as usize * 2 + usize::from(!small)
+    }
+}
+
+const POOLS: usize = 2 * MAX_STREAMS;
+
 #[derive(Clone, Copy, Debug)]
 struct Block {
     address: u64,
     size: u64,
     allocated: bool,
     small: bool,
+    stream: Stream,
     prev: u32,
     next: u32,
     segment: u32,
@@ -145,17 +182,17 @@ pub struct CachingAllocator {
     blocks: Vec<Block>,
     free_slots: Vec<u32>,
     segments: Vec<Segment>,
-    /// Free blocks of each pool, best-fit by (size, address).
-    small_free: FreeList,
-    large_free: FreeList,
+    /// Free blocks of each stream's small and large pool (see
+    /// [`Stream::pool`]), best-fit by (size, address).
+    free_lists: [FreeList; POOLS],
     /// Free virtual-address ranges (start, length), highest first.
     va_free: Vec<(u64, u64)>,
     /// At least the length of the longest free range.
     va_largest: u64,
     /// Lowest address mapped so far.
     va_bottom: u64,
-    /// Expandable mode: the growing segment of each pool (small, large).
-    expandable: [u32; 2],
+    /// Expandable mode: the growing segment of each pool.
+    expandable: [u32; POOLS],
     stats: Stats,
 }
 
@@ -169,12 +206,11 @@ impl CachingAllocator {
             blocks: Vec::with_capacity(1024),
             free_slots: Vec::new(),
             segments: Vec::with_capacity(512),
-            small_free: FreeList::new(),
-            large_free: FreeList::new(),
+            free_lists: core::array::from_fn(|_| FreeList::new()),
             va_free: Vec::new(),
             va_largest: 0,
             va_bottom: TOP_ADDRESS,
-            expandable: [NONE, NONE],
+            expandable: [NONE; POOLS],
             stats: Stats::default(),
         }
     }
@@ -187,12 +223,13 @@ impl CachingAllocator {
         self.blocks.clear();
         self.free_slots.clear();
         self.segments.clear();
-        self.small_free.clear();
-        self.large_free.clear();
+        for list in &mut self.free_lists {
+            list.clear();
+        }
         self.va_free.clear();
         self.va_largest = 0;
         self.va_bottom = TOP_ADDRESS;
-        self.expandable = [NONE, NONE];
+        self.expandable = [NONE; POOLS];
         self.stats = Stats::default();
     }
 
@@ -274,32 +311,19 @@ impl CachingAllocator {
         }
     }
 
-    fn pool(&mut self, small: bool) -> &mut FreeList {
-        if small {
-            &mut self.small_free
-        } else {
-            &mut self.large_free
-        }
-    }
-
     fn insert_free(&mut self, b: u32) {
         let blk = self.blocks[b as usize];
-        self.pool(blk.small).insert(b, blk.size, blk.address);
+        self.free_lists[blk.stream.pool(blk.small)].insert(b, blk.size, blk.address);
     }
 
     fn remove_free(&mut self, b: u32) {
         let blk = self.blocks[b as usize];
-        self.pool(blk.small).remove(b, blk.size, blk.address);
+        self.free_lists[blk.stream.pool(blk.small)].remove(b, blk.size, blk.address);
     }
 
     /// Best-fit search with the `max_split_size` refusals of `get_free_block`.
-    fn find_free(&self, size: u64, small: bool) -> Option<Found> {
-        let pool = if small {
-            &self.small_free
-        } else {
-            &self.large_free
-        };
-        let found = pool.best_fit(size)?;
+    fn find_free(&self, size: u64, pool: usize) -> Option<Found> {
+        let found = self.free_lists[pool].best_fit(size)?;
         if let Some(max_split) = self.config.max_split_size {
             if size < max_split && found.size >= max_split {
                 return None;
@@ -374,10 +398,10 @@ impl CachingAllocator {
         self.va_largest = self.va_largest.max(merged);
     }
 
-    fn create_segment(&mut self, bytes: u64, small: bool) -> u32 {
+    fn create_segment(&mut self, bytes: u64, small: bool, stream: Stream) -> u32 {
         let segment = self.segments.len() as u32;
         let address = if self.config.expandable_segments {
-            EXPANDABLE_BASE + u64::from(!small) * EXPANDABLE_SPACING
+            EXPANDABLE_BASE + stream.pool(small) as u64 * EXPANDABLE_SPACING
         } else {
             self.map_va(bytes)
         };
@@ -386,6 +410,7 @@ impl CachingAllocator {
             size: bytes,
             allocated: false,
             small,
+            stream,
             prev: NONE,
             next: NONE,
             segment,
@@ -404,7 +429,7 @@ impl CachingAllocator {
     /// `release_cached_blocks`: returns every fully free segment to the driver.
     pub fn empty_cache(&mut self) {
         let mut released = Vec::new();
-        for pool in [&self.small_free, &self.large_free] {
+        for pool in &self.free_lists {
             for (_, _, b) in pool.sorted() {
                 let blk = self.blocks[b as usize];
                 if blk.prev == NONE && blk.next == NONE {
@@ -420,11 +445,10 @@ impl CachingAllocator {
             let s = &mut self.segments[seg as usize];
             s.live = false;
             self.stats.reserved -= s.size;
-            if self.expandable[0] == seg {
-                self.expandable[0] = NONE;
-            }
-            if self.expandable[1] == seg {
-                self.expandable[1] = NONE;
+            for growing in &mut self.expandable {
+                if *growing == seg {
+                    *growing = NONE;
+                }
             }
             self.free_slots.push(b);
         }
@@ -432,16 +456,16 @@ impl CachingAllocator {
 
     /// Expandable segments: grow the pool's segment so that its free tail
     /// holds `size` bytes; returns the tail block.
-    fn grow_expandable(&mut self, size: u64, small: bool) -> Option<u32> {
+    fn grow_expandable(&mut self, size: u64, small: bool, stream: Stream) -> Option<u32> {
         let page = if small { SMALL_BUFFER } else { LARGE_BUFFER };
-        let pool = usize::from(!small);
+        let pool = stream.pool(small);
         let seg = self.expandable[pool];
         if seg == NONE {
             let bytes = size.div_ceil(page) * page;
             if !self.can_reserve(bytes) {
                 return None;
             }
-            let b = self.create_segment(bytes, small);
+            let b = self.create_segment(bytes, small, stream);
             self.expandable[pool] = self.blocks[b as usize].segment;
             return Some(b);
         }
@@ -465,6 +489,7 @@ impl CachingAllocator {
                 size: grow,
                 allocated: false,
                 small,
+                stream,
                 prev: last,
                 next: NONE,
                 segment: seg,
@@ -480,19 +505,28 @@ impl CachingAllocator {
 
     /// `malloc`: returns the live block, or [`OutOfMemory`].
     pub fn malloc(&mut self, request: u64) -> Result<BlockId, OutOfMemory> {
+        self.malloc_on(request, Stream::DEFAULT)
+    }
+
+    /// `malloc` for a tensor allocated while `stream` is current: served
+    /// from that stream's pools only.
+    pub fn malloc_on(&mut self, request: u64, stream: Stream) -> Result<BlockId, OutOfMemory> {
         let size = round_size(request);
         let small = size <= SMALL_SIZE;
-        let block = match self.find_free(size, small) {
-            Some(found) => self.pool(small).take(found),
-            None if self.config.expandable_segments => match self.grow_expandable(size, small) {
-                Some(b) => b,
-                None => {
-                    self.stats.cache_flushes += 1;
-                    self.empty_cache();
-                    self.grow_expandable(size, small)
-                        .ok_or(OutOfMemory { request: size })?
+        let pool = stream.pool(small);
+        let block = match self.find_free(size, pool) {
+            Some(found) => self.free_lists[pool].take(found),
+            None if self.config.expandable_segments => {
+                match self.grow_expandable(size, small, stream) {
+                    Some(b) => b,
+                    None => {
+                        self.stats.cache_flushes += 1;
+                        self.empty_cache();
+                        self.grow_expandable(size, small, stream)
+                            .ok_or(OutOfMemory { request: size })?
+                    }
                 }
-            },
+            }
             None => {
                 let bytes = segment_size(size);
                 if !self.can_reserve(bytes) {
@@ -502,7 +536,7 @@ impl CachingAllocator {
                         return Err(OutOfMemory { request: size });
                     }
                 }
-                self.create_segment(bytes, small)
+                self.create_segment(bytes, small, stream)
             }
         };
         let blk = self.blocks[block as usize];
@@ -518,6 +552,7 @@ impl CachingAllocator {
                 size: remaining,
                 allocated: false,
                 small,
+                stream,
                 prev: block,
                 next: blk.next,
                 segment: blk.segment,
@@ -720,6 +755,36 @@ mod tests {
         // A small-ish request may not take an oversize (>= max_split) block.
         a.malloc(30 * MB).unwrap();
         assert_eq!(a.stats().reserved, 230 * MB);
+    }
+
+    /// c10 keys free blocks by stream: a block freed on a side stream is
+    /// cached for that stream and a compute-stream request of the same size
+    /// creates a segment of its own; the side stream reuses its block.
+    #[test]
+    fn a_block_freed_on_a_side_stream_serves_only_that_stream() {
+        let side = Stream::side(3);
+        let mut a = fresh();
+        let buffer = a.malloc_on(240 * MB, side).unwrap();
+        a.free(buffer);
+        a.malloc(240 * MB).unwrap();
+        assert_eq!(
+            a.stats().reserved,
+            480 * MB,
+            "the default stream cannot take it"
+        );
+        a.malloc_on(240 * MB, side).unwrap();
+        assert_eq!(
+            a.stats().reserved,
+            480 * MB,
+            "the side stream takes its cached block"
+        );
+        // A flush on a failed cudaMalloc releases every stream's free segments.
+        let mut b = CachingAllocator::new(AllocatorConfig::default(), Some(300 * MB));
+        let x = b.malloc_on(200 * MB, side).unwrap();
+        b.free(x);
+        b.malloc(200 * MB).unwrap();
+        assert_eq!(b.stats().cache_flushes, 1);
+        assert_eq!(b.stats().reserved, 200 * MB);
     }
 
     #[test]

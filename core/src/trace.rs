@@ -4,7 +4,7 @@
 
 #[cfg(feature = "diagnostics")]
 use crate::allocator::round_size;
-use crate::allocator::{AllocatorConfig, BlockId, CachingAllocator, OutOfMemory, Stats};
+use crate::allocator::{AllocatorConfig, BlockId, CachingAllocator, OutOfMemory, Stats, Stream};
 use crate::component::Component;
 
 /// Handle to a tensor alive in the replay.
@@ -259,13 +259,21 @@ impl Replay {
     /// Allocates a tensor of `bytes`. Zero-byte tensors take no block in
     /// PyTorch; they are given a 512 B block here, which is lost in the noise.
     pub fn alloc(&mut self, bytes: u64, component: Component) -> Tensor {
+        self.alloc_on(bytes, component, Stream::DEFAULT)
+    }
+
+    /// Allocates a tensor of `bytes` while `stream` is the current stream
+    /// (its block returns to that stream's pools when freed).
+    pub fn alloc_on(&mut self, bytes: u64, component: Component, stream: Stream) -> Tensor {
         #[cfg(feature = "diagnostics")]
-        if let Some(adopted) = self.adopt(bytes, component) {
-            return adopted;
+        if stream == Stream::DEFAULT {
+            if let Some(adopted) = self.adopt(bytes, component) {
+                return adopted;
+            }
         }
         #[cfg(feature = "diagnostics")]
         let segments_before = self.allocator.stats().segments_created;
-        let block = match self.allocator.malloc(bytes) {
+        let block = match self.allocator.malloc_on(bytes, stream) {
             Ok(block) => block,
             Err(oom) => {
                 if self.oom.is_none() {
@@ -274,7 +282,9 @@ impl Replay {
                 // Keep replaying with an unbounded allocator so the rest of
                 // the trace stays consistent; the run is marked as OOM.
                 self.allocator = unbounded(&self.allocator);
-                self.allocator.malloc(bytes).expect("unbounded allocator")
+                self.allocator
+                    .malloc_on(bytes, stream)
+                    .expect("unbounded allocator")
             }
         };
         self.live[component as usize] += self.allocator.block_size(block);
