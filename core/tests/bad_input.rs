@@ -17,9 +17,28 @@ fn check(json: &str, expect: &[&str]) {
                     msg.contains(needle),
                     "`{msg}` lacks `{needle}` (input {json})"
                 );
+                if is_field(needle) {
+                    assert!(
+                        msg.contains(&format!("`{needle}`")),
+                        "`{msg}` does not name the field `{needle}` in backticks (input {json})"
+                    );
+                }
             }
         }
     }
+}
+
+/// A needle that is a field path (`workload.batch`, `model.blocks[0]`,
+/// `workload.batch x workload.seq_len`): the error must name it in backticks.
+fn is_field(needle: &str) -> bool {
+    ["workload", "model", "runtime"].iter().any(|root| {
+        needle.strip_prefix(root).is_some_and(|rest| {
+            (rest.is_empty() || rest.starts_with('.') || rest.starts_with(" x "))
+                && rest
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "_.[] x".contains(c))
+        })
+    })
 }
 
 #[test]
@@ -169,7 +188,7 @@ fn bad_documents_and_models_are_named() {
     );
     check(
         r#"{"model": {"family": "transformer"}, "workload": {}}"#,
-        &["model", "family"],
+        &["model.family", "transformer"],
     );
     check(
         r#"{"model": {"hf_config": {"model_type": "t5"}}, "workload": {}}"#,

@@ -315,7 +315,11 @@ proptest! {
     fn extreme_shapes_never_panic(json in extreme_spec()) {
         if let Ok(spec) = headroom_core::spec::Spec::from_json(&json) {
             if let Err(e) = estimate(&spec.model.arch, &spec.workload, &spec.runtime) {
-                prop_assert!(!e.to_string().is_empty());
+                let msg = e.to_string();
+                prop_assert!(
+                    msg.starts_with("`workload.") || msg.starts_with("`model"),
+                    "`{}` does not name the field in backticks", msg
+                );
             }
         }
     }
