@@ -42,5 +42,6 @@ if [ ! -s "$TMP_PNG" ]; then
 fi
 mkdir -p "$(dirname "$OUT")"
 cp "$TMP_PNG" "$OUT"
+chmod 644 "$OUT"
 ls -l "$OUT"
 echo "[screenshot] review it, then commit it: git add $OUT"
