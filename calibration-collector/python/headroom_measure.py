@@ -59,8 +59,9 @@ Modes
 
 Workload format: see docs/spec.md. Accepted extras:
 training.lora {rank|r, alpha|lora_alpha, target_modules, dropout},
-training.optimizer adamw|sgd|adafactor (training.momentum, default 0.9 for
-sgd), training.precision amp_bf16|amp_fp16|bf16|fp16|fp32.
+training.optimizer adamw|sgd|sgd_plain|adafactor (the core's keys: sgd is SGD
+with training.momentum, default 0.9; sgd_plain is momentum 0),
+training.precision amp_bf16|bf16|fp32 and the extras amp_fp16|fp16.
 
 Needs: Python stdlib, torch, transformers, torchvision, peft, nvidia-ml-py.
 """
@@ -695,6 +696,8 @@ class Runner:
         if name in ("sgd", "sgd_momentum"):
             m = opt.get("momentum")
             return torch.optim.SGD(params, lr=1e-4, momentum=0.9 if m is None else float(m))
+        if name == "sgd_plain":
+            return torch.optim.SGD(params, lr=1e-4, momentum=0.0)
         if name == "adafactor":
             if not hasattr(torch.optim, "Adafactor"):
                 raise Unsupported("torch.optim.Adafactor is missing in this torch")

@@ -5,7 +5,7 @@ use crate::error::{CollectorError, Result};
 use headroom_core::arch::Architecture;
 use headroom_core::estimate::{estimate_after_with, estimate_with, Estimate, EstimateOptions};
 use headroom_core::spec::Spec;
-use headroom_core::workload::{Attention, InferenceKind, Logits, Mode, Optimizer, Precision};
+use headroom_core::workload::{InferenceKind, Logits, Mode, Optimizer, Precision};
 use headroom_core::{gpus, Bytes};
 use serde_json::{json, Value};
 use std::fmt::Write as _;
@@ -118,17 +118,14 @@ fn describe_workload(spec: &Spec) -> String {
             let _ = write!(
                 s,
                 "inference, fold ({chunk}, {recycles} recycle(s), {} stem)",
-                w.esmfold.stem_dtype.name()
+                w.esmfold.stem_dtype.key()
             );
         }
         (Mode::Inference, Architecture::Decoder(_))
             if w.inference.kind == InferenceKind::Generate =>
         {
             let cache = if w.inference.kv_cache {
-                format!(
-                    "KV cache {}",
-                    w.inference.kv_dtype.unwrap_or(w.dtype).name()
-                )
+                format!("KV cache {}", w.inference.kv_dtype.unwrap_or(w.dtype).key())
             } else {
                 "no KV cache".to_string()
             };
@@ -172,35 +169,30 @@ fn describe_workload(spec: &Spec) -> String {
         let _ = write!(s, ", seq_len {}", w.seq_len);
     }
     if w.mode == Mode::Inference && !matches!(arch, Architecture::EsmFold(_)) {
-        let _ = write!(s, ", {}", w.dtype.name());
+        let _ = write!(s, ", {}", w.dtype.key());
     }
     if matches!(arch, Architecture::Decoder(_) | Architecture::Encoder(_)) {
-        let _ = write!(s, ", {} attention", attention_name(w.attention));
+        let _ = write!(s, ", {} attention", w.attention.key());
     }
     s
 }
 
+/// The table's words for an optimizer (its key is `Optimizer::key`).
 fn optimizer_name(o: Optimizer) -> &'static str {
     match o {
         Optimizer::Adamw => "AdamW",
-        Optimizer::Sgd => "SGD",
+        Optimizer::Sgd => "plain SGD (no momentum)",
         Optimizer::SgdMomentum => "SGD with momentum",
         Optimizer::Adafactor => "Adafactor",
     }
 }
 
+/// The table's words for a precision (its key is `Precision::key`).
 fn precision_name(p: Precision) -> &'static str {
     match p {
         Precision::AmpBf16 => "amp_bf16 (fp32 master weights)",
         Precision::Bf16 => "pure bf16",
         Precision::Fp32 => "fp32",
-    }
-}
-
-fn attention_name(a: Attention) -> &'static str {
-    match a {
-        Attention::Sdpa => "sdpa",
-        Attention::Eager => "eager",
     }
 }
 

@@ -14,6 +14,7 @@ use crate::error::{CollectorError, Result};
 use crate::gpu::{self, Gpu};
 use crate::stats::{relative_error, Summary};
 use crate::template::{Template, Values, Var};
+use headroom_core::arch::Dtype;
 use headroom_core::estimate::estimate;
 use headroom_core::spec::{parse_model, parse_workload};
 use headroom_core::workload::{MAX_BATCH, MAX_SEQ_LEN};
@@ -228,20 +229,14 @@ pub fn plan(args: &RunArgs) -> Result<Plan> {
     if let (Some(m), Some(obj)) = (&model, workload_json.as_object_mut()) {
         // ESMFold runs its trunk in fp32 (the reference and HF default).
         if m.arch.family() == "esm_fold" && !obj.contains_key("dtype") {
-            obj.insert("dtype".into(), json!("fp32"));
+            obj.insert("dtype".into(), json!(Dtype::Fp32.key()));
         }
     }
     let base = parse_workload(Some(&workload_json))
         .map_err(|e| CollectorError::input(format!("--workload: {e}")))?;
-    let prefix = args.name.clone().unwrap_or_else(|| {
-        let mode = serde_json::to_value(base.mode)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_string))
-            .unwrap_or_default();
-        match &model {
-            Some(m) => format!("{}_{mode}", m.id),
-            None => "cmd".into(),
-        }
+    let prefix = args.name.clone().unwrap_or_else(|| match &model {
+        Some(m) => format!("{}_{}", m.id, base.mode.key()),
+        None => "cmd".into(),
     });
     let mut points = Vec::new();
     for &batch in &args.batches {

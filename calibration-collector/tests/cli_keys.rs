@@ -1,0 +1,155 @@
+//! The workload words of the command line are the core's keys: every key of
+//! every workload enum is accepted by `estimate`, and a wrong value is
+//! refused with a message that names the field and every key.
+
+mod common;
+
+use common::{run, text};
+use headroom_core::arch::Dtype;
+use headroom_core::workload::{
+    Attention, InferenceKind, LoadPath, Logits, Mode, Optimizer, Precision,
+};
+use serde_json::{json, Value};
+
+/// One workload field that takes a key.
+struct Field {
+    /// Dotted path below `workload`.
+    path: &'static str,
+    /// The keys it takes.
+    keys: Vec<&'static str>,
+    /// A spec the field is set in.
+    base: Value,
+}
+
+fn fields() -> Vec<Field> {
+    let gpt2 = json!({"model": "gpt2", "workload": {"seq_len": 128}});
+    let training =
+        json!({"model": "gpt2", "workload": {"mode": "training", "batch": 2, "seq_len": 128}});
+    let forward =
+        json!({"model": "gpt2", "workload": {"seq_len": 128, "inference": {"kind": "forward"}}});
+    let quantisable = json!({"model": "llama-3.2-1b", "workload": {"seq_len": 128, "inference": {"new_tokens": 2}}});
+    let esmfold =
+        json!({"model": "esmfold-v1", "workload": {"seq_len": 64, "esmfold": {"num_recycles": 0}}});
+    // The ESM-2 stem runs in a float dtype only.
+    let float_dtypes = Dtype::ALL
+        .iter()
+        .filter(|d| d.is_float())
+        .map(|d| d.key())
+        .collect();
+    vec![
+        Field {
+            path: "mode",
+            keys: Mode::KEYS.to_vec(),
+            base: gpt2.clone(),
+        },
+        Field {
+            path: "attention",
+            keys: Attention::KEYS.to_vec(),
+            base: gpt2.clone(),
+        },
+        Field {
+            path: "load",
+            keys: LoadPath::KEYS.to_vec(),
+            base: gpt2.clone(),
+        },
+        Field {
+            path: "dtype",
+            keys: Dtype::KEYS.to_vec(),
+            base: quantisable.clone(),
+        },
+        Field {
+            path: "inference.kind",
+            keys: InferenceKind::KEYS.to_vec(),
+            base: gpt2,
+        },
+        Field {
+            path: "inference.logits",
+            keys: Logits::KEYS.to_vec(),
+            base: forward,
+        },
+        Field {
+            path: "inference.kv_dtype",
+            keys: Dtype::KEYS.to_vec(),
+            base: quantisable,
+        },
+        Field {
+            path: "training.optimizer",
+            keys: Optimizer::KEYS.to_vec(),
+            base: training.clone(),
+        },
+        Field {
+            path: "training.precision",
+            keys: Precision::KEYS.to_vec(),
+            base: training,
+        },
+        Field {
+            path: "esmfold.stem_dtype",
+            keys: float_dtypes,
+            base: esmfold,
+        },
+    ]
+}
+
+/// `base` with `workload.<path>` set to `value`.
+fn with(base: &Value, path: &str, value: &str) -> String {
+    let mut spec = base.clone();
+    let mut at = &mut spec["workload"];
+    for part in path.split('.') {
+        if at.get(part).is_none() {
+            at[part] = json!({});
+        }
+        at = &mut at[part];
+    }
+    *at = json!(value);
+    spec.to_string()
+}
+
+#[test]
+fn every_workload_key_is_accepted() {
+    for field in fields() {
+        assert!(!field.keys.is_empty(), "{}", field.path);
+        for key in &field.keys {
+            let spec = with(&field.base, field.path, key);
+            let out = run(&["estimate"], Some(&spec));
+            assert_eq!(
+                out.status.code(),
+                Some(0),
+                "workload.{} = {key:?} refused: {}",
+                field.path,
+                text(&out.stderr)
+            );
+            let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+            let mut echoed = &v["inputs"]["workload"];
+            for part in field.path.split('.') {
+                echoed = &echoed[part];
+            }
+            assert_eq!(
+                echoed,
+                &json!(key),
+                "workload.{} echoed as its key",
+                field.path
+            );
+        }
+    }
+}
+
+#[test]
+fn a_wrong_value_is_refused_naming_the_field_and_every_key() {
+    for field in fields() {
+        let spec = with(&field.base, field.path, "no_such_key");
+        let out = run(&["estimate"], Some(&spec));
+        assert_eq!(out.status.code(), Some(1), "workload.{}", field.path);
+        let err = text(&out.stderr);
+        assert!(
+            err.contains(&format!("`workload.{}`", field.path)) && err.contains("no_such_key"),
+            "{err}"
+        );
+        for key in &field.keys {
+            assert!(
+                err.contains(&format!("\"{key}\"")),
+                "workload.{}: the message does not name {key:?}: {err}",
+                field.path
+            );
+        }
+    }
+}
