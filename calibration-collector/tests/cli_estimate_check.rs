@@ -431,3 +431,44 @@ fn estimate_table_describes_the_workload_of_each_family() {
         assert_eq!(stdout.lines().nth(1), Some(expected), "{stdout}");
     }
 }
+
+#[test]
+fn check_markdown_summarises_each_file_and_family() {
+    let file = public_file();
+    let path = file.to_str().unwrap();
+    let out = run(&["check", "--markdown", path], None);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let doc = text(&out.stdout);
+    assert!(doc.starts_with("# "), "{doc}");
+    assert!(doc.contains(&format!("\n## `{path}`\n")), "{doc}");
+    // The same figures as the text summary line.
+    let plain = run(&["check", path], None);
+    let summary = text(&plain.stdout).lines().last().unwrap().to_string();
+    let figure = |key: &str| {
+        summary
+            .split(' ')
+            .find_map(|p| p.strip_prefix(key))
+            .unwrap()
+            .to_string()
+    };
+    let all_row = format!(
+        "| all | {} | {} | {} | {} | {} |",
+        figure("cases="),
+        figure("median_abs_err="),
+        figure("p90_abs_err="),
+        figure("max_abs_err="),
+        figure("under_5pct=")
+    );
+    assert!(doc.contains(&all_row), "`{all_row}` not in\n{doc}");
+    // One row per family of the sample, and every case in the case table.
+    for family in ["esm_fold", "decoder", "encoder"] {
+        assert!(doc.contains(&format!("\n| {family} | ")), "{family}: {doc}");
+    }
+    for case in ["esmfold_esm_fp16_chunkNone_L128", "llama8b_gen_b1_L2048"] {
+        assert!(doc.contains(&format!("| `{case}` | ")), "{case}: {doc}");
+    }
+
+    let both = run(&["check", "--json", "--markdown", path], None);
+    assert_eq!(both.status.code(), Some(1));
+    assert!(text(&both.stderr).contains("--json and --markdown"));
+}
