@@ -1,7 +1,6 @@
 //! Labelled inputs the panels share.
 
 use super::context::use_page;
-use crate::vocab::Choice;
 use headroom_core::workload::Workload;
 use leptos::prelude::*;
 
@@ -85,25 +84,25 @@ pub fn read_file_text(file: web_sys::File, then: impl FnOnce(String) + 'static) 
     });
 }
 
-/// A labelled `<select>` of a workload enum: each option's value is the
-/// core's key of its variant (the URL's and the spec's word).
-pub fn choice_field<T: Choice>(
+/// A labelled `<select>` of a workload field: each option's value is the
+/// core's key of its variant (the URL's and the spec's word). `get` gives
+/// the field's key; `set` sets the field from a key (an unknown one leaves
+/// it). One function for every such select keeps the page's code small.
+pub fn choice_field(
     id: &'static str,
     label: &'static str,
     options: Vec<(&'static str, &'static str)>,
-    get: fn(&Workload) -> T,
-    set: fn(&mut Workload, T),
+    get: fn(&Workload) -> &'static str,
+    set: fn(&mut Workload, &str),
 ) -> impl IntoView {
     let page = use_page();
     select_field(
         id,
         label,
         options,
-        move || page.state.with(|s| get(&s.workload).key().to_string()),
+        move || page.state.with(|s| get(&s.workload).to_string()),
         move |v| {
-            if let Some(choice) = T::from_key(&v) {
-                let _ = page.apply(|w| set(w, choice));
-            }
+            let _ = page.apply(|w| set(w, &v));
         },
     )
 }

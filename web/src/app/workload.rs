@@ -1,10 +1,11 @@
 //! The workload panel: mode, batch, length and the workload's options.
 
 use super::context::use_page;
-use super::fields::{choice_field, number_field, parse_u32, select_field};
+use super::fields::{choice_field, number_field, parse_u32};
 use crate::defaults;
 use crate::state::AppState;
 use crate::vocab::{self, options};
+use headroom_core::arch::Dtype;
 use headroom_core::workload::{
     Attention, InferenceKind, LoadPath, Logits, Lora, Mode, Optimizer, Precision, Workload,
 };
@@ -84,7 +85,8 @@ pub fn WorkloadPanel() -> impl IntoView {
         <fieldset class="group">
             <legend>"Workload"</legend>
             {move || applies.get().training.then(|| choice_field(
-                "mode", "Mode", options(Mode::ALL), |w| w.mode, |w, m| w.mode = m,
+                "mode", "Mode", options(Mode::ALL), |w| w.mode.key(),
+                |w, k| if let Some(m) = Mode::from_key(k) { w.mode = m },
             ))}
             {number_field("batch", "Batch size", 1, headroom_core::workload::MAX_BATCH, w(|w| w.batch.to_string()),
                 move |t| { let v = parse_u32("workload.batch", t, 1, headroom_core::workload::MAX_BATCH)?; page.apply(|w| w.batch = v) })}
@@ -94,17 +96,20 @@ pub fn WorkloadPanel() -> impl IntoView {
                 let show = !training() || page.state.with(|s| s.workload.training.lora.is_some());
                 show.then(|| {
                     let label = if training() { "Base weight dtype (LoRA)" } else { "Weight dtype" };
-                    choice_field("dtype", label, vocab::dtype_options(a.quantised), |w| w.dtype, |w, d| w.dtype = d)
+                    choice_field("dtype", label, vocab::dtype_options(a.quantised), |w| w.dtype.key(),
+                        |w, k| if let Some(d) = Dtype::from_key(k) { w.dtype = d })
                 })
             }}
             {move || applies.get().attention.then(|| choice_field(
-                "attention", "Attention kernel", options(Attention::ALL), |w| w.attention, |w, a| w.attention = a,
+                "attention", "Attention kernel", options(Attention::ALL), |w| w.attention.key(),
+                |w, k| if let Some(a) = Attention::from_key(k) { w.attention = a },
             ))}
             {move || (!training()).then(|| view! { <InferenceFields applies=applies/> })}
             {move || training().then(|| view! { <TrainingFields applies=applies/> })}
             {move || applies.get().esmfold.then(|| view! { <EsmFoldFields/> })}
             {choice_field(
-                "load", "How weights were loaded", options(LoadPath::ALL), |w| w.load, |w, l| w.load = l,
+                "load", "How weights were loaded", options(LoadPath::ALL), |w| w.load.key(),
+                |w, k| if let Some(l) = LoadPath::from_key(k) { w.load = l },
             )}
         </fieldset>
     }
@@ -118,16 +123,17 @@ fn InferenceFields(applies: Memo<defaults::Applies>) -> impl IntoView {
     let generation = move || applies.get().generation;
     view! {
         {move || generation().then(|| choice_field(
-            "kind", "Inference", options(InferenceKind::ALL), |w| w.inference.kind, |w, k| w.inference.kind = k,
+            "kind", "Inference", options(InferenceKind::ALL), |w| w.inference.kind.key(),
+            |w, k| if let Some(kind) = InferenceKind::from_key(k) { w.inference.kind = kind },
         ))}
         {move || (generation() && kind.get() == InferenceKind::Generate).then(|| view! {
             {number_field("new-tokens", "New tokens (decode steps)", 0, headroom_core::workload::MAX_NEW_TOKENS,
                 move || page.state.with(|s| s.workload.inference.new_tokens.to_string()),
                 move |t| { let v = parse_u32("workload.inference.new_tokens", t, 0, headroom_core::workload::MAX_NEW_TOKENS)?; page.apply(|w| w.inference.new_tokens = v) })}
-            {select_field(
+            {choice_field(
                 "kv-dtype", "KV-cache dtype", vocab::kv_dtype_options(),
-                move || page.state.with(|s| vocab::kv_dtype_key(s.workload.inference.kv_dtype).to_string()),
-                move |v| if let Some(d) = vocab::kv_dtype_from_key(&v) { let _ = page.apply(|w| w.inference.kv_dtype = d); },
+                |w| vocab::kv_dtype_key(w.inference.kv_dtype),
+                |w, k| if let Some(d) = vocab::kv_dtype_from_key(k) { w.inference.kv_dtype = d },
             )}
         })}
         {move || (generation() && kind.get() == InferenceKind::Forward).then(|| view! {
@@ -140,7 +146,8 @@ fn InferenceFields(applies: Memo<defaults::Applies>) -> impl IntoView {
         })}
         {move || applies.get().logits.then(|| choice_field(
             "logits", "Logits", vocab::logits_options(generation()),
-            |w| w.inference.logits, |w, l: Logits| w.inference.logits = l,
+            |w| w.inference.logits.key(),
+            |w, k| if let Some(l) = Logits::from_key(k) { w.inference.logits = l },
         ))}
     }
 }
@@ -153,11 +160,13 @@ fn TrainingFields(applies: Memo<defaults::Applies>) -> impl IntoView {
     view! {
         {choice_field(
             "optimizer", "Optimizer", options(Optimizer::ALL),
-            |w| w.training.optimizer, |w, o| w.training.optimizer = o,
+            |w| w.training.optimizer.key(),
+            |w, k| if let Some(o) = Optimizer::from_key(k) { w.training.optimizer = o },
         )}
         {choice_field(
             "precision", "Precision", options(Precision::ALL),
-            |w| w.training.precision, |w, p| w.training.precision = p,
+            |w| w.training.precision.key(),
+            |w, k| if let Some(p) = Precision::from_key(k) { w.training.precision = p },
         )}
         {number_field("steps", "Optimizer steps", 1, headroom_core::workload::MAX_STEPS,
             move || page.state.with(|s| s.workload.training.steps.to_string()),
@@ -203,7 +212,8 @@ fn EsmFoldFields() -> impl IntoView {
     view! {
         {choice_field(
             "stem-dtype", "ESM-2 stem dtype", vocab::stem_dtype_options(),
-            |w| w.esmfold.stem_dtype, |w, d| w.esmfold.stem_dtype = d,
+            |w| w.esmfold.stem_dtype.key(),
+            |w, k| if let Some(d) = Dtype::from_key(k) { w.esmfold.stem_dtype = d },
         )}
         {number_field("chunk-size", "Trunk chunk size (empty = unchunked)", 1, headroom_core::workload::MAX_SEQ_LEN,
             move || page.state.with(|s| s.workload.esmfold.chunk_size.map(|c| c.to_string()).unwrap_or_default()),
