@@ -17,6 +17,9 @@ use crate::component::Component;
 use crate::trace::{Replay, Tensor};
 use alloc::vec::Vec;
 
+mod units;
+pub use units::UnitEvent;
+
 /// Index of a value in a [`Graph`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Value {
@@ -153,6 +156,10 @@ pub struct Graph<'r> {
     generations: Vec<u32>,
     /// Record nodes for backward (`torch.is_grad_enabled()`).
     pub grad_mode: bool,
+    /// A parameter's gradient is copied into a buffer of its own and freed
+    /// as soon as it exists (DDP with `gradient_as_bucket_view`: `.grad`
+    /// becomes a view of the bucket).
+    pub leaf_grads_copied_out: bool,
     layer: Option<u32>,
     /// Bytes of every parameter created, when recording (see [`Graph::record_params`]).
     param_log: Option<Vec<u64>>,
@@ -208,6 +215,7 @@ impl<'r> Graph<'r> {
             #[cfg(debug_assertions)]
             generations,
             grad_mode: false,
+            leaf_grads_copied_out: false,
             layer: None,
             param_log: None,
             staged: Vec::new(),
@@ -892,8 +900,11 @@ impl<'r> Graph<'r> {
                 if node.gemm.is_some() {
                     self.autograd_gemm();
                 }
+                let copied_out = leaf && self.leaf_grads_copied_out;
                 let s = self.st_mut(input);
-                if s.grad.is_some() {
+                if copied_out {
+                    self.drop_grad(g);
+                } else if s.grad.is_some() {
                     accumulated[slot] = Some((input, g));
                 } else {
                     s.grad = Some(g);

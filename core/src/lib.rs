@@ -36,6 +36,7 @@ pub mod graph;
 #[cfg(feature = "serde")]
 pub mod hf_config;
 pub mod keys;
+pub mod parallel;
 pub mod presets;
 pub mod runtime;
 pub mod search;

@@ -42,6 +42,21 @@ pub const H200_CUDNN_LIBRARY_BYTES: u64 = 829_227_008 - 820_838_400;
 /// the second thread's cuBLAS handle, 8,388,608 for SDPA's backward kernels,
 /// the rest for other backward and optimizer kernels.
 pub const H200_BACKWARD_LIBRARY_BYTES: u64 = 816_644_096 - 730_660_864;
+/// NCCL's memory for one rank's process group (communicator, its buffers
+/// and kernels), outside torch's allocator: the GPU's `used` memory grows
+/// by this much beyond torch's reserved bytes over `init_process_group`
+/// and a first 4 KiB all-reduce, one rank, NCCL 2.28.9 with NVLS off
+/// (`nccl_bytes` in `measurements/h200-parallel/measured-w1.jsonl`). The
+/// same jobs' driver peaks exceed their reserved peaks by 1,385,758,720
+/// bytes, 569,114,624 more than without a process group.
+pub const H200_NCCL_COMMUNICATOR_BYTES: u64 = 585_105_408;
+/// NCCL's buffers for each peer a rank connects to over NVLink: the
+/// public two-rank FSDP2 case's driver-minus-reserved gap (1,687,814,144,
+/// `measurements/public/h200x2-fsdp2-public.jsonl`) minus that of the
+/// one-rank cases (1,385,758,720). A ring connects each rank to two
+/// distinct peers from three ranks on (one at two); only one and two
+/// ranks are measured.
+pub const H200_NCCL_PEER_BYTES: u64 = 1_687_814_144 - 1_385_758_720;
 /// Kernels loaded lazily by a real model's forward beyond the probe matmul
 /// (norms, softmax, attention, elementwise): the outside-allocator overhead of
 /// the inference cases in `h200-public.jsonl` (730,660,864) minus context and cuBLAS.
@@ -93,6 +108,11 @@ pub struct RuntimeProfile {
     pub backward_library_bytes: u64,
     /// cuDNN handle and kernels, bytes (convolutional models only).
     pub cudnn_library_bytes: u64,
+    /// NCCL communicator of one rank, outside torch's allocator, bytes
+    /// (jobs on several GPUs only).
+    pub nccl_communicator_bytes: u64,
+    /// NCCL buffers per peer a rank connects to, bytes.
+    pub nccl_peer_bytes: u64,
     /// Scale on the measured cuDNN convolution workspaces (see
     /// `families::cnn::forward_workspace`): 1 reproduces the H200 with
     /// cuDNN 9.19, 0 turns them off (e.g. `cudnn.benchmark` with a
@@ -135,6 +155,11 @@ impl RuntimeProfile {
                 self.cublas_workspace_bytes,
             ),
             ("runtime.model_kernels_bytes", self.model_kernels_bytes),
+            (
+                "runtime.nccl_communicator_bytes",
+                self.nccl_communicator_bytes,
+            ),
+            ("runtime.nccl_peer_bytes", self.nccl_peer_bytes),
             (
                 "runtime.backward_library_bytes",
                 self.backward_library_bytes,
@@ -203,6 +228,8 @@ impl RuntimeProfile {
             model_kernels_bytes: H200_MODEL_KERNELS_BYTES,
             backward_library_bytes: H200_BACKWARD_LIBRARY_BYTES,
             cudnn_library_bytes: H200_CUDNN_LIBRARY_BYTES,
+            nccl_communicator_bytes: H200_NCCL_COMMUNICATOR_BYTES,
+            nccl_peer_bytes: H200_NCCL_PEER_BYTES,
             cudnn_workspace_scale: H200_CUDNN_WORKSPACE_SCALE,
             process_ran_backward: PROCESS_RAN_BACKWARD_DEFAULT,
             multiprocessors: H200_MULTIPROCESSORS,
@@ -246,6 +273,8 @@ pub struct LibraryUse {
     pub backward: bool,
     /// Convolutions through cuDNN.
     pub cudnn: bool,
+    /// Ranks of the NCCL process group the job runs in (0: none).
+    pub nccl_ranks: u32,
 }
 
 /// Outside-allocator bytes for the libraries a run uses.
@@ -259,6 +288,10 @@ pub fn outside_allocator(runtime: &RuntimeProfile, libraries: LibraryUse) -> u64
     }
     if libraries.cudnn {
         bytes += runtime.cudnn_library_bytes;
+    }
+    if libraries.nccl_ranks > 0 {
+        let peers = (libraries.nccl_ranks as u64 - 1).min(2);
+        bytes += runtime.nccl_communicator_bytes + peers * runtime.nccl_peer_bytes;
     }
     bytes
 }

@@ -13,6 +13,7 @@ use crate::arch::Dtype;
 use crate::arch::{Architecture, Model};
 use crate::error::Error;
 use crate::keys::one_of;
+use crate::parallel::{ParallelOptions, Strategy};
 use crate::presets;
 use crate::runtime::RuntimeProfile;
 use crate::workload::{
@@ -468,6 +469,9 @@ pub fn parse_workload(value: Option<&Value>) -> Result<Workload, Error> {
         }
         let _ = INT;
     }
+    if let Some(v) = map.get("parallel") {
+        w.parallel = parse_parallel(v)?;
+    }
     if let Some(v) = map.get("esmfold") {
         let m = object(v, "workload.esmfold")?;
         let p = "workload.esmfold";
@@ -497,6 +501,44 @@ pub fn parse_workload(value: Option<&Value>) -> Result<Workload, Error> {
         }
     }
     Ok(w)
+}
+
+/// Parses `workload.parallel`. The measurement format's descriptions of how
+/// the harness wrapped and built the model (`wrap`, `init`) are read as
+/// notes; the model is wrapped per decoder layer, then the root.
+fn parse_parallel(value: &Value) -> Result<ParallelOptions, Error> {
+    let m = object(value, "workload.parallel")?;
+    let p = "workload.parallel";
+    let mut parallel = ParallelOptions::default();
+    if let Some(strategy) = key_field(m, p, "strategy", Strategy::from_key, Strategy::KEYS, None)? {
+        parallel.strategy = strategy;
+    }
+    if let Some(n) = field::<u64>(m, p, "world_size", "an integer from 1 to 4096")? {
+        crate::error::check_range(
+            "workload.parallel.world_size",
+            n,
+            1,
+            crate::parallel::MAX_WORLD_SIZE,
+        )?;
+        parallel.world_size = n as u32;
+    }
+    if let Some(r) = field(m, p, "reshard_after_forward", "true or false")? {
+        parallel.reshard_after_forward = r;
+    }
+    if let Some(Some(d)) = dtype_field(m, p, "param_dtype", false, FLOAT_DTYPES)? {
+        parallel.param_dtype = d;
+    }
+    if let Some(Some(d)) = dtype_field(m, p, "reduce_dtype", false, FLOAT_DTYPES)? {
+        parallel.reduce_dtype = d;
+    }
+    if let Some(mb) = field::<u64>(m, p, "bucket_cap_mb", "an integer from 1 to 65536")? {
+        crate::error::check_range("workload.parallel.bucket_cap_mb", mb, 1, 65_536)?;
+        parallel.bucket_cap_mb = mb as u32;
+    }
+    if let Some(view) = field(m, p, "gradient_as_bucket_view", "true or false")? {
+        parallel.gradient_as_bucket_view = view;
+    }
+    Ok(parallel)
 }
 
 /// Parses the `runtime` field (H200 defaults for absent coefficients).

@@ -8,6 +8,7 @@
 use crate::arch::Dtype;
 use crate::error::{check_range, Error};
 use crate::keys::keyed;
+use crate::parallel::ParallelOptions;
 use alloc::string::String;
 use alloc::vec::Vec;
 
@@ -246,6 +247,8 @@ pub struct Workload {
     pub esmfold: EsmFoldOptions,
     /// How the weights were loaded.
     pub load: LoadPath,
+    /// How the job is spread over several GPUs (`batch` is per rank).
+    pub parallel: ParallelOptions,
 }
 
 impl Default for Workload {
@@ -261,6 +264,7 @@ impl Default for Workload {
             training: TrainingOptions::default(),
             esmfold: EsmFoldOptions::default(),
             load: LoadPath::Compact,
+            parallel: ParallelOptions::default(),
         }
     }
 }
@@ -325,6 +329,7 @@ impl Workload {
                 "fp32, fp16 or bf16",
             ));
         }
+        self.parallel.validate(self.mode == Mode::Training)?;
         if self.mode == Mode::Training && !self.dtype.is_float() && self.training.lora.is_none() {
             return Err(Error::invalid(
                 "workload.dtype",

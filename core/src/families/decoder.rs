@@ -17,15 +17,18 @@
 
 use super::nn::{self, AttnShape, Ctx, Linear, BF16, FP32, INT64, T};
 use super::optim::{self, OptimizerState, Trainable};
+use super::sharding::{self, Fsdp2, Fsdp2Options, Unit, UnitId};
 use super::ReplaySummary;
 use crate::arch::{DecoderArch, Dtype, MlpKind, NormKind};
 use crate::component::Component;
 use crate::error::Error;
-use crate::graph::{Graph, Value};
+use crate::graph::{Graph, UnitEvent, Value};
+use crate::parallel::Strategy;
 use crate::runtime::RuntimeProfile;
 use crate::trace::Replay;
 use crate::workload::{Attention, InferenceKind, LoadPath, Logits, Mode, Precision, Workload};
 use alloc::vec::Vec;
+use core::cell::RefCell;
 
 /// Rejects workloads the decoder family cannot run.
 pub fn validate(workload: &Workload) -> Result<(), Error> {
@@ -75,6 +78,9 @@ struct Layer {
 }
 
 struct Weights {
+    /// FSDP2's units, when the job is sharded that way (`trainable` then
+    /// lists the sharded parameters the optimizer updates).
+    fsdp: Option<Fsdp2>,
     embed: Value,
     positions: Option<Value>,
     layers: Vec<Layer>,
@@ -104,11 +110,68 @@ struct Builder<'a, 'r> {
     trainable: Vec<Trainable>,
     params: u64,
     bytes: u64,
+    /// FSDP2: the units being built.
+    shards: Option<ShardBuild>,
+}
+
+/// FSDP2 units as `fully_shard` makes them: each decoder layer, then the
+/// root (every parameter outside the layers).
+struct ShardBuild {
+    world: u64,
+    /// Bytes per element of the sharded parameters (the training
+    /// precision's parameter dtype).
+    orig_dsize: u64,
+    /// The unit whose parameters are being created.
+    current: Unit,
+    layers: Vec<Unit>,
+    root: Unit,
 }
 
 impl Builder<'_, '_> {
+    /// FSDP2: the parameters created so far belong to the root (`None`) or
+    /// to decoder layer `Some(n)`.
+    fn end_unit(&mut self, layer: bool) {
+        if let Some(sb) = self.shards.as_mut() {
+            let unit = core::mem::take(&mut sb.current);
+            if layer {
+                sb.layers.push(unit);
+            } else {
+                sb.root.params.extend(unit.params);
+                sb.root.shards.extend(unit.shards);
+            }
+        }
+    }
+
     fn tensor(&mut self, rows: u64, cols: u64, quantizable: bool) -> Value {
         let elems = rows * cols;
+        if let Some(sb) = self.shards.as_mut() {
+            // fully_shard: this rank's dim-0 shard (padded to ceil(rows /
+            // world) rows) in the parameter dtype, allocated now; the
+            // unsharded parameter (padded rows, `param_dtype`) exists only
+            // while its unit is gathered.
+            let shard_rows = rows.div_ceil(sb.world);
+            let shard_bytes = shard_rows * cols * sb.orig_dsize;
+            let shard = self.g.param(shard_bytes, false);
+            let unsharded_rows = shard_rows * sb.world;
+            let v = self.g.param_deferred(unsharded_rows * cols * self.s.dsize);
+            sb.current.params.push(Trainable {
+                value: v,
+                dsize: self.s.dsize,
+                rows: unsharded_rows,
+                cols,
+            });
+            let shard = Trainable {
+                value: shard,
+                dsize: sb.orig_dsize,
+                rows: shard_rows,
+                cols,
+            };
+            sb.current.shards.push(shard);
+            self.trainable.push(shard);
+            self.params += elems;
+            self.bytes += shard_bytes;
+            return v;
+        }
         let bytes = match (quantizable, self.s.quant) {
             (true, Some(q)) => q.storage_bytes(elems),
             _ => elems * self.s.dsize,
@@ -182,7 +245,9 @@ fn lora_targets(workload: &Workload) -> Option<(u64, Vec<&str>)> {
     Some((lora.rank as u64, targets))
 }
 
-fn build(g: &mut Graph, a: &DecoderArch, workload: &Workload) -> Weights {
+/// Builds the weights; an untied `lm_head` holds `1 / head_shards` of the
+/// vocabulary (tensor parallelism).
+fn build(g: &mut Graph, a: &DecoderArch, workload: &Workload, head_shards: u64) -> Weights {
     let training = workload.mode == Mode::Training;
     let lora = lora_targets(workload);
     // LoRA freezes a base in the workload's dtype; otherwise the precision decides.
@@ -209,7 +274,21 @@ fn build(g: &mut Graph, a: &DecoderArch, workload: &Workload) -> Weights {
             .iter()
             .any(|t| *t == name || (name == "c_attn" && (*t == "q_proj" || *t == "qkv_proj")))
     };
+    let parallel = &workload.parallel;
+    let shards = (parallel.strategy == Strategy::Fsdp2 && training).then(|| ShardBuild {
+        world: parallel.world_size as u64,
+        orig_dsize: nn::param_dsize(workload),
+        current: Unit::default(),
+        layers: Vec::new(),
+        root: Unit::default(),
+    });
+    let dsize = if shards.is_some() {
+        parallel.param_dtype.bytes()
+    } else {
+        dsize
+    };
     let mut b = Builder {
+        shards,
         g,
         s: Storage {
             dsize,
@@ -232,6 +311,7 @@ fn build(g: &mut Graph, a: &DecoderArch, workload: &Workload) -> Weights {
         NormKind::RmsNorm => 1,
         NormKind::LayerNorm => 2,
     };
+    b.end_unit(false);
     let mut layers = Vec::with_capacity(a.num_layers as usize);
     for layer in 0..a.num_layers {
         // GPT-2's c_attn is one fused linear (h -> 3h) whose output q, k and
@@ -300,6 +380,7 @@ fn build(g: &mut Graph, a: &DecoderArch, workload: &Workload) -> Weights {
         for _ in 0..a.extra_norms_per_layer {
             let _ = b.tensor(h * norm_len, 1, false);
         }
+        b.end_unit(true);
         layers.push(Layer {
             norm1,
             q,
@@ -328,12 +409,24 @@ fn build(g: &mut Graph, a: &DecoderArch, workload: &Workload) -> Weights {
             quantized: false,
         }
     } else {
-        let mut l = b.linear(h, v, false, false);
+        let mut l = b.linear(h, v / head_shards, false, false);
         l.quantized = false;
         l
     };
+    b.end_unit(false);
+    let fsdp = b.shards.take().map(|sb| {
+        let options = Fsdp2Options {
+            world: sb.world,
+            param_dsize: dsize,
+            orig_dsize: sb.orig_dsize,
+            reduce_dsize: parallel.reduce_dtype.bytes(),
+            reshard_after_forward: parallel.reshard_after_forward,
+        };
+        Fsdp2::new(options, sb.root, sb.layers)
+    });
     let (trainable, params, bytes) = (b.trainable, b.params, b.bytes);
     Weights {
+        fsdp,
         embed,
         positions,
         layers,
@@ -428,6 +521,12 @@ struct Call {
 struct Model<'a> {
     a: &'a DecoderArch,
     w: Weights,
+    /// FSDP2's units and buffers in flight (the forward's hooks and the
+    /// backward's update them).
+    fsdp: Option<RefCell<Fsdp2>>,
+    /// Tensor parallelism: ranks whose vocabulary shards of an untied
+    /// `lm_head` are all-gathered into full logits (1: none).
+    gathered_logits: u64,
     attention: Attention,
     /// [`super::ReplayOptions::decode_shortcut`].
     decode_shortcut: bool,
@@ -992,6 +1091,9 @@ impl Model<'_> {
         let a = self.a;
         let (b, s, h) = (call.batch, call.tokens, a.hidden_size as u64);
         let rows = b * s;
+        if let Some(f) = &self.fsdp {
+            f.borrow_mut().root_pre_forward(g);
+        }
         g.at("embedding", None);
         let ids = g.input(rows * INT64, Component::Activations);
         let emb_dsize = self.w.lm_head.weight_dsize;
@@ -1113,6 +1215,9 @@ impl Model<'_> {
                 self.kv_cat(g, l, call, cache);
                 continue;
             }
+            if let Some(f) = &self.fsdp {
+                f.borrow_mut().pre_forward(g, l);
+            }
             let out = if call.checkpointing {
                 // Non-reentrant checkpoint: run without saving; the boundary keeps the input.
                 let grad = g.grad_mode;
@@ -1127,6 +1232,9 @@ impl Model<'_> {
             } else {
                 self.layer(g, cx, l, x, call, rope, cache, eager_mask)
             };
+            if let Some(f) = &self.fsdp {
+                f.borrow_mut().post_forward(g, l);
+            }
             g.drop(x.v);
             x = out;
         }
@@ -1176,6 +1284,37 @@ impl Model<'_> {
                 g.at("lm_head (all positions)", None);
                 nn::linear(g, cx, hn, &self.w.lm_head, "lm_head")
             }
+        };
+        let out = if self.gathered_logits > 1 {
+            // `colwise_gather_output`: every rank's vocabulary shard
+            // gathered along dim 0 into a new buffer, then concatenated
+            // along the vocabulary.
+            let ranks = self.gathered_logits;
+            g.at("tensor parallel: all-gather logits", None);
+            let bytes = out.elems * ranks * out.dsize;
+            let stacked = g.op(
+                "all_gather_tensor",
+                &[out.v],
+                &[],
+                bytes,
+                Component::Transient,
+            );
+            g.drop(out.v);
+            let full = g.op(
+                "cat(chunk(gathered))",
+                &[stacked],
+                &[],
+                bytes,
+                Component::Transient,
+            );
+            g.drop(stacked);
+            T {
+                v: full,
+                elems: out.elems * ranks,
+                dsize: out.dsize,
+            }
+        } else {
+            out
         };
         g.drop(hn.v);
         if a.final_logit_softcapping {
@@ -1233,6 +1372,26 @@ pub fn replay(
     options: super::ReplayOptions,
 ) -> Result<ReplaySummary, Error> {
     let mut g = Graph::for_runtime(replay, runtime);
+    // Tensor parallelism (`tp_plan="auto"`): q, k, v, gate and up split by
+    // output rows, o and down by input columns, each rank computing its
+    // share of the heads and of the MLP; the embedding and norms
+    // replicated; the row-split outputs all-reduced in place.
+    let ranks = match workload.parallel.strategy {
+        Strategy::Tp => workload.parallel.world_size,
+        _ => 1,
+    };
+    let rank_arch = DecoderArch {
+        num_heads: a.num_heads / ranks,
+        num_kv_heads: a.num_kv_heads / ranks,
+        intermediate_size: a.intermediate_size / ranks,
+        ..a.clone()
+    };
+    let a = &rank_arch;
+    let gathered_logits = if a.tie_word_embeddings {
+        1
+    } else {
+        ranks as u64
+    };
     if workload.load == LoadPath::BuildThenCast
         && workload.mode == Mode::Inference
         && workload.dtype.is_float()
@@ -1244,11 +1403,11 @@ pub fn replay(
         scratch.record_params();
         let mut fp32 = workload.clone();
         fp32.dtype = Dtype::Fp32;
-        build(&mut scratch, a, &fp32);
+        build(&mut scratch, a, &fp32, gathered_logits);
         let sizes = scratch.recorded_params();
         g.stage_fp32_construction(&sizes);
     }
-    let w = build(&mut g, a, workload);
+    let mut w = build(&mut g, a, workload, gathered_logits);
     let summary = ReplaySummary {
         params: w.params,
         weight_bytes: w.bytes,
@@ -1256,9 +1415,12 @@ pub fn replay(
     };
     super::cublas_workspaces(&mut g, runtime, workload.mode == Mode::Training);
     let gpt2 = a.norm == NormKind::LayerNorm;
+    let fsdp = w.fsdp.take().map(RefCell::new);
     let model = Model {
         a,
         w,
+        fsdp,
+        gathered_logits,
         attention: workload.attention,
         decode_shortcut: options.decode_shortcut,
     };
@@ -1349,14 +1511,41 @@ fn generate(g: &mut Graph, model: &Model, cx: &mut Ctx, workload: &Workload, b: 
 
 fn train(g: &mut Graph, model: &Model, workload: &Workload, b: u64, s: u64, gpt2: bool) {
     let t = &workload.training;
+    let parallel = &workload.parallel;
     let mut state = OptimizerState::default();
+    // DDP (and ZeRO-1, which runs on DDP): the reducer's buckets; ZeRO-1
+    // updates only this rank's partition of the parameters.
+    let data_parallel = matches!(parallel.strategy, Strategy::Ddp | Strategy::Zero1);
+    let optimized = match parallel.strategy {
+        Strategy::Zero1 => {
+            sharding::zero1_partition(&model.w.trainable, parallel.world_size as u64)
+        }
+        _ => model.w.trainable.clone(),
+    };
+    let mut buckets = if data_parallel {
+        g.leaf_grads_copied_out = parallel.gradient_as_bucket_view;
+        sharding::ddp_initial_bucket(g, &model.w.trainable)
+    } else {
+        Vec::new()
+    };
     if t.optimizer_state_resident {
-        optim::preallocate(g, t.optimizer, &model.w.trainable, &mut state);
+        optim::preallocate(g, t.optimizer, &optimized, &mut state);
     }
     for step in 0..t.steps {
         g.replay.step(Some(step));
+        if data_parallel && step == 1 {
+            // The reducer rebuilds its buckets at the second forward: the
+            // new ones are allocated before the old one is released.
+            let rebuilt = sharding::ddp_buckets(
+                g,
+                &model.w.trainable,
+                parallel.bucket_cap_mb as u64 * (1 << 20),
+            );
+            g.replay.free_all(core::mem::replace(&mut buckets, rebuilt));
+        }
         g.grad_mode = true;
         let mut cx = match (t.precision, t.lora.is_some()) {
+            _ if model.fsdp.is_some() => Ctx::plain(parallel.param_dtype.bytes()),
             (Precision::AmpBf16, false) => Ctx::amp(),
             (Precision::Fp32, false) => Ctx::plain(FP32),
             _ => Ctx::plain(BF16),
@@ -1391,6 +1580,11 @@ fn train(g: &mut Graph, model: &Model, workload: &Workload, b: u64, s: u64, gpt2
         let logits = model.forward(g, &mut cx, &call, &mut train_cache, &mut rope, &mut mask);
         g.at("loss: cross entropy over all tokens", None);
         let loss = nn::causal_lm_loss(g, logits, b * s);
+        // FSDP2's root post-forward runs as `model.forward` returns, after
+        // the loss: the last layer's all-gather output goes.
+        if let Some(f) = &model.fsdp {
+            f.borrow_mut().root_post_forward(g);
+        }
         g.drop(logits.v);
         // `loss = model(...).loss`: the outputs, and the cache they hold,
         // go as soon as the loss is taken (autograd keeps what it saved).
@@ -1401,7 +1595,7 @@ fn train(g: &mut Graph, model: &Model, workload: &Workload, b: u64, s: u64, gpt2
         }
         cx.exit_autocast(g);
         g.at("backward", None);
-        g.backward_recomputing(loss.v, &mut |g, segment, input| {
+        let mut recompute = |g: &mut Graph, segment: u32, input: Value| {
             // Recompute the layer with saving, then backward through it.
             let x = T {
                 v: input,
@@ -1422,7 +1616,25 @@ fn train(g: &mut Graph, model: &Model, workload: &Workload, b: u64, s: u64, gpt2
                     mask,
                 )
                 .v
-        });
+        };
+        match &model.fsdp {
+            None => g.backward_recomputing(loss.v, &mut recompute),
+            Some(f) => {
+                // FSDP2's hooks: the root's pre-backward prefetches the last
+                // layer; each layer is gathered as backward reaches it and
+                // its gradients reduced as backward leaves it; the root's
+                // reduction runs in the engine's final callback.
+                g.backward_with_units(loss.v, Some(&mut recompute), &mut |g, event| {
+                    let mut f = f.borrow_mut();
+                    match event {
+                        UnitEvent::Start => f.root_pre_backward(g),
+                        UnitEvent::Enter(l) => f.pre_backward(g, l as usize),
+                        UnitEvent::Leave(l) => f.post_backward(g, UnitId::Layer(l as usize)),
+                        UnitEvent::End => f.end_backward(g),
+                    }
+                });
+            }
+        }
         if let Some((cos, sin)) = rope {
             g.drop_all(&[cos.v, sin.v]);
         }
@@ -1432,7 +1644,7 @@ fn train(g: &mut Graph, model: &Model, workload: &Workload, b: u64, s: u64, gpt2
         g.drop(loss.v);
         g.grad_mode = false;
         g.at("optimizer step", None);
-        optim::step(g, t.optimizer, &model.w.trainable, &mut state);
+        optim::step(g, t.optimizer, &optimized, &mut state);
         g.at("zero_grad(set_to_none=True)", None);
         g.zero_grad();
     }

@@ -512,8 +512,10 @@ pub fn replay(
     let mut g = Graph::for_runtime(replay, runtime);
     let training = workload.mode == Mode::Training;
     if training && workload.training.lora.is_some() {
-        return Err(Error::unsupported(
-            "LoRA on encoder presets (use full fine-tuning)",
+        return Err(Error::invalid(
+            "workload.training.lora",
+            "LoRA on encoders is not modelled",
+            "null (full fine-tuning) for this model",
         ));
     }
     if !training && !workload.dtype.is_float() {

@@ -7,6 +7,7 @@ pub mod encoder;
 pub mod esmfold;
 pub mod nn;
 pub mod optim;
+pub mod sharding;
 pub mod vit;
 
 use crate::arch::Architecture;
@@ -38,6 +39,7 @@ pub fn validate(arch: &Architecture, workload: &Workload) -> Result<(), Error> {
         Architecture::Vit(_) | Architecture::Cnn(_) => vit::validate_vision(workload),
         Architecture::EsmFold(_) => esmfold::validate(workload),
     }?;
+    sharding::validate(arch, workload)?;
     let field = match arch {
         Architecture::Vit(_) | Architecture::Cnn(_) => "workload.batch x workload.image_size",
         Architecture::EsmFold(_) => "workload.batch x workload.seq_len (residues)",
@@ -169,6 +171,11 @@ pub fn libraries(arch: &Architecture, workload: &Workload, runtime: &RuntimeProf
         backward: workload.mode == Mode::Training || runtime.process_ran_backward,
         // ViT's patch embedding is an nn.Conv2d too.
         cudnn: matches!(arch, Architecture::Cnn(_) | Architecture::Vit(_)),
+        nccl_ranks: if workload.parallel.is_single() {
+            0
+        } else {
+            workload.parallel.world_size
+        },
     }
 }
 

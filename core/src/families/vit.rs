@@ -23,7 +23,11 @@ use alloc::vec::Vec;
 /// Rejects workloads vision models cannot run.
 pub fn validate_vision(workload: &Workload) -> Result<(), Error> {
     if workload.mode == Mode::Training && workload.training.lora.is_some() {
-        return Err(Error::unsupported("LoRA on vision presets"));
+        return Err(Error::invalid(
+            "workload.training.lora",
+            "LoRA on vision models is not modelled",
+            "null (full fine-tuning) for this model",
+        ));
     }
     if workload.mode == Mode::Training && workload.training.grad_checkpointing {
         return Err(Error::invalid(
