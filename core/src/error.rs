@@ -71,6 +71,14 @@ impl Error {
     pub fn unsupported(what: impl Into<String>) -> Error {
         Error::Unsupported { what: what.into() }
     }
+
+    /// The field an invalid or missing field error names.
+    pub fn field(&self) -> Option<&str> {
+        match self {
+            Error::InvalidField { field, .. } | Error::MissingField { field, .. } => Some(field),
+            _ => None,
+        }
+    }
 }
 
 impl fmt::Display for Error {

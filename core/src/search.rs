@@ -2,6 +2,7 @@
 
 use crate::arch::Architecture;
 use crate::error::Error;
+use crate::parallel::Strategy;
 use crate::estimate::{estimate_reusing, estimate_with, Estimate, EstimateOptions};
 use crate::runtime::RuntimeProfile;
 use crate::trace::Replay;
@@ -574,4 +575,76 @@ pub fn reservation(peak: u64, margin_percent: u32) -> u64 {
 /// times one), so it is the usable memory over the reservation.
 pub fn jobs_per_card(usable: u64, reservation: u64) -> u64 {
     usable.checked_div(reservation).unwrap_or(0)
+}
+
+/// GPU counts the fewest-cards search tries: the sizes within one node
+/// (1, 2, 4, 8), then whole 8-GPU nodes.
+pub const GPU_COUNTS: [u32; 9] = [1, 2, 4, 8, 16, 32, 64, 128, 256];
+
+/// The strategies that can spread `workload` over several cards: DDP,
+/// ZeRO-1 and FSDP2 for decoder training (FSDP2 only without LoRA and
+/// autocast, as it is modelled), tensor parallelism for decoder inference;
+/// none for other models.
+pub fn strategies_for(arch: &Architecture, workload: &Workload) -> Vec<Strategy> {
+    use crate::workload::{Mode, Precision};
+    if !matches!(arch, Architecture::Decoder(_)) {
+        return Vec::new();
+    }
+    match workload.mode {
+        Mode::Training => {
+            let mut all = alloc::vec![Strategy::Ddp, Strategy::Zero1];
+            if workload.training.lora.is_none() && workload.training.precision != Precision::AmpBf16
+            {
+                all.push(Strategy::Fsdp2);
+            }
+            all
+        }
+        Mode::Inference => alloc::vec![Strategy::Tp],
+    }
+}
+
+/// The workload on `count` GPUs with `strategy` (`batch` per rank); one
+/// GPU runs the job as given, without a strategy.
+pub fn on_gpus(workload: &Workload, strategy: Strategy, count: u32) -> Workload {
+    let mut w = workload.clone();
+    w.parallel.strategy = if count == 1 { Strategy::None } else { strategy };
+    w.parallel.world_size = count;
+    w
+}
+
+/// One rank's driver-level peak with `strategy` at each of [`GPU_COUNTS`],
+/// ascending, stopping after the first count whose peak is at most
+/// `stop_below` bytes (no card of interest needs more GPUs than that).
+/// A count the strategy cannot use (tensor parallelism over a count that
+/// does not divide the heads) has no peak.
+pub fn rank_peaks(
+    arch: &Architecture,
+    workload: &Workload,
+    runtime: &RuntimeProfile,
+    strategy: Strategy,
+    stop_below: u64,
+) -> Result<Vec<(u32, Option<u64>)>, Error> {
+    let mut peaks = Vec::new();
+    for count in GPU_COUNTS {
+        let w = on_gpus(workload, strategy, count);
+        let peak = match estimate_with(arch, &w, runtime, EstimateOptions::default()) {
+            Ok(e) => Some(e.driver_peak.0),
+            Err(e) if e.field() == Some("workload.parallel.world_size") => None,
+            Err(e) => return Err(e),
+        };
+        peaks.push((count, peak));
+        if peak.is_some_and(|p| p <= stop_below) {
+            break;
+        }
+    }
+    Ok(peaks)
+}
+
+/// The fewest GPUs (from [`rank_peaks`]) whose per-rank peak fits `usable`
+/// bytes, or `None` when no count tried does.
+pub fn fewest_gpus(peaks: &[(u32, Option<u64>)], usable: u64) -> Option<u32> {
+    peaks
+        .iter()
+        .find(|(_, peak)| peak.is_some_and(|p| p <= usable))
+        .map(|&(count, _)| count)
 }
