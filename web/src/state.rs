@@ -357,11 +357,20 @@ fn read_workload(base: &Workload, pairs: &[(&str, &str)], notes: &mut Vec<String
             }
             Err(e) => {
                 let key = error_key(&e);
-                let hit = key.as_deref().and_then(|key| {
+                let find = |key: &str| {
                     pairs.iter().position(|(k, _)| {
                         *k == key
                             || key.starts_with(&format!("{k}."))
                             || k.starts_with(&format!("{key}."))
+                    })
+                };
+                // A world size above 1 without a strategy is the strategy's
+                // error, but the world size is what the link set.
+                let hit = key.as_deref().and_then(|key| {
+                    find(key).or_else(|| {
+                        (key == "parallel.strategy")
+                            .then(|| find("parallel.world_size"))
+                            .flatten()
                     })
                 });
                 match hit {

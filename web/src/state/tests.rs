@@ -168,6 +168,9 @@ fn messy_query() -> impl Strategy<Value = String> {
         "training.precision",
         "training.steps",
         "esmfold.chunk_size",
+        "parallel.strategy",
+        "parallel.world_size",
+        "parallel.reshard_after_forward",
         "a.family",
         "a.hidden_size",
         "a.num_layers",
@@ -202,6 +205,10 @@ fn messy_query() -> impl Strategy<Value = String> {
             "res_net",
             "training",
             "generate",
+            "fsdp2",
+            "ddp",
+            "tp",
+            "8",
             "log",
             "lin",
             "h200,tpu9",
@@ -240,4 +247,75 @@ proptest! {
         prop_assert!(notes.is_empty(), "{again}: {notes:?}");
         prop_assert_eq!(back, state);
     }
+}
+
+/// A job on several GPUs: the strategy, world size and FSDP2's resharding
+/// travel in the link as the core's keys, and come back.
+#[test]
+fn jobs_on_several_gpus_round_trip() {
+    use headroom_core::parallel::Strategy;
+    use headroom_core::workload::Precision;
+    let mut s = AppState::default();
+    s.workload.mode = Mode::Training;
+    s.workload.training.precision = Precision::Bf16;
+    s.workload.parallel.strategy = Strategy::Fsdp2;
+    s.workload.parallel.world_size = 8;
+    s.workload.parallel.reshard_after_forward = false;
+    let q = round_trip(&s);
+    assert_eq!(
+        q,
+        "model=llama-3.1-8b&mode=training&parallel.reshard_after_forward=false&parallel.strategy=fsdp2&parallel.world_size=8&training.precision=bf16"
+    );
+    for strategy in [Strategy::Ddp, Strategy::Zero1] {
+        s.workload.parallel.strategy = strategy;
+        s.workload.parallel.reshard_after_forward = true;
+        let q = round_trip(&s);
+        assert!(q.contains(&format!("parallel.strategy={}", strategy.key())), "{q}");
+    }
+    let mut tp = AppState::default();
+    tp.workload.parallel.strategy = Strategy::Tp;
+    tp.workload.parallel.world_size = 4;
+    assert_eq!(
+        round_trip(&tp),
+        "model=llama-3.1-8b&parallel.strategy=tp&parallel.world_size=4"
+    );
+}
+
+/// Links made before jobs on several GPUs open on one GPU.
+#[test]
+fn old_links_open_on_one_gpu() {
+    let (s, notes) = AppState::from_query("model=llama-3.1-8b&mode=training&batch=2", IDS);
+    assert!(notes.is_empty(), "{notes:?}");
+    assert_eq!(
+        s.workload.parallel,
+        headroom_core::parallel::ParallelOptions::default()
+    );
+    assert_eq!(s.workload.parallel.world_size, 1);
+    assert_eq!(s.workload.batch, 2);
+}
+
+/// A strategy the mode does not take, or a bad world size, is dropped with
+/// the core's message; the rest of the link stays.
+#[test]
+fn bad_parallel_parts_fall_back_with_a_note() {
+    let s = check_notes(
+        "model=llama-3.1-8b&batch=3&parallel.strategy=fsdp2&parallel.world_size=8",
+        &[
+            "ignored parallel.strategy=fsdp2: `workload.parallel.strategy`",
+            "ignored parallel.world_size=8: `workload.parallel.strategy`",
+        ],
+    );
+    assert_eq!(s.workload.batch, 3);
+    assert_eq!(s.workload.parallel.strategy, headroom_core::parallel::Strategy::None);
+    assert_eq!(s.workload.parallel.world_size, 1);
+    let s = check_notes(
+        "model=llama-3.1-8b&mode=training&parallel.strategy=ddp&parallel.world_size=0",
+        &["ignored parallel.world_size=0: `workload.parallel.world_size`"],
+    );
+    assert_eq!(s.workload.parallel.strategy, headroom_core::parallel::Strategy::Ddp);
+    assert_eq!(s.workload.parallel.world_size, 1);
+    check_notes(
+        "parallel.strategy=sideways",
+        &["ignored parallel.strategy=sideways: `workload.parallel.strategy`"],
+    );
 }
