@@ -4,6 +4,13 @@ several GPUs (DDP, FSDP2, ZeRO-1), run under torchrun.
 
     torchrun --standalone --nproc-per-node N headroom_parallel.py --case-json JSON \
         [--snapshot-dir DIR]
+    torchrun --standalone --nproc-per-node N headroom_parallel.py --nccl-only
+
+--nccl-only measures NCCL's memory alone (what `calibration-collector probe
+--world-size N` runs): each rank creates its CUDA context, initialises the
+process group, runs one all-reduce of 4 KiB and prints
+`HEADROOM_RESULT {"measured": {rank, world_size, context_bytes, nccl_bytes},
+"runtime": {...}}`; no model, no transformers needed.
 
 The case is a measurement-format object (docs/spec.md) whose
 `workload.parallel` says how the job is spread:
@@ -123,12 +130,24 @@ def write_trace(torch, path):
     return len(events)
 
 
+def versions(torch, local):
+    return dict(gpu=torch.cuda.get_device_name(local), gpus_per_node=torch.cuda.device_count(),
+                gpu_total_bytes=torch.cuda.get_device_properties(local).total_memory,
+                torch=torch.__version__, cuda=torch.version.cuda,
+                nccl=".".join(map(str, torch.cuda.nccl.version())),
+                nccl_nvls=os.environ.get("NCCL_NVLS_ENABLE") != "0")
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--case-json", required=True)
+    ap.add_argument("--case-json")
     ap.add_argument("--snapshot-dir")
+    ap.add_argument("--nccl-only", action="store_true",
+                    help="measure the process group's memory alone: init, one all-reduce")
     args = ap.parse_args()
-    case = json.loads(args.case_json)
+    if not args.nccl_only and not args.case_json:
+        ap.error("give --case-json (a measurement case) or --nccl-only")
+    case = json.loads(args.case_json) if args.case_json else None
     rank = int(os.environ["RANK"])
     local = int(os.environ["LOCAL_RANK"])
     world = int(os.environ["WORLD_SIZE"])
@@ -149,6 +168,14 @@ def main():
     torch.cuda.synchronize()
     del probe
     nccl_bytes = (poller.used() - before) - (torch.cuda.memory_reserved() - reserved_before)
+    if args.nccl_only:
+        poller.stop()
+        measured = dict(rank=rank, world_size=world, context_bytes=context_bytes,
+                        nccl_bytes=nccl_bytes)
+        out = dict(measured=measured, runtime=versions(torch, local))
+        print(RESULT_PREFIX + json.dumps(out), flush=True)
+        dist.destroy_process_group()
+        return
 
     w = case["workload"]
     par = w["parallel"]
@@ -231,11 +258,8 @@ def main():
         n = write_trace(torch, os.path.join(args.snapshot_dir, case["case"] + ".trace.json.gz"))
         measured["trace_events"] = n
         torch.cuda.memory._record_memory_history(enabled=None)
-    runtime = dict(gpu=torch.cuda.get_device_name(local), gpus_per_node=torch.cuda.device_count(),
-                   gpu_total_bytes=torch.cuda.get_device_properties(local).total_memory,
-                   torch=torch.__version__, cuda=torch.version.cuda, nccl=".".join(map(str, torch.cuda.nccl.version())),
-                   nccl_nvls=os.environ.get("NCCL_NVLS_ENABLE") != "0",
-                   allocator="default")
+    runtime = versions(torch, local)
+    runtime["allocator"] = "default"
     import transformers
     runtime["transformers"] = transformers.__version__
     out = dict(case)

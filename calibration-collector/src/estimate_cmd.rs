@@ -2,6 +2,7 @@
 
 use crate::cases::read_text;
 use crate::error::{CollectorError, Result};
+use crate::parallel_args::{self, ParallelArgs};
 use headroom_core::arch::Architecture;
 use headroom_core::estimate::{estimate_after_with, estimate_with, Estimate, EstimateOptions};
 use headroom_core::spec::Spec;
@@ -25,6 +26,9 @@ pub struct EstimateArgs {
     /// trained before): its weights, optimizer state and workspaces stay where it put them.
     #[arg(long, value_name = "EARLIER_SPEC")]
     pub after: Option<String>,
+    /// Several GPUs: override the spec's `workload.parallel`.
+    #[command(flatten)]
+    pub parallel: ParallelArgs,
 }
 
 /// Runs `estimate`, returning what to print.
@@ -32,7 +36,9 @@ pub fn run(args: &EstimateArgs) -> Result<String> {
     let path = args.spec.as_deref().unwrap_or("-");
     let name = if path == "-" { "(stdin)" } else { path };
     let text = read_text(path)?;
-    let spec = Spec::from_json(&text).map_err(|e| CollectorError::input(format!("{name}: {e}")))?;
+    let mut spec =
+        Spec::from_json(&text).map_err(|e| CollectorError::input(format!("{name}: {e}")))?;
+    parallel_args::apply(&args.parallel, &mut spec)?;
     let gpu = match &args.gpu {
         None => None,
         Some(id) => Some(gpus::find(id).ok_or_else(|| {
@@ -163,6 +169,9 @@ fn describe_workload(spec: &Spec) -> String {
         }
     }
     let _ = write!(s, ", batch {}", w.batch);
+    if let Some(ranks) = parallel_args::per_rank(w) {
+        let _ = write!(s, " {ranks}");
+    }
     if arch.is_vision() {
         let _ = write!(s, ", image {} px", w.length(true));
     } else {
@@ -233,6 +242,16 @@ pub fn table(spec: &Spec, est: &Estimate, gpu: Option<&gpus::Gpu>) -> String {
             label,
             group_digits(bytes.0),
             bytes.as_gb()
+        );
+    }
+    let nccl = parallel_args::nccl_bytes(&spec.model.arch, &spec.workload, &spec.runtime);
+    if nccl > 0 {
+        let _ = writeln!(
+            out,
+            "NCCL      {} bytes ({:.3} GB) of communicator and peer buffers, outside torch's allocator: in \"{}\" and the outside sum",
+            group_digits(nccl),
+            Bytes(nccl).as_gb(),
+            headroom_core::Component::Libraries.label()
         );
     }
     let _ = writeln!(out, "peak op   {}", est.peak_op);

@@ -5,8 +5,10 @@
 
 use crate::cases::read_text;
 use crate::error::{CollectorError, Result};
+use crate::parallel_args::{self, ParallelArgs};
 use headroom_core::arch::Architecture;
 use headroom_core::gpus::CATALOG;
+use headroom_core::parallel::Strategy;
 use headroom_core::search::{self, ChunkChoice, GpuFit};
 use headroom_core::spec::Spec;
 use headroom_core::workload::Workload;
@@ -25,6 +27,10 @@ pub struct GpusArgs {
     /// Safety margin added to the reservation, in percent.
     #[arg(long = "margin", value_name = "MARGIN", default_value_t = 10)]
     pub margin_percent: u32,
+    /// Several GPUs: override the spec's `workload.parallel` (the longest length and
+    /// largest batch are per rank at this strategy and count).
+    #[command(flatten)]
+    pub parallel: ParallelArgs,
 }
 
 fn opt(v: Option<u32>) -> String {
@@ -41,18 +47,29 @@ pub fn run(args: &GpusArgs) -> Result<String> {
     }
     let path = args.spec.as_deref().unwrap_or("-");
     let name = if path == "-" { "(stdin)" } else { path };
-    let spec = Spec::from_json(&read_text(path)?)
+    let mut spec = Spec::from_json(&read_text(path)?)
         .map_err(|e| CollectorError::input(format!("{name}: {e}")))?;
+    parallel_args::apply(&args.parallel, &mut spec)?;
     let (arch, w, rt) = (&spec.model.arch, &spec.workload, &spec.runtime);
     let peak = estimate(arch, w, rt).map_err(|e| CollectorError::input(format!("{name}: {e}")))?;
-    let fits = gpu_fits_in_parallel(arch, w, rt)
-        .map_err(|e| CollectorError::input(format!("{name}: {e}")))?;
+    let strategies = search::strategies_for(arch, w);
+    let (fits, peaks) = std::thread::scope(|scope| {
+        let peaks = scope.spawn(|| fewest_cards_peaks(arch, w, rt, &strategies));
+        let fits = gpu_fits_in_parallel(arch, w, rt);
+        let peaks = peaks
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        (fits, peaks)
+    });
+    let fits = fits.map_err(|e| CollectorError::input(format!("{name}: {e}")))?;
+    let peaks = peaks.map_err(|e| CollectorError::input(format!("{name}: {e}")))?;
     let reservation = search::reservation(peak.driver_peak.0, args.margin_percent);
     let length = if arch.is_vision() { "image" } else { "seq_len" };
     let mut out = String::new();
+    let ranks = parallel_args::per_rank(w).map_or_else(String::new, |r| format!(" {r}"));
     let _ = writeln!(
         out,
-        "{} at batch {}, {length} {}: driver peak {}; request {} ({}% margin)\n",
+        "{} at batch {}{ranks}, {length} {}: driver peak {}; request {} ({}% margin)\n",
         spec.model.name,
         w.batch,
         w.length(arch.is_vision()),
@@ -77,6 +94,9 @@ pub fn run(args: &GpusArgs) -> Result<String> {
             " {:>12} {:>12} {:>14}",
             "unchunked", "chunk 4", "chunk for len"
         );
+    }
+    for (strategy, _) in &peaks {
+        let _ = write!(out, " {:>12}", format!("gpus {}", strategy.key()));
     }
     out.push('\n');
     for f in &fits {
@@ -104,9 +124,57 @@ pub fn run(args: &GpusArgs) -> Result<String> {
                 chunk
             );
         }
+        for (_, p) in &peaks {
+            let _ = write!(
+                out,
+                " {:>12}",
+                opt(search::fewest_gpus(p, f.gpu.usable_bytes))
+            );
+        }
         out.push('\n');
     }
+    if !peaks.is_empty() {
+        let _ = write!(
+            out,
+            "\ngpus STRATEGY: the fewest cards of that row whose per-rank peak fits, batch {} per rank, {} at most (\"-\": none);",
+            w.batch,
+            search::GPU_COUNTS[search::GPU_COUNTS.len() - 1]
+        );
+        let _ = writeln!(
+            out,
+            " counts tried: {}",
+            search::GPU_COUNTS.map(|c| c.to_string()).join(", ")
+        );
+    }
     Ok(out)
+}
+
+/// Per strategy of [`search::strategies_for`], one rank's peak at each GPU
+/// count, searched until it fits the smallest card of the catalog.
+fn fewest_cards_peaks(
+    arch: &Architecture,
+    workload: &Workload,
+    runtime: &RuntimeProfile,
+    strategies: &[Strategy],
+) -> std::result::Result<Vec<(Strategy, Vec<(u32, Option<u64>)>)>, headroom_core::Error> {
+    let smallest = CATALOG.iter().map(|g| g.usable_bytes).min().unwrap_or(0);
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = strategies
+            .iter()
+            .map(|&s| {
+                scope.spawn(move || {
+                    search::rank_peaks(arch, workload, runtime, s, smallest).map(|p| (s, p))
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .map(|w| {
+                w.join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            })
+            .collect()
+    })
 }
 
 /// [`search::gpu_fits`] with the cards spread over every core, and a

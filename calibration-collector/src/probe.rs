@@ -4,10 +4,14 @@
 
 use crate::error::{CollectorError, Result};
 use crate::gpu::{self, DeviceInfo, DriverVersions, Gpu, PROBE_PREFIX};
+use crate::torchrun;
 use indicatif::{ProgressBar, ProgressStyle};
+use serde_json::Value;
 use std::fmt::Write as _;
 use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
 use std::process::{Command, Stdio};
+use std::sync::atomic::AtomicBool;
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -23,6 +27,14 @@ pub struct ProbeArgs {
     /// Print JSON (what `fit --probe` reads).
     #[arg(long)]
     pub json: bool,
+    /// Also measure NCCL's memory: one rank alone, then N ranks on this node
+    /// (`torchrun --standalone --nproc-per-node N`, the several-GPU harness's
+    /// `--nccl-only` mode); `fit --probe` records it in the profile.
+    #[arg(long, value_name = "N")]
+    pub world_size: Option<String>,
+    /// The torchrun to launch (`--world-size`).
+    #[arg(long, default_value = "torchrun")]
+    pub torchrun: String,
 }
 
 /// Overheads measured on one GPU, bytes.
@@ -63,6 +75,131 @@ pub struct ProbeReport {
     pub driver: DriverVersions,
     /// Every probed GPU.
     pub devices: Vec<DeviceProbe>,
+    /// NCCL's memory per rank (`probe --world-size N`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nccl: Option<NcclProbe>,
+}
+
+/// NCCL's memory outside torch's allocator, measured by the several-GPU
+/// harness (`--nccl-only`): the GPU's used memory grown over
+/// `init_process_group` and a first 4 KiB all-reduce, minus torch's
+/// reserved growth, on each rank.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize, PartialEq)]
+pub struct NcclProbe {
+    /// Ranks of the second job (the first runs one rank alone).
+    pub world_size: u32,
+    /// One rank alone: the communicator, its buffers and kernels; the core's
+    /// `nccl_communicator_bytes`.
+    pub communicator_bytes: u64,
+    /// Per peer a rank connects to: (the highest rank's bytes at
+    /// `world_size` - `communicator_bytes`) / min(world_size - 1, 2); the
+    /// core's `nccl_peer_bytes`. Absent when `world_size` is 1.
+    pub peer_bytes: Option<u64>,
+    /// `nccl_bytes` of each rank at `world_size`.
+    pub rank_bytes: Vec<u64>,
+    /// NCCL's version as torch reports it.
+    pub nccl_version: Option<String>,
+    /// True when NVLink multicast was on (the probe turns it off).
+    pub nvls: bool,
+}
+
+/// The NCCL figures from the one-rank job's and the N-rank job's result
+/// lines (`HEADROOM_RESULT` of the harness's `--nccl-only` mode).
+pub fn nccl_from_results(alone: &[Value], ranks: &[Value], world_size: u32) -> Result<NcclProbe> {
+    let bytes = |v: &Value, what: &str| -> Result<u64> {
+        v.get("measured")
+            .and_then(|m| m.get("nccl_bytes"))
+            .and_then(Value::as_i64)
+            .map(|b| b.max(0) as u64)
+            .ok_or_else(|| {
+                CollectorError::Gpu(format!(
+                    "{what}: a rank's result has no `measured.nccl_bytes`"
+                ))
+            })
+    };
+    let check = |results: &[Value], n: u32| -> Result<()> {
+        if results.len() != n as usize {
+            return Err(CollectorError::Gpu(format!(
+                "the {n}-rank NCCL job reported {} of its {n} rank(s)",
+                results.len()
+            )));
+        }
+        Ok(())
+    };
+    check(alone, 1)?;
+    check(ranks, world_size)?;
+    let communicator_bytes = bytes(&alone[0], "one rank")?;
+    let rank_bytes = ranks
+        .iter()
+        .map(|r| bytes(r, "several ranks"))
+        .collect::<Result<Vec<_>>>()?;
+    let peers = u64::from(world_size.saturating_sub(1).min(2));
+    let peer_bytes = (peers > 0).then(|| {
+        rank_bytes
+            .iter()
+            .max()
+            .copied()
+            .unwrap_or(0)
+            .saturating_sub(communicator_bytes)
+            / peers
+    });
+    let runtime = ranks
+        .first()
+        .or(alone.first())
+        .and_then(|r| r.get("runtime"));
+    Ok(NcclProbe {
+        world_size,
+        communicator_bytes,
+        peer_bytes,
+        rank_bytes,
+        nccl_version: runtime
+            .and_then(|r| r.get("nccl"))
+            .and_then(Value::as_str)
+            .map(str::to_string),
+        nvls: runtime
+            .and_then(|r| r.get("nccl_nvls"))
+            .and_then(Value::as_bool)
+            .unwrap_or(false),
+    })
+}
+
+/// Runs the harness's `--nccl-only` mode on `nproc` ranks.
+fn nccl_job(torchrun: &str, harness: &Path, nproc: u32) -> Result<Vec<Value>> {
+    let (command, shown) = torchrun::command(torchrun, nproc, harness, &["--nccl-only".into()]);
+    let never = AtomicBool::new(false);
+    let out = torchrun::run_job(command, Duration::from_secs(300), &never, false)?;
+    if out.results.len() != nproc as usize {
+        let last = out
+            .tail
+            .iter()
+            .rev()
+            .take(6)
+            .rev()
+            .cloned()
+            .collect::<Vec<_>>();
+        return Err(CollectorError::Gpu(format!(
+            "the NCCL probe on {nproc} rank(s) failed (exit {}; `{shown}`): {}",
+            out.exit_code
+                .map_or_else(|| "by a signal".to_string(), |c| c.to_string()),
+            last.join(" / ")
+        )));
+    }
+    Ok(out.results)
+}
+
+/// `probe --world-size N`: one rank alone, then N ranks.
+fn measure_nccl(torchrun: &str, world_size: u32, spinner: &ProgressBar) -> Result<NcclProbe> {
+    torchrun::check_available(torchrun)?;
+    let harness = torchrun::HarnessFile::write()?;
+    spinner.set_message("NCCL: one rank".to_string());
+    let alone = nccl_job(torchrun, &harness.0, 1)?;
+    let ranks = if world_size == 1 {
+        alone.clone()
+    } else {
+        spinner.set_message(format!("NCCL: {world_size} ranks"));
+        nccl_job(torchrun, &harness.0, world_size)?
+    };
+    nccl_from_results(&alone, &ranks, world_size)
 }
 
 /// torch's default cuBLAS workspace per handle for a compute capability
@@ -82,7 +219,23 @@ pub fn torch_cublas_workspace_bytes(compute_capability: &str) -> u64 {
 
 /// Runs `probe`.
 pub fn run(args: &ProbeArgs) -> Result<ProbeReport> {
+    let world_size = args
+        .world_size
+        .as_deref()
+        .map(|t| {
+            crate::parallel_args::parse_count(
+                "--world-size",
+                t,
+                headroom_core::parallel::MAX_WORLD_SIZE,
+            )
+        })
+        .transpose()?;
     let count = gpu::init()?;
+    if let Some(n) = world_size.filter(|&n| n as usize > count) {
+        return Err(CollectorError::input(format!(
+            "--world-size: {n} ranks need {n} GPUs of this node, {count} visible; allowed: 1 to {count}"
+        )));
+    }
     let ordinals: Vec<usize> = match args.device {
         Some(d) if d >= count => {
             return Err(CollectorError::input(format!(
@@ -120,11 +273,16 @@ pub fn run(args: &ProbeArgs) -> Result<ProbeReport> {
             overheads,
         });
     }
+    let nccl = match world_size {
+        Some(n) if !args.list_only => Some(measure_nccl(&args.torchrun, n, &spinner)?),
+        _ => None,
+    };
     spinner.finish_and_clear();
     Ok(ProbeReport {
         collector_version: env!("CARGO_PKG_VERSION").into(),
         driver: gpu::driver_versions(),
         devices,
+        nccl,
     })
 }
 
@@ -289,6 +447,33 @@ pub fn render(report: &ProbeReport) -> String {
             }
         }
     }
+    if let Some(n) = &report.nccl {
+        let _ = writeln!(
+            out,
+            "NCCL {} (NVLink multicast {}), per rank, outside torch's allocator",
+            n.nccl_version.as_deref().unwrap_or("(version unknown)"),
+            if n.nvls { "on" } else { "off" }
+        );
+        let _ = writeln!(
+            out,
+            "  communicator (one rank)       {}",
+            mb(n.communicator_bytes)
+        );
+        if let Some(p) = n.peer_bytes {
+            let _ = writeln!(out, "  per peer                      {}", mb(p));
+        }
+        let ranks: Vec<String> = n
+            .rank_bytes
+            .iter()
+            .map(|b| format!("{:.1}", *b as f64 / 1e6))
+            .collect();
+        let _ = writeln!(
+            out,
+            "  {} rank(s), MB each            {}",
+            n.world_size,
+            ranks.join(", ")
+        );
+    }
     out
 }
 
@@ -311,6 +496,41 @@ mod tests {
         assert!(o.note.is_none());
         let o = overheads_from_stages(&[("context".into(), 1), ("cublas_missing".into(), 0)], 0);
         assert!(o.note.unwrap().contains("libcublas"));
+    }
+
+    #[test]
+    fn nccl_figures_from_one_rank_and_several() {
+        let line = |rank: u64, bytes: u64| {
+            serde_json::json!({"measured": {"rank": rank, "nccl_bytes": bytes},
+                               "runtime": {"nccl": "2.28.9", "nccl_nvls": false}})
+        };
+        let n = nccl_from_results(
+            &[line(0, 585 << 20)],
+            &[
+                line(0, 880 << 20),
+                line(1, 885 << 20),
+                line(2, 870 << 20),
+                line(3, 860 << 20),
+            ],
+            4,
+        )
+        .unwrap();
+        assert_eq!(n.communicator_bytes, 585 << 20);
+        // The highest rank, over two peers (a ring from three ranks on).
+        assert_eq!(n.peer_bytes, Some(150 << 20));
+        assert_eq!(n.nccl_version.as_deref(), Some("2.28.9"));
+        let two = nccl_from_results(&[line(0, 100)], &[line(0, 400), line(1, 300)], 2).unwrap();
+        assert_eq!(two.peer_bytes, Some(300));
+        let e = nccl_from_results(&[line(0, 100)], &[line(0, 400)], 2).unwrap_err();
+        assert!(e.to_string().contains("reported 1 of its 2"), "{e}");
+        assert_eq!(e.exit_code(), crate::error::EXIT_GPU);
+        let text = render(&ProbeReport {
+            collector_version: "0".into(),
+            driver: DriverVersions::default(),
+            devices: Vec::new(),
+            nccl: Some(two),
+        });
+        assert!(text.contains("per peer"), "{text}");
     }
 
     #[test]
