@@ -6,10 +6,21 @@
 //! run one estimate at a time so the page can hand control back between
 //! them; the only arithmetic here applies the user's fragmentation margin,
 //! which is a scheduling policy, not a model of memory.
+//!
+//! The fewest cards a job needs with each strategy the core offers
+//! (`search::strategies_for`) come from one rank's peaks at 1 to 256 GPUs,
+//! computed once per strategy for the whole table (`search::rank_peaks`,
+//! stopping at the smallest card's capacity) and read per card with
+//! `search::fewest_gpus`: [`FewestPeaks`] holds them, and
+//! [`PeaksSearch`] computes them one estimate at a time.
 
 use headroom_core::arch::Architecture;
 use headroom_core::gpus::{Gpu, CATALOG};
-use headroom_core::search::{fits_at, Axis, LargestSearch};
+use headroom_core::estimate::{estimate_with, EstimateOptions};
+use headroom_core::parallel::Strategy;
+use headroom_core::search::{
+    fewest_gpus, fits_at, on_gpus, rank_peaks, strategies_for, Axis, LargestSearch, GPU_COUNTS,
+};
 use headroom_core::workload::Workload;
 use headroom_core::{Bytes, RuntimeProfile};
 
@@ -48,6 +59,105 @@ pub struct FitRow {
     pub jobs: Option<u64>,
     /// What to request per job, margin included.
     pub reservation: Option<Bytes>,
+    /// The fewest cards that run the job with each strategy, within the
+    /// capacity the margin leaves (`Ok(None)`: not up to 256).
+    pub fewest: Vec<(Strategy, Result<Option<u32>, String>)>,
+}
+
+/// One rank's driver-level peak at each GPU count, per strategy
+/// (`search::rank_peaks`), or the core's message.
+pub type FewestPeaks = Vec<(Strategy, Result<Vec<(u32, Option<u64>)>, String>)>;
+
+/// Where the peaks of [`FewestPeaks`] stop: the smallest catalog card's
+/// capacity once the margin is set aside (no card needs more GPUs).
+pub fn stop_below(margin_pct: u32) -> u64 {
+    let smallest = CATALOG.iter().map(|g| g.usable_bytes).min().unwrap_or(0);
+    capacity(smallest, margin_pct)
+}
+
+/// The peaks of every strategy the core offers for the job, all at once.
+pub fn fewest_peaks(
+    arch: &Architecture,
+    workload: &Workload,
+    runtime: &RuntimeProfile,
+    margin_pct: u32,
+) -> FewestPeaks {
+    strategies_for(arch, workload)
+        .into_iter()
+        .map(|strategy| {
+            let peaks = rank_peaks(arch, workload, runtime, strategy, stop_below(margin_pct))
+                .map_err(|e| e.to_string());
+            (strategy, peaks)
+        })
+        .collect()
+}
+
+/// The fewest cards of `gpu` per strategy, from the table's peaks.
+pub fn fewest_for(
+    peaks: &FewestPeaks,
+    gpu: &Gpu,
+    margin_pct: u32,
+) -> Vec<(Strategy, Result<Option<u32>, String>)> {
+    let cap = capacity(gpu.usable_bytes, margin_pct);
+    peaks
+        .iter()
+        .map(|(strategy, peaks)| {
+            let answer = peaks.as_ref().map(|p| fewest_gpus(p, cap)).map_err(Clone::clone);
+            (*strategy, answer)
+        })
+        .collect()
+}
+
+/// [`fewest_peaks`] one estimate per [`PeaksSearch::step`]: the same
+/// walk as `search::rank_peaks`, strategy after strategy (a test checks
+/// they agree).
+#[derive(Clone, Debug)]
+pub struct PeaksSearch {
+    strategies: Vec<Strategy>,
+    stop_below: u64,
+    done: FewestPeaks,
+    current: Vec<(u32, Option<u64>)>,
+}
+
+impl PeaksSearch {
+    /// The search for the job's strategies.
+    pub fn new(arch: &Architecture, workload: &Workload, margin_pct: u32) -> PeaksSearch {
+        PeaksSearch {
+            strategies: strategies_for(arch, workload),
+            stop_below: stop_below(margin_pct),
+            done: Vec::new(),
+            current: Vec::new(),
+        }
+    }
+
+    /// Runs one estimate; the peaks once every strategy's are in.
+    pub fn step(
+        &mut self,
+        arch: &Architecture,
+        workload: &Workload,
+        runtime: &RuntimeProfile,
+    ) -> Option<FewestPeaks> {
+        let Some(&strategy) = self.strategies.get(self.done.len()) else {
+            return Some(std::mem::take(&mut self.done));
+        };
+        let count = GPU_COUNTS[self.current.len()];
+        let w = on_gpus(workload, strategy, count);
+        let peak = match estimate_with(arch, &w, runtime, EstimateOptions::default()) {
+            Ok(e) => Some(e.driver_peak.0),
+            Err(e) if e.field() == Some("workload.parallel.world_size") => None,
+            Err(e) => {
+                self.current.clear();
+                self.done.push((strategy, Err(e.to_string())));
+                return None;
+            }
+        };
+        self.current.push((count, peak));
+        if peak.is_some_and(|p| p <= self.stop_below) || self.current.len() == GPU_COUNTS.len() {
+            let peaks = std::mem::take(&mut self.current);
+            self.done.push((strategy, Ok(peaks)));
+        }
+        None
+    }
 }
 
 /// The table for every catalog GPU. `driver_peak` is the core's estimate of
@@ -59,13 +169,19 @@ pub fn rows(
     driver_peak: Option<Bytes>,
     margin_pct: u32,
 ) -> Vec<FitRow> {
+    let peaks = fewest_peaks(arch, workload, runtime, margin_pct);
     CATALOG
         .iter()
-        .map(|gpu| row(gpu, arch, workload, runtime, driver_peak, margin_pct))
+        .map(|gpu| {
+            let mut r = row(gpu, arch, workload, runtime, driver_peak, margin_pct);
+            r.fewest = fewest_for(&peaks, gpu, margin_pct);
+            r
+        })
         .collect()
 }
 
-/// The row of one GPU, all at once.
+/// The row of one GPU, all at once (without the fewest cards, which come
+/// from the whole table's peaks).
 pub fn row(
     gpu: &'static Gpu,
     arch: &Architecture,
@@ -139,6 +255,7 @@ impl RowSearch {
                     .reservation
                     .map(|r| jobs_per_card(self.gpu.usable_bytes, r)),
                 reservation: self.reservation,
+                fewest: Vec::new(),
             });
         };
         if let Some(value) = search.probe() {
@@ -223,5 +340,137 @@ mod tests {
             r[0].jobs,
             Some(CATALOG[0].usable_bytes / r[0].reservation.unwrap().0)
         );
+    }
+
+    fn training(id: &str, precision: headroom_core::workload::Precision) -> (Architecture, Workload) {
+        let p = headroom_core::presets::find(id).unwrap();
+        let mut w = crate::defaults::workload_for(&p.arch);
+        w.mode = headroom_core::workload::Mode::Training;
+        w.training.precision = precision;
+        (p.arch, w)
+    }
+
+    fn peaks_stepwise(arch: &Architecture, w: &Workload, rt: &RuntimeProfile, margin: u32) -> FewestPeaks {
+        let mut search = PeaksSearch::new(arch, w, margin);
+        let mut steps = 0;
+        loop {
+            if let Some(peaks) = search.step(arch, w, rt) {
+                assert!(steps <= 1 + GPU_COUNTS.len() * 3, "{steps} steps");
+                return peaks;
+            }
+            steps += 1;
+        }
+    }
+
+    /// The peaks searched one estimate at a time are the core's
+    /// `rank_peaks` per strategy: training (DDP, ZeRO-1, FSDP2; FSDP2 left
+    /// out under autocast), tensor-parallel inference (counts that do not
+    /// divide the heads have no peak), a model tensor parallelism does not
+    /// take (the core's message), a model no strategy takes (none).
+    #[test]
+    fn stepwise_peaks_are_the_cores_rank_peaks() {
+        use headroom_core::workload::Precision;
+        let rt = RuntimeProfile::h200();
+        let mut cases = vec![
+            training("llama-3.2-1b", Precision::Bf16),
+            training("llama-3.2-1b", Precision::AmpBf16),
+        ];
+        for (id, batch) in [
+            ("llama-3.1-8b", 1),
+            ("gpt2", 1),
+            ("bert-base-uncased", 32),
+            ("llama-3.1-70b", 1),
+            ("gpt2", 512),
+        ] {
+            let p = headroom_core::presets::find(id).unwrap();
+            let mut w = crate::defaults::workload_for(&p.arch);
+            w.batch = batch;
+            cases.push((p.arch.clone(), w));
+        }
+        let mut seen_err = false;
+        let mut seen_none = false;
+        for (arch, w) in &cases {
+            for margin in [0, 10] {
+                let expect: FewestPeaks = strategies_for(arch, w)
+                    .into_iter()
+                    .map(|s| {
+                        (s, rank_peaks(arch, w, &rt, s, stop_below(margin)).map_err(|e| e.to_string()))
+                    })
+                    .collect();
+                assert_eq!(fewest_peaks(arch, w, &rt, margin), expect);
+                let stepped = peaks_stepwise(arch, w, &rt, margin);
+                assert_eq!(stepped, expect);
+                seen_err |= stepped.iter().any(|(_, p)| p.is_err());
+                seen_none |= stepped
+                    .iter()
+                    .any(|(_, p)| p.as_ref().is_ok_and(|p| p.iter().any(|(_, v)| v.is_none())));
+            }
+        }
+        assert!(seen_err && seen_none, "{seen_err} {seen_none}");
+        let strategies = |i: usize| -> Vec<Strategy> {
+            fewest_peaks(&cases[i].0, &cases[i].1, &rt, 10).iter().map(|(s, _)| *s).collect()
+        };
+        assert_eq!(strategies(0), [Strategy::Ddp, Strategy::Zero1, Strategy::Fsdp2]);
+        assert_eq!(strategies(1), [Strategy::Ddp, Strategy::Zero1]);
+        assert_eq!(strategies(2), [Strategy::Tp]);
+        assert!(strategies(4).is_empty());
+    }
+
+    /// Each card's fewest count is the first count whose peak fits the
+    /// card's capacity (none when no count tried does), read from the one
+    /// set of peaks the table computes.
+    #[test]
+    fn fewest_cards_per_card_from_one_set_of_peaks() {
+        use headroom_core::bytes::GIB;
+        let peaks: FewestPeaks = vec![
+            (
+                Strategy::Tp,
+                Ok(vec![(1, Some(150 * GIB)), (2, Some(75 * GIB)), (4, None), (8, Some(20 * GIB))]),
+            ),
+            (Strategy::Ddp, Ok(vec![(1, Some(900 * GIB)), (2, Some(900 * GIB))])),
+            (Strategy::Zero1, Err("`workload.seq_len`: too long".into())),
+        ];
+        let card = |gb: u64| Gpu {
+            usable_bytes: gb * GIB,
+            ..CATALOG[0].clone()
+        };
+        let big = card(140);
+        assert_eq!(
+            fewest_for(&peaks, &big, 0),
+            vec![
+                (Strategy::Tp, Ok(Some(2))),
+                (Strategy::Ddp, Ok(None)),
+                (Strategy::Zero1, Err("`workload.seq_len`: too long".into())),
+            ]
+        );
+        // 4 has no peak: a 40 GB card needs 8.
+        assert_eq!(fewest_for(&peaks, &card(40), 0)[0], (Strategy::Tp, Ok(Some(8))));
+        // The margin leaves 75 GiB of 80 short: 8 cards.
+        assert_eq!(fewest_for(&peaks, &card(80), 0)[0], (Strategy::Tp, Ok(Some(2))));
+        assert_eq!(fewest_for(&peaks, &card(80), 10)[0], (Strategy::Tp, Ok(Some(8))));
+        assert_eq!(fewest_for(&peaks, &card(10), 0)[0], (Strategy::Tp, Ok(None)));
+    }
+
+    /// The whole table's rows carry each card's fewest cards per strategy,
+    /// the core's `fewest_gpus` of one `rank_peaks` per strategy.
+    #[test]
+    fn rows_carry_the_fewest_cards_of_every_card() {
+        use headroom_core::workload::Precision;
+        let rt = RuntimeProfile::h200();
+        let (arch, mut w) = training("llama-3.2-1b", Precision::Bf16);
+        w.seq_len = 1024;
+        let table = rows(&arch, &w, &rt, None, 10);
+        let stop = stop_below(10);
+        for r in &table {
+            let cap = capacity(r.gpu.usable_bytes, 10);
+            let expect: Vec<_> = strategies_for(&arch, &w)
+                .into_iter()
+                .map(|s| (s, Ok(fewest_gpus(&rank_peaks(&arch, &w, &rt, s, stop).unwrap(), cap))))
+                .collect();
+            assert_eq!(r.fewest, expect, "{}", r.gpu.id);
+        }
+        // A 1B model trains on one big card with any strategy.
+        let h200 = table.iter().find(|r| r.gpu.id == "h200").unwrap();
+        assert!(h200.fewest.iter().all(|(_, n)| *n == Ok(Some(1))), "{:?}", h200.fewest);
     }
 }

@@ -9,8 +9,9 @@
 //!
 //! - a curve's share and a single estimate: one line per length
 //!   ([`encode_results`], read back by [`read_estimates`]);
-//! - the GPU table: one line per catalog GPU, its longest length and
-//!   largest batch ([`encode_rows`], read back by [`decode_rows`]);
+//! - the GPU table: one line per catalog GPU, its longest length, largest
+//!   batch and fewest cards per strategy ([`encode_rows`], read back by
+//!   [`decode_rows`]);
 //! - a request it cannot read: one line `E worker request: …`.
 //!
 //! Plain text keeps the page's bundle free of a second JSON reader for
@@ -23,6 +24,7 @@ use crate::fit::{self, FitRow};
 use headroom_core::arch::Architecture;
 use headroom_core::estimate::{Component, Estimate, Share};
 use headroom_core::gpus::CATALOG;
+use headroom_core::parallel::Strategy;
 use headroom_core::spec::{parse_model, parse_runtime, parse_workload};
 use headroom_core::workload::Workload;
 use headroom_core::{Bytes, RuntimeProfile};
@@ -291,9 +293,10 @@ pub fn read_estimates(response: &str, expected: usize) -> Result<Vec<PointResult
     Ok(results)
 }
 
-/// The searched half of each row (longest length, largest batch), one
-/// line per catalog GPU: each value `-` (none fits), a number, or `!` and
-/// the core's message.
+/// The searched half of each row (longest length, largest batch, then the
+/// fewest cards per strategy as `key=value`), one line per catalog GPU,
+/// tab-separated: each value `-` (none fits), a number, or `!` and the
+/// core's message.
 pub fn encode_rows(rows: &[FitRow]) -> String {
     let field = |v: &Result<Option<u32>, String>| match v {
         Ok(None) => "-".to_string(),
@@ -301,7 +304,14 @@ pub fn encode_rows(rows: &[FitRow]) -> String {
         Err(e) => format!("!{}", e.replace(['\t', '\n'], " ")),
     };
     rows.iter()
-        .map(|r| format!("{}\t{}\n", field(&r.max_length), field(&r.max_batch)))
+        .map(|r| {
+            let mut line = format!("{}\t{}", field(&r.max_length), field(&r.max_batch));
+            for (strategy, n) in &r.fewest {
+                line.push_str(&format!("\t{}={}", strategy.key(), field(n)));
+            }
+            line.push('\n');
+            line
+        })
         .collect()
 }
 
@@ -327,7 +337,17 @@ pub fn decode_rows(
         .iter()
         .zip(lines)
         .map(|(gpu, line)| {
-            let (length, batch) = line.split_once('\t').ok_or("GPU table: malformed")?;
+            let mut parts = line.split('\t');
+            let (Some(length), Some(batch)) = (parts.next(), parts.next()) else {
+                return Err("GPU table: malformed".to_string());
+            };
+            let fewest = parts
+                .map(|part| {
+                    let (key, value) = part.split_once('=')?;
+                    Some((Strategy::from_key(key)?, field(value)?))
+                })
+                .collect::<Option<Vec<_>>>()
+                .ok_or("GPU table: malformed")?;
             let reservation = driver_peak.map(|p| fit::reservation(p, margin_pct));
             Ok(FitRow {
                 gpu,
@@ -335,6 +355,7 @@ pub fn decode_rows(
                 max_batch: field(batch).ok_or("GPU table: malformed")?,
                 jobs: reservation.map(|r| fit::jobs_per_card(gpu.usable_bytes, r)),
                 reservation,
+                fewest,
             })
         })
         .collect()

@@ -16,7 +16,7 @@
 //! is not applied. The decisions here are plain functions, tested natively;
 //! `run` (wasm32) wires them to signals, timers and workers.
 
-use crate::fit::{FitRow, RowSearch};
+use crate::fit::{fewest_for, FewestPeaks, FitRow, PeaksSearch, RowSearch};
 use crate::state::{AppState, View};
 use headroom_core::arch::Architecture;
 use headroom_core::gpus::CATALOG;
@@ -215,6 +215,10 @@ pub struct FitTable {
     runtime: RuntimeProfile,
     peak: Option<Bytes>,
     margin_pct: u32,
+    /// One rank's peaks per strategy and GPU count, searched first.
+    peaks_search: PeaksSearch,
+    /// Those peaks, once in (each row's fewest cards).
+    peaks: Option<FewestPeaks>,
     rows: Vec<FitRow>,
     /// The row being searched.
     search: Option<RowSearch>,
@@ -231,6 +235,8 @@ impl FitTable {
         margin_pct: u32,
     ) -> FitTable {
         FitTable {
+            peaks_search: PeaksSearch::new(&arch, &workload, margin_pct),
+            peaks: None,
             arch,
             workload,
             runtime,
@@ -251,17 +257,25 @@ impl FitTable {
         (self.peak, self.margin_pct)
     }
 
-    /// Runs one estimate at a time while `go_on()` says so; the table once
-    /// every catalog GPU's row is in.
+    /// Runs one estimate at a time while `go_on()` says so: first one
+    /// rank's peaks per strategy and GPU count, then each card's row; the
+    /// table once every catalog GPU's row is in.
     pub fn advance(&mut self, mut go_on: impl FnMut() -> bool) -> FitProgress {
         while go_on() {
+            let Some(peaks) = &self.peaks else {
+                self.peaks = self
+                    .peaks_search
+                    .step(&self.arch, &self.workload, &self.runtime);
+                continue;
+            };
             let Some(gpu) = CATALOG.get(self.rows.len()) else {
                 return FitProgress::Done(std::mem::take(&mut self.rows));
             };
             let search = self
                 .search
                 .get_or_insert_with(|| RowSearch::new(gpu, &self.arch, self.peak, self.margin_pct));
-            if let Some(row) = search.step(&self.arch, &self.workload, &self.runtime) {
+            if let Some(mut row) = search.step(&self.arch, &self.workload, &self.runtime) {
+                row.fewest = fewest_for(peaks, gpu, self.margin_pct);
                 self.search = None;
                 self.rows.push(row);
             }
@@ -421,6 +435,20 @@ mod tests {
     #[test]
     fn the_table_in_small_tasks_is_the_whole_table() {
         let s = AppState::for_model(presets::find("gpt2").unwrap().model());
+        table_in_small_tasks(&s);
+        // A Llama in training on 8 GPUs with FSDP2: each card's fewest
+        // cards per strategy, computed a few estimates per task.
+        let mut s = llama();
+        s.workload.mode = Mode::Training;
+        s.workload.seq_len = 1024;
+        s.workload.training.precision = headroom_core::workload::Precision::Bf16;
+        s.workload.parallel.strategy = headroom_core::parallel::Strategy::Fsdp2;
+        s.workload.parallel.world_size = 8;
+        let rows = table_in_small_tasks(&s);
+        assert!(rows.iter().all(|r| r.fewest.len() == 3), "{rows:?}");
+    }
+
+    fn table_in_small_tasks(s: &AppState) -> Vec<FitRow> {
         let rt = RuntimeProfile::h200();
         let peak = Some(Bytes(3_000_000_000));
         let whole = crate::fit::rows(&s.model.arch, &s.workload, &rt, peak, 10);
@@ -446,5 +474,6 @@ mod tests {
         };
         assert!(tasks > CATALOG.len() / 7, "{tasks} tasks");
         assert_eq!(rows, whole);
+        rows
     }
 }

@@ -133,6 +133,29 @@ fn a_fit_rows_request_gives_the_same_table() {
     );
 }
 
+/// A GPU table with fewest cards per strategy (a Llama in training on
+/// several GPUs) answers through a worker as this thread computes it.
+#[test]
+fn a_fit_rows_request_gives_the_fewest_cards_of_every_strategy() {
+    use headroom_core::parallel::Strategy;
+    use headroom_core::workload::{Mode, Precision};
+    let mut i = inputs_for("llama-3.2-1b");
+    i.workload.mode = Mode::Training;
+    i.workload.seq_len = 1024;
+    i.workload.training.precision = Precision::Bf16;
+    i.workload.parallel.strategy = Strategy::Fsdp2;
+    i.workload.parallel.world_size = 8;
+    let request = Request::FitRows {
+        inputs: i.clone(),
+        margin_pct: 10,
+    };
+    round_trips(&request);
+    let rows = decode_rows(&answer(&request.to_json()), None, 10).unwrap();
+    assert_eq!(rows, fit::rows(&i.arch, &i.workload, &i.runtime, None, 10));
+    let strategies: Vec<Strategy> = rows[0].fewest.iter().map(|(s, _)| *s).collect();
+    assert_eq!(strategies, [Strategy::Ddp, Strategy::Zero1, Strategy::Fsdp2]);
+}
+
 /// Every workload option the page can set survives the trip to a
 /// worker (a field lost on the way would give a different curve).
 #[test]
@@ -163,6 +186,16 @@ fn a_request_keeps_every_workload_option() {
         target_modules: vec!["q_proj".into(), "v_proj".into()],
         dropout: None,
     });
+    variants.push(w.clone());
+    // A job on several GPUs, each option off its default.
+    w.training.lora = None;
+    w.parallel.strategy = headroom_core::parallel::Strategy::Fsdp2;
+    w.parallel.world_size = 8;
+    w.parallel.reshard_after_forward = false;
+    w.parallel.param_dtype = Dtype::Fp32;
+    w.parallel.reduce_dtype = Dtype::Bf16;
+    w.parallel.bucket_cap_mb = 50;
+    w.parallel.gradient_as_bucket_view = true;
     variants.push(w);
     let mut w = Workload::default();
     w.dtype = Dtype::Int4;
@@ -236,9 +269,19 @@ fn rows_through_text_are_the_same_rows() {
     let mut table = fit::rows(&i.arch, &i.workload, &i.runtime, peak, 15);
     table[0].max_length = Ok(None);
     table[1].max_batch = Err("`workload.batch`: too large\tand\nmore".to_string());
+    use headroom_core::parallel::Strategy;
+    table[2].fewest = vec![
+        (Strategy::Ddp, Ok(Some(16))),
+        (Strategy::Zero1, Ok(None)),
+        (Strategy::Fsdp2, Err("`workload.seq_len`: a\tb=c".to_string())),
+    ];
+    table[3].fewest = vec![(Strategy::Tp, Ok(Some(8)))];
     let back = decode_rows(&encode_rows(&table), peak, 15).unwrap();
     table[1].max_batch = Err("`workload.batch`: too large and more".to_string());
+    table[2].fewest[2].1 = Err("`workload.seq_len`: a b=c".to_string());
     assert_eq!(back, table);
+    let bad_strategy = encode_rows(&table).replacen("tp=8", "pp=8", 1);
+    assert!(decode_rows(&bad_strategy, peak, 15).is_err());
     assert!(decode_rows("1\t2\n", peak, 15).is_err());
     assert!(decode_rows(&"x\ty\n".repeat(CATALOG.len()), peak, 15).is_err());
 }
