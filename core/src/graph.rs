@@ -99,6 +99,91 @@ impl Node {
     }
 }
 
+/// What an op's autograd node keeps for backward (the choices
+/// `derivatives.yaml` makes), and the workspace its backward takes. The
+/// common cases read as a phrase at the call site:
+///
+/// - `Saves::NOTHING`: an addition, a copy, a scale by a constant;
+/// - `Saves::inputs(&[x, w])`: a multiply or matmul keeps its operands;
+/// - `Saves::output()`: softmax, log_softmax, tanh keep their result;
+/// - `.and_buffer(bytes)`: a further saved buffer the kernel allocates
+///   after its output (attention's logsumexp, a norm's mean and rstd,
+///   pooling indices); `.and_buffer_before_output(bytes)` allocates it
+///   first (dropout's bool mask);
+/// - `.with_backward_workspace(bytes)`: a buffer backward takes and frees
+///   before it allocates the input gradients.
+///
+/// In inference (no node recorded) the saved buffer is still allocated by
+/// the kernel and freed when the op returns.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Saves<'a> {
+    inputs: &'a [Value],
+    output: bool,
+    buffer: u64,
+    buffer_before_output: bool,
+    backward_workspace: u64,
+}
+
+impl<'a> Saves<'a> {
+    /// Keeps nothing for backward.
+    pub const NOTHING: Saves<'static> = Saves {
+        inputs: &[],
+        output: false,
+        buffer: 0,
+        buffer_before_output: false,
+        backward_workspace: 0,
+    };
+
+    /// Keeps these values (inputs or earlier values, at most four with the
+    /// output).
+    pub const fn inputs(values: &'a [Value]) -> Saves<'a> {
+        Saves {
+            inputs: values,
+            ..Saves::NOTHING
+        }
+    }
+
+    /// Keeps the op's own output.
+    pub const fn output() -> Saves<'a> {
+        Saves::NOTHING.and_output()
+    }
+
+    /// Keeps the op's own output too.
+    pub const fn and_output(self) -> Saves<'a> {
+        Saves {
+            output: true,
+            ..self
+        }
+    }
+
+    /// Keeps a further buffer of `bytes`, allocated right after the output.
+    pub const fn and_buffer(self, bytes: u64) -> Saves<'a> {
+        Saves {
+            buffer: bytes,
+            ..self
+        }
+    }
+
+    /// Keeps a further buffer of `bytes`, allocated before the output.
+    pub const fn and_buffer_before_output(self, bytes: u64) -> Saves<'a> {
+        Saves {
+            buffer: bytes,
+            buffer_before_output: true,
+            ..self
+        }
+    }
+
+    /// Backward takes a workspace of `bytes`, and frees it, before it
+    /// allocates the input gradients (the memory-efficient attention
+    /// kernel's accumulator).
+    pub const fn with_backward_workspace(self, bytes: u64) -> Saves<'a> {
+        Saves {
+            backward_workspace: bytes,
+            ..self
+        }
+    }
+}
+
 /// The order in which a matrix multiply's backward computes its gradients.
 /// PyTorch's generated autograd functions compute them in the alphabetical
 /// order of the argument names: `addmm(self=bias, mat1=input, mat2=weight.t())`
@@ -438,122 +523,22 @@ impl<'r> Graph<'r> {
         self.retain(v);
     }
 
-    /// An op: allocates its output, records a node in grad mode that saves
-    /// `saved` (each must be an input or an earlier value).
+    /// An op: allocates its output (`out_bytes`, tagged `component`) and,
+    /// in grad mode when an input needs a gradient, records an autograd
+    /// node that keeps what `saves` names for backward. `inputs` are the
+    /// values the gradient flows to; each saved value must be an input or
+    /// an earlier value.
     pub fn op(
         &mut self,
         name: &'static str,
         inputs: &[Value],
-        saved: &[Value],
         out_bytes: u64,
         component: Component,
-    ) -> Value {
-        self.op_with(name, inputs, saved, out_bytes, component, 0, 0)
-    }
-
-    /// [`Graph::op`] with an extra saved buffer (`extra_saved` bytes, e.g. a
-    /// dropout mask or attention logsumexp) and a backward workspace.
-    #[allow(clippy::too_many_arguments)]
-    pub fn op_with(
-        &mut self,
-        name: &'static str,
-        inputs: &[Value],
-        saved: &[Value],
-        out_bytes: u64,
-        component: Component,
-        extra_saved: u64,
-        backward_workspace: u64,
-    ) -> Value {
-        self.op_ordered(
-            name,
-            inputs,
-            saved,
-            false,
-            out_bytes,
-            component,
-            extra_saved,
-            backward_workspace,
-            false,
-        )
-    }
-
-    /// An op whose backward needs its own output (softmax, log_softmax, tanh).
-    pub fn op_saving_output(
-        &mut self,
-        name: &'static str,
-        inputs: &[Value],
-        out_bytes: u64,
-        component: Component,
-    ) -> Value {
-        self.op_ordered(name, inputs, &[], true, out_bytes, component, 0, 0, false)
-    }
-
-    /// An attention kernel: [`Graph::op_with`] whose backward also needs
-    /// its own output (flash and memory-efficient attention save `out`
-    /// with the inputs and the logsumexp, `extra_saved` bytes); its
-    /// backward buffers go through [`Graph::set_backward_scratch`].
-    pub fn op_with_saving_output(
-        &mut self,
-        name: &'static str,
-        inputs: &[Value],
-        saved: &[Value],
-        out_bytes: u64,
-        component: Component,
-        extra_saved: u64,
-    ) -> Value {
-        self.op_ordered(
-            name,
-            inputs,
-            saved,
-            true,
-            out_bytes,
-            component,
-            extra_saved,
-            0,
-            false,
-        )
-    }
-
-    /// `F.dropout` in training: the kernel allocates its saved bool mask
-    /// (`mask_bytes`), then its output (the H200 trace of BERT's dropouts).
-    pub fn op_mask_first(
-        &mut self,
-        name: &'static str,
-        input: Value,
-        out_bytes: u64,
-        mask_bytes: u64,
-    ) -> Value {
-        self.op_ordered(
-            name,
-            &[input],
-            &[],
-            false,
-            out_bytes,
-            Component::Transient,
-            mask_bytes,
-            0,
-            true,
-        )
-    }
-
-    /// Records an op: allocates its output (and an extra saved buffer,
-    /// before the output when `extra_first`), and in grad mode a node.
-    #[allow(clippy::too_many_arguments)]
-    fn op_ordered(
-        &mut self,
-        name: &'static str,
-        inputs: &[Value],
-        saved: &[Value],
-        save_output: bool,
-        out_bytes: u64,
-        component: Component,
-        extra_saved: u64,
-        backward_workspace: u64,
-        extra_first: bool,
+        saves: Saves,
     ) -> Value {
         self.replay.op(name, self.layer);
-        let early_extra = (extra_first && extra_saved > 0)
-            .then(|| self.replay.alloc(extra_saved, Component::Activations));
+        let early_buffer = (saves.buffer_before_output && saves.buffer > 0)
+            .then(|| self.replay.alloc(saves.buffer, Component::Activations));
         let storage = self.replay.alloc(out_bytes, component);
         let requires_grad = self.grad_mode && inputs.iter().any(|&i| self.requires_grad(i));
         let out = self.push(ValueState {
@@ -566,29 +551,29 @@ impl<'r> Graph<'r> {
             grad: None,
             grad_from_matmul: false,
         });
-        let extra = if early_extra.is_some() {
-            early_extra
-        } else if extra_saved > 0 {
-            Some(self.replay.alloc(extra_saved, Component::Activations))
+        let extra = if early_buffer.is_some() {
+            early_buffer
+        } else if saves.buffer > 0 {
+            Some(self.replay.alloc(saves.buffer, Component::Activations))
         } else {
             None
         };
         if requires_grad {
             let mut node = Node {
                 extra,
-                backward_workspace,
+                backward_workspace: saves.backward_workspace,
                 ..Node::new(name, self.layer, out)
             };
             for (slot, &i) in node.inputs.iter_mut().zip(inputs) {
                 *slot = Some(i);
             }
-            for (slot, &s) in node.saved.iter_mut().zip(saved) {
+            for (slot, &s) in node.saved.iter_mut().zip(saves.inputs) {
                 *slot = Some(s);
                 self.retain(s);
                 self.mark_saved(s);
             }
-            if save_output {
-                let slot = saved.len().min(3);
+            if saves.output {
+                let slot = saves.inputs.len().min(3);
                 node.saved[slot] = Some(out);
                 self.retain(out);
                 self.mark_saved(out);
@@ -1062,14 +1047,20 @@ mod tests {
         let mut g = Graph::new(&mut replay);
         g.grad_mode = true;
         let p = g.param(4 * MIB, true);
-        let h1 = g.op("h1", &[p], &[], 8 * MIB, Component::Transient);
-        let h2 = g.op("h2", &[p], &[], 8 * MIB, Component::Transient);
-        let sum = g.op("sum", &[h1, h2], &[], 8 * MIB, Component::Transient);
+        let h1 = g.op("h1", &[p], 8 * MIB, Component::Transient, Saves::NOTHING);
+        let h2 = g.op("h2", &[p], 8 * MIB, Component::Transient, Saves::NOTHING);
+        let sum = g.op(
+            "sum",
+            &[h1, h2],
+            8 * MIB,
+            Component::Transient,
+            Saves::NOTHING,
+        );
         if addition {
             g.mark_addition(sum);
         }
         g.drop_all(&[h1, h2]);
-        let loss = g.op("loss", &[sum], &[], 4, Component::Transient);
+        let loss = g.op("loss", &[sum], 4, Component::Transient, Saves::NOTHING);
         g.drop(sum);
         let before = g.replay.allocations();
         g.backward(loss);
@@ -1105,14 +1096,20 @@ mod tests {
         g.grad_mode = true;
         let p = g.param(4 * MIB, true);
         let q = g.param(4 * MIB, true);
-        let identity = g.op("identity", &[q], &[], 8 * MIB, Component::Transient);
-        let out = g.op("f", &[p], &[], 8 * MIB, Component::Transient);
+        let identity = g.op(
+            "identity",
+            &[q],
+            8 * MIB,
+            Component::Transient,
+            Saves::NOTHING,
+        );
+        let out = g.op("f", &[p], 8 * MIB, Component::Transient, Saves::NOTHING);
         if inplace_add {
             g.inplace_add("out += identity", out, identity);
         }
         g.drop(identity);
         g.inplace("relu_", out, true);
-        let loss = g.op("loss", &[out], &[], 4, Component::Transient);
+        let loss = g.op("loss", &[out], 4, Component::Transient, Saves::NOTHING);
         g.drop(out);
         let before = g.replay.allocations();
         g.backward(loss);

@@ -25,7 +25,7 @@ use super::ReplaySummary;
 use crate::arch::CnnArch;
 use crate::component::Component;
 use crate::error::Error;
-use crate::graph::{GradOrder, Graph, Value};
+use crate::graph::{GradOrder, Graph, Saves, Value};
 use crate::runtime::RuntimeProfile;
 use crate::trace::Replay;
 use crate::workload::{Mode, Precision, Workload};
@@ -350,9 +350,9 @@ impl Run<'_> {
             let c = g.op(
                 "autocast: input cast to bf16",
                 &[images],
-                &[],
                 b * 3 * self.image * self.image * BF16,
                 Component::Transient,
+                Saves::NOTHING,
             );
             g.drop(images);
             T {
@@ -407,9 +407,9 @@ impl Run<'_> {
                     let v = g.op(
                         "convolution",
                         &[x.v, weight],
-                        saved,
                         out_elems * self.act_dsize,
                         Component::Transient,
+                        Saves::inputs(saved),
                     );
                     g.set_backward_kernels(v, backward_workspace(self.runtime, &call));
                     g.at("convolution: cuDNN workspace", Some(layer));
@@ -427,14 +427,12 @@ impl Run<'_> {
                 Layer::BatchNorm { c } => {
                     let weight = *w.next().expect("bn weight");
                     g.at("batch norm", Some(layer));
-                    let v = g.op_with(
+                    let v = g.op(
                         "batch norm",
-                        &[x.v, weight],
                         &[x.v, weight],
                         x.bytes(),
                         Component::Transient,
-                        2 * c * FP32,
-                        0,
+                        Saves::inputs(&[x.v, weight]).and_buffer(2 * c * FP32),
                     );
                     g.drop(x.v);
                     x = T { v, ..x };
@@ -442,7 +440,13 @@ impl Run<'_> {
                 Layer::Relu => g.inplace("relu (in place)", x.v, true),
                 Layer::Relu6 => {
                     g.at("relu6", Some(layer));
-                    let v = g.op("relu6", &[x.v], &[x.v], x.bytes(), Component::Transient);
+                    let v = g.op(
+                        "relu6",
+                        &[x.v],
+                        x.bytes(),
+                        Component::Transient,
+                        Saves::inputs(&[x.v]),
+                    );
                     g.drop(x.v);
                     x = T { v, ..x };
                 }
@@ -450,14 +454,12 @@ impl Run<'_> {
                     g.at("max pool", Some(layer));
                     // Saves its input and int64 indices of the output's shape.
                     let out_elems = b * channels * out_hw * out_hw;
-                    let v = g.op_with(
+                    let v = g.op(
                         "max pool",
-                        &[x.v],
                         &[x.v],
                         out_elems * x.dsize,
                         Component::Transient,
-                        out_elems * INT64,
-                        0,
+                        Saves::inputs(&[x.v]).and_buffer(out_elems * INT64),
                     );
                     g.drop(x.v);
                     x = T {
@@ -515,9 +517,9 @@ impl Run<'_> {
                     let pooled = g.op(
                         "adaptive avg pool",
                         &[x.v],
-                        &[],
                         b * features * x.dsize,
                         Component::Transient,
+                        Saves::NOTHING,
                     );
                     g.drop(x.v);
                     // Autocast casts the weight inside `fc`, after the pool:
@@ -535,9 +537,9 @@ impl Run<'_> {
                     let logits = g.op(
                         "fc",
                         &[pooled, weight],
-                        saved,
                         b * classes * out_dsize,
                         Component::Transient,
+                        Saves::inputs(saved),
                     );
                     // `addmm`: a fresh process's autograd thread creates its
                     // cuBLAS workspace at this node's backward (the trace:

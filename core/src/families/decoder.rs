@@ -22,7 +22,7 @@ use super::ReplaySummary;
 use crate::arch::{DecoderArch, Dtype, MlpKind, NormKind};
 use crate::component::Component;
 use crate::error::Error;
-use crate::graph::{Graph, UnitEvent, Value};
+use crate::graph::{Graph, Saves, UnitEvent, Value};
 use crate::parallel::Strategy;
 use crate::runtime::RuntimeProfile;
 use crate::trace::Replay;
@@ -480,11 +480,23 @@ impl KvCache {
             Some((k, v)) => (core::slice::from_ref(k), core::slice::from_ref(v)),
             None => (&[], &[]),
         };
-        let keys = g.op("KV cache: keys cat", k_in, &[], bytes, Component::KvCache);
+        let keys = g.op(
+            "KV cache: keys cat",
+            k_in,
+            bytes,
+            Component::KvCache,
+            Saves::NOTHING,
+        );
         if let Some(o) = old {
             g.drop(o.keys);
         }
-        let values = g.op("KV cache: values cat", v_in, &[], bytes, Component::KvCache);
+        let values = g.op(
+            "KV cache: values cat",
+            v_in,
+            bytes,
+            Component::KvCache,
+            Saves::NOTHING,
+        );
         if let Some(o) = old {
             g.drop(o.values);
         }
@@ -923,7 +935,7 @@ impl Model<'_> {
         let pairs = tokens * top_k;
         let i = down.in_features;
         let op = |g: &mut Graph, name, inputs: &[Value], bytes| {
-            g.op(name, inputs, &[], bytes, Component::Transient)
+            g.op(name, inputs, bytes, Component::Transient, Saves::NOTHING)
         };
         g.at("moe: experts (batched_mm, decode)", layer);
         let rows = op(
@@ -1014,9 +1026,9 @@ impl Model<'_> {
         let gathered = g.op(
             "moe: gather tokens by expert",
             &[x.v],
-            &[x.v],
             pairs * h * x.dsize,
             Component::Transient,
+            Saves::inputs(&[x.v]),
         );
         g.drop(div);
         let gathered = T {
@@ -1063,9 +1075,9 @@ impl Model<'_> {
         let summed = g.op(
             "moe: sum over top-k",
             &[restored.v],
-            &[],
             tokens * h * FP32,
             Component::Transient,
+            Saves::NOTHING,
         );
         let summed = T {
             v: summed,
@@ -1101,9 +1113,9 @@ impl Model<'_> {
             let v = g.op(
                 "embedding",
                 &[ids, self.w.embed],
-                &[ids],
                 rows * h * emb_dsize,
                 Component::Activations,
+                Saves::inputs(&[ids]),
             );
             nn::embedding_backward_scratch(g, v, rows, a.vocab_size as u64, h);
             T {
@@ -1125,9 +1137,9 @@ impl Model<'_> {
             let pe = g.op(
                 "position embedding",
                 &[p],
-                &[],
                 positions * h * emb_dsize,
                 Component::Transient,
+                Saves::NOTHING,
             );
             let sum = nn::binary(
                 g,
@@ -1266,9 +1278,9 @@ impl Model<'_> {
                 let last = g.op(
                     "lm_head input: last position",
                     &[hn.v],
-                    &[],
                     b * h * hn.dsize,
                     Component::Transient,
+                    Saves::NOTHING,
                 );
                 let last = T {
                     v: last,
@@ -1295,17 +1307,17 @@ impl Model<'_> {
             let stacked = g.op(
                 "all_gather_tensor",
                 &[out.v],
-                &[],
                 bytes,
                 Component::Transient,
+                Saves::NOTHING,
             );
             g.drop(out.v);
             let full = g.op(
                 "cat(chunk(gathered))",
                 &[stacked],
-                &[],
                 bytes,
                 Component::Transient,
+                Saves::NOTHING,
             );
             g.drop(stacked);
             T {
@@ -1492,9 +1504,9 @@ fn generate(g: &mut Graph, model: &Model, cx: &mut Ctx, workload: &Workload, b: 
         let next = g.op(
             "generate: logits[:, -1].float()",
             &[logits.v],
-            &[],
             b * v * FP32,
             Component::Transient,
+            Saves::NOTHING,
         );
         g.drop(logits.v);
         g.drop(next);

@@ -10,7 +10,7 @@ use super::ReplaySummary;
 use crate::arch::{EncoderArch, EncoderKind};
 use crate::component::Component;
 use crate::error::Error;
-use crate::graph::{Graph, Value};
+use crate::graph::{Graph, Saves, Value};
 use crate::runtime::RuntimeProfile;
 use crate::trace::Replay;
 use crate::workload::{Attention, InferenceKind, Logits, Mode, Workload};
@@ -168,9 +168,9 @@ pub(crate) fn forward(
     let e0 = g.op(
         "embeddings: word",
         &[ids, w.embed],
-        &[ids],
         rows * h * w.dsize,
         Component::Activations,
+        Saves::inputs(&[ids]),
     );
     nn::embedding_backward_scratch(g, e0, rows, a.vocab_size as u64, h);
     let e0 = T {
@@ -183,17 +183,17 @@ pub(crate) fn forward(
             let tt = g.op(
                 "embeddings: token type",
                 &[w.token_types.unwrap_or(w.embed)],
-                &[],
                 rows * h * w.dsize,
                 Component::Transient,
+                Saves::NOTHING,
             );
             let sum = nn::binary(g, e0, T { v: tt, ..e0 }, "embeddings: sum", false);
             let pos = g.op(
                 "embeddings: position",
                 &[w.positions.unwrap_or(w.embed)],
-                &[],
                 s * h * w.dsize,
                 Component::Transient,
+                Saves::NOTHING,
             );
             let sum2 = nn::binary(
                 g,
@@ -587,9 +587,9 @@ pub fn replay(
             g.op(
                 "loss: mean of hidden states",
                 &[logits.v],
-                &[],
                 4,
                 Component::Transient,
+                Saves::NOTHING,
             )
         };
         g.drop(logits.v);

@@ -46,7 +46,7 @@ use super::ReplaySummary;
 use crate::arch::EsmFoldArch;
 use crate::component::Component;
 use crate::error::Error;
-use crate::graph::{Graph, Value};
+use crate::graph::{Graph, Saves, Value};
 use crate::runtime::RuntimeProfile;
 use crate::trace::Replay;
 use crate::workload::{Attention, LoadPath, Mode, Workload};
@@ -95,7 +95,7 @@ struct Folder<'g, 'r> {
 impl Folder<'_, '_> {
     /// Allocates `bytes` for op `name`.
     fn alloc(&mut self, name: &'static str, bytes: u64, c: Component) -> Value {
-        self.g.op(name, &[], &[], bytes, c)
+        self.g.op(name, &[], bytes, c, Saves::NOTHING)
     }
 
     /// A transient over the pair with `width` fp32 channels per pair.
@@ -458,9 +458,9 @@ pub fn replay(
     let stacked = g.op(
         "stem: torch.stack(hidden_states)",
         &[],
-        &[],
         b * (l + 2) * layers * h * stem_dsize,
         Component::Activations,
+        Saves::NOTHING,
     );
     for t in hidden.drain(..) {
         g.drop(t.v);
@@ -468,50 +468,50 @@ pub fn replay(
     let esm_s = g.op(
         "stem: esm_s.to(fp32)",
         &[],
-        &[],
         b * l * layers * h * FP32,
         Component::Activations,
+        Saves::NOTHING,
     );
     g.drop(stacked);
     let combined = g.op(
         "stem: softmax(esm_s_combine) @ esm_s",
         &[],
-        &[],
         b * l * h * FP32,
         Component::Activations,
+        Saves::NOTHING,
     );
     g.drop(esm_s);
     g.at("esm_s_mlp", None);
     let ln = g.op(
         "esm_s_mlp: layernorm",
         &[],
-        &[],
         b * l * h * FP32,
         Component::Transient,
+        Saves::NOTHING,
     );
     g.drop(combined);
     let h1 = g.op(
         "esm_s_mlp: linear",
         &[],
-        &[],
         b * l * cs * FP32,
         Component::Transient,
+        Saves::NOTHING,
     );
     g.drop(ln);
     let r = g.op(
         "esm_s_mlp: relu",
         &[],
-        &[],
         b * l * cs * FP32,
         Component::Transient,
+        Saves::NOTHING,
     );
     g.drop(h1);
     let s_s_0 = g.op(
         "esm_s_mlp: linear (s_s_0)",
         &[],
-        &[],
         b * l * cs * FP32,
         Component::Activations,
+        Saves::NOTHING,
     );
     g.drop(r);
 

@@ -2,7 +2,7 @@
 //! allocations, the tensors autograd saves, and autocast's dtype rules.
 
 use crate::component::Component;
-use crate::graph::{GradOrder, Graph, Value};
+use crate::graph::{GradOrder, Graph, Saves, Value};
 use alloc::vec::Vec;
 
 /// A tensor handle with its element count and element size.
@@ -192,7 +192,13 @@ pub fn cast(g: &mut Graph, x: T, dsize: u64, name: &'static str) -> T {
         g.hold(x.v);
         return x;
     }
-    let v = g.op(name, &[x.v], &[], x.elems * dsize, Component::Transient);
+    let v = g.op(
+        name,
+        &[x.v],
+        x.elems * dsize,
+        Component::Transient,
+        Saves::NOTHING,
+    );
     T {
         v,
         elems: x.elems,
@@ -219,9 +225,9 @@ pub(crate) fn autocast_weight(
         let v = g.op(
             "autocast: weight cast to bf16",
             &[w],
-            &[],
             elems * BF16,
             Component::Weights,
+            Saves::NOTHING,
         );
         T {
             v,
@@ -402,14 +408,13 @@ pub fn linear_by(
         _ => 0,
     };
     let reduction_first = kernel == Kernel::GemmOfTransposedInput;
-    let v = g.op_with(
+    let workspace = if reduction_first { bias_reduction } else { 0 };
+    let v = g.op(
         name,
         inputs,
-        saved,
         rows * l.out_features * out_dsize,
         Component::Transient,
-        0,
-        if reduction_first { bias_reduction } else { 0 },
+        Saves::inputs(saved).with_backward_workspace(workspace),
     );
     if !reduction_first && bias_reduction > 0 {
         g.set_backward_scratch(v, [bias_reduction, 0]);
@@ -448,35 +453,35 @@ pub fn linear_by(
             let ha = g.op(
                 "lora_A",
                 &[x32.v, a],
-                &[x32.v],
                 rows * rank * FP32,
                 Component::Transient,
+                Saves::inputs(&[x32.v]),
             );
             g.mark_gemm(ha, GradOrder::WeightFirst);
             g.drop(x32.v);
             let hb = g.op(
                 "lora_B",
                 &[ha, b],
-                &[ha],
                 rows * l.out_features * FP32,
                 Component::Transient,
+                Saves::inputs(&[ha]),
             );
             g.mark_gemm(hb, GradOrder::WeightFirst);
             g.drop(ha);
             let scaled = g.op(
                 "lora scaling",
                 &[hb],
-                &[],
                 rows * l.out_features * FP32,
                 Component::Transient,
+                Saves::NOTHING,
             );
             g.drop(hb);
             let sum = g.op(
                 "lora: result + delta",
                 &[out.v, scaled],
-                &[],
                 rows * l.out_features * FP32,
                 Component::Transient,
+                Saves::NOTHING,
             );
             g.drop_all(&[out.v, scaled]);
             let back = cast(
@@ -512,9 +517,9 @@ pub fn binary(g: &mut Graph, a: T, b: T, name: &'static str, save_operands: bool
     let v = g.op(
         name,
         &[a.v, b.v],
-        &saved,
         elems * dsize,
         Component::Transient,
+        Saves::inputs(&saved),
     );
     if !save_operands {
         // Every unsaved-operand binary op here is an addition.
@@ -526,7 +531,13 @@ pub fn binary(g: &mut Graph, a: T, b: T, name: &'static str, save_operands: bool
 /// `torch.tanh`: a new tensor of `x`'s shape and dtype, saved for
 /// backward (its gradient is `1 - tanh^2`).
 pub fn tanh(g: &mut Graph, x: T, name: &'static str) -> T {
-    let v = g.op_saving_output(name, &[x.v], x.bytes(), Component::Transient);
+    let v = g.op(
+        name,
+        &[x.v],
+        x.bytes(),
+        Component::Transient,
+        Saves::output(),
+    );
     T { v, ..x }
 }
 
@@ -537,9 +548,9 @@ pub fn unary(g: &mut Graph, x: T, name: &'static str, saves_input: bool, out_dsi
     let v = g.op(
         name,
         &[x.v],
-        saved,
         x.elems * out_dsize,
         Component::Transient,
+        Saves::inputs(saved),
     );
     T {
         v,
@@ -560,9 +571,21 @@ pub fn rms_norm(
     let rows = x.elems / hidden;
     let x32 = cast(g, x, FP32, name);
     let p = unary(g, x32, name, true, FP32);
-    let var = g.op(name, &[p.v], &[], rows * FP32, Component::Transient);
+    let var = g.op(
+        name,
+        &[p.v],
+        rows * FP32,
+        Component::Transient,
+        Saves::NOTHING,
+    );
     g.drop(p.v);
-    let rs = g.op(name, &[var], &[], rows * FP32, Component::Transient);
+    let rs = g.op(
+        name,
+        &[var],
+        rows * FP32,
+        Component::Transient,
+        Saves::NOTHING,
+    );
     g.drop(var);
     let rs = T {
         v: rs,
@@ -602,14 +625,12 @@ pub fn layer_norm(
         g.hold(x.v);
         x
     };
-    let v = g.op_with(
+    let v = g.op(
         name,
-        &[xin.v, weight],
         &[xin.v, weight],
         xin.elems * xin.dsize,
         Component::Transient,
-        2 * rows * FP32,
-        0,
+        Saves::inputs(&[xin.v, weight]).and_buffer(2 * rows * FP32),
     );
     g.drop(xin.v);
     T {
@@ -621,7 +642,13 @@ pub fn layer_norm(
 
 /// `F.dropout` in training with p > 0: output plus a saved bool mask.
 pub fn dropout(g: &mut Graph, x: T, name: &'static str) -> T {
-    let v = g.op_mask_first(name, x.v, x.bytes(), x.elems);
+    let v = g.op(
+        name,
+        &[x.v],
+        x.bytes(),
+        Component::Transient,
+        Saves::NOTHING.and_buffer_before_output(x.elems),
+    );
     T {
         v,
         elems: x.elems,
@@ -691,13 +718,12 @@ pub fn sdpa(g: &mut Graph, cx: &Ctx, q: T, k: T, v: T, s: AttnShape) -> T {
     };
     let out_elems = s.batch * s.heads * s.q_len * s.head_dim;
     let lse = s.batch * s.heads * s.q_len * FP32;
-    let out = g.op_with_saving_output(
+    let out = g.op(
         "attention (sdpa)",
-        &[q.v, k.v, v.v],
         &[q.v, k.v, v.v],
         out_elems * q.dsize,
         Component::Transient,
-        lse,
+        Saves::inputs(&[q.v, k.v, v.v]).and_output().and_buffer(lse),
     );
     // Backward allocates the input gradients first, then (fp32, the
     // memory-efficient kernel) `grad_out * out` for the row sums, then its
@@ -740,9 +766,9 @@ pub fn sdpa_math(g: &mut Graph, q: T, k: T, v: T, s: AttnShape) -> T {
     let scaled_q = g.op(
         "attention (sdpa math): query * sqrt(scale)",
         &[q.v],
-        &[],
         q.bytes(),
         Component::Transient,
+        Saves::NOTHING,
     );
     let mask = (s.q_len > 1).then(|| {
         let tril = g.input(s.q_len * s.kv_len, Component::Transient);
@@ -752,7 +778,13 @@ pub fn sdpa_math(g: &mut Graph, q: T, k: T, v: T, s: AttnShape) -> T {
     });
     let expand = |g: &mut Graph, x: T, name| {
         if s.heads > s.kv_heads {
-            g.op(name, &[x.v], &[], kv_elems * ds, Component::Transient)
+            g.op(
+                name,
+                &[x.v],
+                kv_elems * ds,
+                Component::Transient,
+                Saves::NOTHING,
+            )
         } else {
             g.hold(x.v);
             x.v
@@ -763,9 +795,9 @@ pub fn sdpa_math(g: &mut Graph, q: T, k: T, v: T, s: AttnShape) -> T {
     let scaled_k = g.op(
         "attention (sdpa math): key^T * sqrt(scale)",
         &[keys],
-        &[],
         kv_elems * ds,
         Component::Transient,
+        Saves::NOTHING,
     );
     // The scaled keys keep the transposed layout: `matmul` copies them
     // contiguous for its batched GEMM, and both go when it returns (the
@@ -773,23 +805,24 @@ pub fn sdpa_math(g: &mut Graph, q: T, k: T, v: T, s: AttnShape) -> T {
     let operand = g.op(
         "attention (sdpa math): contiguous key operand",
         &[scaled_k],
-        &[],
         kv_elems * ds,
         Component::Transient,
+        Saves::NOTHING,
     );
     let scores = g.op(
         "attention (sdpa math): query @ key^T",
         &[scaled_q, scaled_k],
-        &[scaled_q, scaled_k],
         score_elems * ds,
         Component::Transient,
+        Saves::inputs(&[scaled_q, scaled_k]),
     );
     g.drop_all(&[operand, scaled_k]);
-    let probs = g.op_saving_output(
+    let probs = g.op(
         "attention (sdpa math): softmax",
         &[scores],
         score_elems * ds,
         Component::Transient,
+        Saves::output(),
     );
     // Its backward takes a scores-sized temporary once the gradient is
     // allocated (three scores-sized blocks per layer backward in the H200
@@ -802,9 +835,9 @@ pub fn sdpa_math(g: &mut Graph, q: T, k: T, v: T, s: AttnShape) -> T {
     let out = g.op(
         "attention (sdpa math): probs @ value",
         &[probs, values],
-        &[probs, values],
         out_elems * ds,
         Component::Transient,
+        Saves::inputs(&[probs, values]),
     );
     g.drop_all(&[scaled_q, probs, keys, values]);
     if let Some(m) = mask {
@@ -813,9 +846,9 @@ pub fn sdpa_math(g: &mut Graph, q: T, k: T, v: T, s: AttnShape) -> T {
     let t = g.op(
         "attention output transpose",
         &[out],
-        &[],
         out_elems * ds,
         Component::Transient,
+        Saves::NOTHING,
     );
     g.drop(out);
     T {
@@ -902,17 +935,17 @@ pub fn eager_attention(
         g.op(
             "attention scores: matmul operand copy",
             &[q.v],
-            &[],
             q.bytes(),
             Component::Transient,
+            Saves::NOTHING,
         )
     });
     let scores = g.op(
         "attention scores QK^T",
         &[q.v, kr.v],
-        &[q.v, kr.v],
         score_elems * q.dsize,
         Component::Transient,
+        Saves::inputs(&[q.v, kr.v]),
     );
     if let Some(operand) = operand {
         g.drop(operand);
@@ -945,11 +978,12 @@ pub fn eager_attention(
     } else {
         cast(g, masked, sm_dsize, "softmax: input to fp32")
     };
-    let sm = g.op_saving_output(
+    let sm = g.op(
         "softmax",
         &[up.v],
         score_elems * sm_dsize,
         Component::Transient,
+        Saves::output(),
     );
     g.drop(up.v);
     let sm = T {
@@ -988,17 +1022,17 @@ pub fn eager_attention(
     let out = g.op(
         "attention probs @ V",
         &[operand.v, vr.v],
-        &[operand.v, vr.v],
         out_elems * q.dsize,
         Component::Transient,
+        Saves::inputs(&[operand.v, vr.v]),
     );
     g.drop(operand.v);
     let t = g.op(
         "attention output transpose",
         &[out],
-        &[],
         out_elems * q.dsize,
         Component::Transient,
+        Saves::NOTHING,
     );
     g.drop(out);
     // The repeated keys and values are locals of the function: freed on return.
@@ -1063,16 +1097,16 @@ pub fn rotate_half(g: &mut Graph, x: T) -> T {
     let neg = g.op(
         "rotary: rotate_half",
         &[x.v],
-        &[],
         x.bytes() / 2,
         Component::Transient,
+        Saves::NOTHING,
     );
     let rot = g.op(
         "rotary: rotate_half",
         &[neg, x.v],
-        &[],
         x.bytes(),
         Component::Transient,
+        Saves::NOTHING,
     );
     g.drop(neg);
     T { v: rot, ..x }
@@ -1086,11 +1120,12 @@ pub fn rotate_half(g: &mut Graph, x: T) -> T {
 /// alive into backward). Returns the scalar loss; `logits` is not dropped.
 pub fn cross_entropy(g: &mut Graph, autocast: bool, logits: T, rows: u64) -> Value {
     let labels = g.input(rows * INT64, Component::Transient);
-    let lsm = g.op_saving_output(
+    let lsm = g.op(
         "loss: log_softmax",
         &[logits.v],
         logits.bytes(),
         Component::Transient,
+        Saves::output(),
     );
     let lsm = T { v: lsm, ..logits };
     let nll_input = if autocast && lsm.dsize != FP32 {
@@ -1104,9 +1139,9 @@ pub fn cross_entropy(g: &mut Graph, autocast: bool, logits: T, rows: u64) -> Val
     let loss = g.op(
         "loss: nll",
         &[nll_input.v],
-        &[nll_input.v, labels],
         4,
         Component::Transient,
+        Saves::inputs(&[nll_input.v, labels]),
     );
     g.drop_all(&[nll_input.v, labels]);
     loss
@@ -1118,11 +1153,12 @@ pub fn cross_entropy(g: &mut Graph, autocast: bool, logits: T, rows: u64) -> Val
 pub fn causal_lm_loss(g: &mut Graph, logits: T, rows: u64) -> T {
     let l32 = cast(g, logits, FP32, "loss: logits.float()");
     let labels = g.input(rows * INT64, Component::Transient);
-    let lsm = g.op_saving_output(
+    let lsm = g.op(
         "loss: log_softmax",
         &[l32.v],
         l32.elems * FP32,
         Component::Transient,
+        Saves::output(),
     );
     let lsm = T {
         v: lsm,
@@ -1130,7 +1166,13 @@ pub fn causal_lm_loss(g: &mut Graph, logits: T, rows: u64) -> T {
         dsize: FP32,
     };
     g.drop(l32.v);
-    let loss = g.op("loss: nll", &[lsm.v], &[labels], 4, Component::Transient);
+    let loss = g.op(
+        "loss: nll",
+        &[lsm.v],
+        4,
+        Component::Transient,
+        Saves::inputs(&[labels]),
+    );
     g.drop_all(&[lsm.v, labels]);
     T {
         v: loss,

@@ -14,7 +14,7 @@ use super::ReplaySummary;
 use crate::arch::VitArch;
 use crate::component::Component;
 use crate::error::Error;
-use crate::graph::{Graph, Value};
+use crate::graph::{Graph, Saves, Value};
 use crate::runtime::RuntimeProfile;
 use crate::trace::Replay;
 use crate::workload::{Mode, Workload};
@@ -215,9 +215,9 @@ impl Net {
         let with_cls = g.op(
             "torch.cat([class_token, x])",
             &[x.v, self.cls],
-            &[],
             b * n * h * cat_dsize,
             Component::Transient,
+            Saves::NOTHING,
         );
         g.drop(x.v);
         let with_cls = T {
@@ -271,9 +271,9 @@ impl Net {
         let cls = g.op(
             "class token x[:, 0]",
             &[y.v],
-            &[],
             b * h * y.dsize,
             Component::Transient,
+            Saves::NOTHING,
         );
         g.drop(y.v);
         let cls = T {
@@ -315,9 +315,9 @@ impl Net {
             let packed = g.op(
                 "self_attention: q/k/v contiguous",
                 &[proj.v],
-                &[],
                 proj.bytes(),
                 Component::Transient,
+                Saves::NOTHING,
             );
             g.drop(proj.v);
             g.hold(packed);
@@ -370,9 +370,9 @@ impl Net {
             let merged = g.op(
                 "self_attention: merge heads",
                 &[attn.v],
-                &[],
                 attn.bytes(),
                 Component::Transient,
+                Saves::NOTHING,
             );
             g.drop(attn.v);
             T {
