@@ -511,7 +511,8 @@ pub fn run(args: &FitArgs) -> Result<FitOutput> {
     }
     let kernels_se = (fit.inference.se.powi(2) + ctx_se.powi(2) + cublas_se.powi(2)).sqrt();
     let round = |v: f64| v.max(0.0).round() as u64;
-    let runtime = RuntimeProfile {
+    let nccl = probe.as_ref().and_then(|p| p.nccl.clone());
+    let mut runtime = RuntimeProfile {
         cuda_context_bytes: round(ctx),
         cublas_library_bytes: round(cublas),
         model_kernels_bytes: round(kernels),
@@ -587,6 +588,35 @@ pub fn run(args: &FitArgs) -> Result<FitOutput> {
         },
         Vec::new(),
     );
+
+    if let Some(n) = &nccl {
+        let src = |what: &str| {
+            format!(
+                "probe on {} rank(s) (NCCL {}, NVLink multicast {}): {what}, measured by the several-GPU harness",
+                n.world_size,
+                n.nccl_version.as_deref().unwrap_or("version unknown"),
+                if n.nvls { "on" } else { "off" }
+            )
+        };
+        runtime.nccl_communicator_bytes = n.communicator_bytes;
+        add(
+            "nccl_communicator_bytes",
+            n.communicator_bytes,
+            READING_GRANULARITY,
+            src("one rank's process group and first all-reduce"),
+            Vec::new(),
+        );
+        if let Some(peer) = n.peer_bytes {
+            runtime.nccl_peer_bytes = peer;
+            add(
+                "nccl_peer_bytes",
+                peer,
+                READING_GRANULARITY,
+                src("the highest rank's bytes beyond one rank's, per peer"),
+                Vec::new(),
+            );
+        }
+    }
 
     // Predictions before and after.
     let mut rows = Vec::new();

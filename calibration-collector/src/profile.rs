@@ -23,13 +23,15 @@ pub const MAX_POINTS: usize = 10_000;
 pub const MAX_COEFFICIENT_BYTES: u64 = 16 << 30;
 
 /// The runtime coefficients, by their `RuntimeProfile` field names.
-pub const COEFFICIENTS: [&str; 6] = [
+pub const COEFFICIENTS: [&str; 8] = [
     "cuda_context_bytes",
     "cublas_library_bytes",
     "cublas_workspace_bytes",
     "model_kernels_bytes",
     "backward_library_bytes",
     "cudnn_library_bytes",
+    "nccl_communicator_bytes",
+    "nccl_peer_bytes",
 ];
 
 /// A calibration profile.
@@ -312,6 +314,8 @@ pub fn runtime_field(rt: &RuntimeProfile, name: &str) -> Option<u64> {
         "model_kernels_bytes" => rt.model_kernels_bytes,
         "backward_library_bytes" => rt.backward_library_bytes,
         "cudnn_library_bytes" => rt.cudnn_library_bytes,
+        "nccl_communicator_bytes" => rt.nccl_communicator_bytes,
+        "nccl_peer_bytes" => rt.nccl_peer_bytes,
         _ => return None,
     })
 }

@@ -51,7 +51,7 @@ pub struct RunArgs {
     #[arg(long)]
     pub spec: Option<String>,
     /// Lengths: tokens, residues, or the image edge of vision models (comma-separated).
-    #[arg(long, value_delimiter = ',', required = true)]
+    #[arg(long, value_delimiter = ',', required_unless_present = "cases")]
     pub seq_lens: Vec<u32>,
     /// Batches (comma-separated).
     #[arg(long, value_delimiter = ',', default_value = "1")]
@@ -86,6 +86,18 @@ pub struct RunArgs {
     /// Echo the jobs' output.
     #[arg(long)]
     pub verbose: bool,
+    /// Several GPUs: run each case on N GPUs of this node through
+    /// `torchrun --standalone --nproc-per-node N` and the several-GPU harness
+    /// (sets `workload.parallel.world_size`); one line per rank.
+    #[arg(long, visible_alias = "nproc-per-node", value_name = "N")]
+    pub nproc: Option<String>,
+    /// Several GPUs: run the cases of this file (measurement cases with
+    /// `workload.parallel`), each on its `world_size` GPUs (or --nproc).
+    #[arg(long, value_name = "FILE")]
+    pub cases: Option<String>,
+    /// The torchrun to launch (--nproc, --cases).
+    #[arg(long, default_value = "torchrun")]
+    pub torchrun: String,
     /// No progress bar or per-point lines (for callers other than the command line).
     #[arg(skip)]
     pub quiet: bool,
@@ -109,6 +121,9 @@ impl Default for RunArgs {
             dry_run: false,
             json: false,
             verbose: false,
+            nproc: None,
+            cases: None,
+            torchrun: "torchrun".into(),
             quiet: false,
         }
     }
@@ -455,9 +470,13 @@ pub fn render_dry_run(plan: &Plan, harness: &Path) -> Result<String> {
 
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
-fn install_ctrl_c() {
+/// Makes Ctrl-C set the flag it returns (cleared here) instead of ending
+/// the collector, so that finished points are kept.
+pub fn install_ctrl_c() -> &'static AtomicBool {
     // A second install (tests) fails harmlessly: the first handler sets the same flag.
     let _ = ctrlc::set_handler(|| INTERRUPTED.store(true, Ordering::SeqCst));
+    INTERRUPTED.store(false, Ordering::SeqCst);
+    &INTERRUPTED
 }
 
 /// Writes the embedded harness to a temporary file, removed on drop.
@@ -504,6 +523,9 @@ fn child_visible_devices(device: usize) -> String {
 
 /// Runs the sweep.
 pub fn execute(args: &RunArgs) -> Result<(RunOutcome, Option<String>)> {
+    if crate::parallel_run::wanted(args) {
+        return crate::parallel_run::execute(args);
+    }
     let plan = plan(args)?;
     if args.dry_run {
         let shown = render_dry_run(&plan, Path::new("<harness>/headroom_measure.py"))?;
@@ -524,7 +546,6 @@ pub fn execute(args: &RunArgs) -> Result<(RunOutcome, Option<String>)> {
         .open(&out_path)
         .map_err(|e| CollectorError::io(&out_path, e))?;
     install_ctrl_c();
-    INTERRUPTED.store(false, Ordering::SeqCst);
 
     let pb = if args.quiet {
         ProgressBar::hidden()
