@@ -75,6 +75,12 @@ pub fn css_color(c: Component) -> String {
     format!("#{r:02x}{g:02x}{b:02x}")
 }
 
+/// The peak axis's title.
+pub const Y_LABEL: &str = "peak VRAM (GB)";
+
+/// The peak axis's title for a job on several GPUs: one rank's peak.
+pub const Y_LABEL_PER_GPU: &str = "peak VRAM per GPU (GB)";
+
 /// Everything the chart shows.
 #[derive(Clone, Debug)]
 pub struct ChartSpec<'a> {
@@ -90,6 +96,9 @@ pub struct ChartSpec<'a> {
     pub log_x: bool,
     /// Axis title of the length.
     pub x_label: &'a str,
+    /// Axis title of the peak ([`Y_LABEL`], or [`Y_LABEL_PER_GPU`] for a
+    /// job on several GPUs).
+    pub y_label: &'a str,
     /// The chosen length and, when it estimated, its peak in GB.
     pub marker: Option<(u32, Option<f64>)>,
     /// GPU lines: label and usable memory in GB.
@@ -346,7 +355,7 @@ where
     chart
         .configure_mesh()
         .x_desc(spec.x_label)
-        .y_desc("peak VRAM (GB)")
+        .y_desc(spec.y_label)
         .label_style(font.clone())
         .axis_desc_style(font.clone())
         .bold_line_style(spec.theme.grid().stroke_width(s.max(1.0) as u32))
@@ -490,6 +499,7 @@ mod tests {
             to: 131_072,
             log_x,
             x_label: "sequence length (tokens)",
+            y_label: Y_LABEL,
             marker: Some((4096, Some(17.5))),
             gpu_lines: lines,
             measured,
@@ -505,14 +515,19 @@ mod tests {
         let lines = vec![("H200".to_string(), 149.5), ("tiny".to_string(), 8.0)];
         let measured = vec![(2048, 17.4), (65536, 37.0)];
         for log_x in [true, false] {
-            let (svg, layout) = svg(&spec(&curve, &b, &lines, &measured, log_x));
+            // A job on several GPUs plots one rank's peak.
+            let mut chart = spec(&curve, &b, &lines, &measured, log_x);
+            let y_label = if log_x { Y_LABEL_PER_GPU } else { Y_LABEL };
+            chart.y_label = y_label;
+            let (svg, layout) = svg(&chart);
             assert!(svg.starts_with("<svg"));
+            assert_eq!(svg.contains("per GPU"), log_x);
             for label in [
                 "weights",
                 "KV cache",
                 "CUDA context",
                 "measured",
-                "peak VRAM (GB)",
+                y_label,
                 "tiny: 8.00 GB usable",
             ] {
                 assert!(svg.contains(label), "svg lacks {label}");

@@ -15,8 +15,8 @@
 //! [`PeaksSearch`] computes them one estimate at a time.
 
 use headroom_core::arch::Architecture;
-use headroom_core::gpus::{Gpu, CATALOG};
 use headroom_core::estimate::{estimate_with, EstimateOptions};
+use headroom_core::gpus::{Gpu, CATALOG};
 use headroom_core::parallel::Strategy;
 use headroom_core::search::{
     fewest_gpus, fits_at, on_gpus, rank_peaks, strategies_for, Axis, LargestSearch, GPU_COUNTS,
@@ -102,7 +102,10 @@ pub fn fewest_for(
     peaks
         .iter()
         .map(|(strategy, peaks)| {
-            let answer = peaks.as_ref().map(|p| fewest_gpus(p, cap)).map_err(Clone::clone);
+            let answer = peaks
+                .as_ref()
+                .map(|p| fewest_gpus(p, cap))
+                .map_err(Clone::clone);
             (*strategy, answer)
         })
         .collect()
@@ -342,7 +345,10 @@ mod tests {
         );
     }
 
-    fn training(id: &str, precision: headroom_core::workload::Precision) -> (Architecture, Workload) {
+    fn training(
+        id: &str,
+        precision: headroom_core::workload::Precision,
+    ) -> (Architecture, Workload) {
         let p = headroom_core::presets::find(id).unwrap();
         let mut w = crate::defaults::workload_for(&p.arch);
         w.mode = headroom_core::workload::Mode::Training;
@@ -350,7 +356,12 @@ mod tests {
         (p.arch, w)
     }
 
-    fn peaks_stepwise(arch: &Architecture, w: &Workload, rt: &RuntimeProfile, margin: u32) -> FewestPeaks {
+    fn peaks_stepwise(
+        arch: &Architecture,
+        w: &Workload,
+        rt: &RuntimeProfile,
+        margin: u32,
+    ) -> FewestPeaks {
         let mut search = PeaksSearch::new(arch, w, margin);
         let mut steps = 0;
         loop {
@@ -394,7 +405,11 @@ mod tests {
                 let expect: FewestPeaks = strategies_for(arch, w)
                     .into_iter()
                     .map(|s| {
-                        (s, rank_peaks(arch, w, &rt, s, stop_below(margin)).map_err(|e| e.to_string()))
+                        (
+                            s,
+                            rank_peaks(arch, w, &rt, s, stop_below(margin))
+                                .map_err(|e| e.to_string()),
+                        )
                     })
                     .collect();
                 assert_eq!(fewest_peaks(arch, w, &rt, margin), expect);
@@ -408,9 +423,15 @@ mod tests {
         }
         assert!(seen_err && seen_none, "{seen_err} {seen_none}");
         let strategies = |i: usize| -> Vec<Strategy> {
-            fewest_peaks(&cases[i].0, &cases[i].1, &rt, 10).iter().map(|(s, _)| *s).collect()
+            fewest_peaks(&cases[i].0, &cases[i].1, &rt, 10)
+                .iter()
+                .map(|(s, _)| *s)
+                .collect()
         };
-        assert_eq!(strategies(0), [Strategy::Ddp, Strategy::Zero1, Strategy::Fsdp2]);
+        assert_eq!(
+            strategies(0),
+            [Strategy::Ddp, Strategy::Zero1, Strategy::Fsdp2]
+        );
         assert_eq!(strategies(1), [Strategy::Ddp, Strategy::Zero1]);
         assert_eq!(strategies(2), [Strategy::Tp]);
         assert!(strategies(4).is_empty());
@@ -425,14 +446,22 @@ mod tests {
         let peaks: FewestPeaks = vec![
             (
                 Strategy::Tp,
-                Ok(vec![(1, Some(150 * GIB)), (2, Some(75 * GIB)), (4, None), (8, Some(20 * GIB))]),
+                Ok(vec![
+                    (1, Some(150 * GIB)),
+                    (2, Some(75 * GIB)),
+                    (4, None),
+                    (8, Some(20 * GIB)),
+                ]),
             ),
-            (Strategy::Ddp, Ok(vec![(1, Some(900 * GIB)), (2, Some(900 * GIB))])),
+            (
+                Strategy::Ddp,
+                Ok(vec![(1, Some(900 * GIB)), (2, Some(900 * GIB))]),
+            ),
             (Strategy::Zero1, Err("`workload.seq_len`: too long".into())),
         ];
         let card = |gb: u64| Gpu {
             usable_bytes: gb * GIB,
-            ..CATALOG[0].clone()
+            ..CATALOG[0]
         };
         let big = card(140);
         assert_eq!(
@@ -444,11 +473,23 @@ mod tests {
             ]
         );
         // 4 has no peak: a 40 GB card needs 8.
-        assert_eq!(fewest_for(&peaks, &card(40), 0)[0], (Strategy::Tp, Ok(Some(8))));
+        assert_eq!(
+            fewest_for(&peaks, &card(40), 0)[0],
+            (Strategy::Tp, Ok(Some(8)))
+        );
         // The margin leaves 75 GiB of 80 short: 8 cards.
-        assert_eq!(fewest_for(&peaks, &card(80), 0)[0], (Strategy::Tp, Ok(Some(2))));
-        assert_eq!(fewest_for(&peaks, &card(80), 10)[0], (Strategy::Tp, Ok(Some(8))));
-        assert_eq!(fewest_for(&peaks, &card(10), 0)[0], (Strategy::Tp, Ok(None)));
+        assert_eq!(
+            fewest_for(&peaks, &card(80), 0)[0],
+            (Strategy::Tp, Ok(Some(2)))
+        );
+        assert_eq!(
+            fewest_for(&peaks, &card(80), 10)[0],
+            (Strategy::Tp, Ok(Some(8)))
+        );
+        assert_eq!(
+            fewest_for(&peaks, &card(10), 0)[0],
+            (Strategy::Tp, Ok(None))
+        );
     }
 
     /// The whole table's rows carry each card's fewest cards per strategy,
@@ -465,12 +506,24 @@ mod tests {
             let cap = capacity(r.gpu.usable_bytes, 10);
             let expect: Vec<_> = strategies_for(&arch, &w)
                 .into_iter()
-                .map(|s| (s, Ok(fewest_gpus(&rank_peaks(&arch, &w, &rt, s, stop).unwrap(), cap))))
+                .map(|s| {
+                    (
+                        s,
+                        Ok(fewest_gpus(
+                            &rank_peaks(&arch, &w, &rt, s, stop).unwrap(),
+                            cap,
+                        )),
+                    )
+                })
                 .collect();
             assert_eq!(r.fewest, expect, "{}", r.gpu.id);
         }
         // A 1B model trains on one big card with any strategy.
         let h200 = table.iter().find(|r| r.gpu.id == "h200").unwrap();
-        assert!(h200.fewest.iter().all(|(_, n)| *n == Ok(Some(1))), "{:?}", h200.fewest);
+        assert!(
+            h200.fewest.iter().all(|(_, n)| *n == Ok(Some(1))),
+            "{:?}",
+            h200.fewest
+        );
     }
 }

@@ -3,8 +3,9 @@
 //! URL), and only the labels people read are the page's.
 
 use headroom_core::arch::Dtype;
+use headroom_core::parallel::{ParallelOptions, Strategy};
 use headroom_core::workload::{
-    Attention, InferenceKind, LoadPath, Logits, Mode, Optimizer, Precision,
+    Attention, InferenceKind, LoadPath, Logits, Mode, Optimizer, Precision, Workload,
 };
 
 /// A workload enum whose variants a select offers.
@@ -63,6 +64,13 @@ choice!(Precision {
 choice!(LoadPath {
     Compact => "moved to the GPU (compact)",
     BuildThenCast => "built on GPU in fp32, then cast",
+});
+choice!(Strategy {
+    None => "one GPU",
+    Ddp => "DDP",
+    Fsdp2 => "FSDP2",
+    Zero1 => "ZeRO-1",
+    Tp => "tensor parallel",
 });
 choice!(Dtype {
     Fp32 => "fp32",
@@ -145,6 +153,44 @@ pub fn logits_options(generation: bool) -> Vec<(&'static str, &'static str)> {
             (Logits::None.key(), Logits::None.label()),
         ]
     }
+}
+
+/// The strategies offered for a mode: one GPU, then data parallelism
+/// (DDP, ZeRO-1, FSDP2) for training, tensor parallelism for inference.
+pub fn strategy_options(mode: Mode) -> Vec<(&'static str, &'static str)> {
+    match mode {
+        Mode::Training => options(&[
+            Strategy::None,
+            Strategy::Ddp,
+            Strategy::Zero1,
+            Strategy::Fsdp2,
+        ]),
+        Mode::Inference => options(&[Strategy::None, Strategy::Tp]),
+    }
+}
+
+/// Switches the mode; a strategy the new mode does not take gives way to
+/// one GPU (FSDP2's other options stay).
+pub fn set_mode(w: &mut Workload, mode: Mode) {
+    w.mode = mode;
+    if w.parallel.validate(mode == Mode::Training).is_err() {
+        w.parallel.strategy = Strategy::None;
+        w.parallel.world_size = 1;
+    }
+}
+
+/// What one estimate covers: `None` on one GPU, else e.g. "per rank, 8
+/// GPUs, FSDP2".
+pub fn per_rank_label(p: &ParallelOptions) -> Option<String> {
+    if p.is_single() && p.world_size == 1 {
+        return None;
+    }
+    let gpus = if p.world_size == 1 { "GPU" } else { "GPUs" };
+    Some(format!(
+        "per rank, {} {gpus}, {}",
+        p.world_size,
+        p.strategy.label()
+    ))
 }
 
 #[cfg(test)]
@@ -248,6 +294,21 @@ mod tests {
             });
             url_round_trips(&s, "training.precision", p.key());
         }
+        for &strategy in Strategy::ALL {
+            let mode = if strategy == Strategy::Tp {
+                Mode::Inference
+            } else {
+                Mode::Training
+            };
+            select_round_trips(&strategy_options(mode), strategy);
+            let s = state("llama-3.2-1b", |w| {
+                w.mode = mode;
+                w.training.precision = Precision::Bf16;
+                w.parallel.strategy = strategy;
+                w.parallel.world_size = if strategy == Strategy::None { 1 } else { 8 };
+            });
+            url_round_trips(&s, "parallel.strategy", strategy.key());
+        }
         for &l in LoadPath::ALL {
             select_round_trips(&options(LoadPath::ALL), l);
             url_round_trips(&state("llama-3.2-1b", |w| w.load = l), "load", l.key());
@@ -295,5 +356,56 @@ mod tests {
         assert_ne!(Optimizer::Sgd.key(), "sgd");
         let (s, _) = AppState::from_query("mode=training&training.optimizer=sgd", &[]);
         assert_eq!(s.workload.training.optimizer, Optimizer::SgdMomentum);
+    }
+
+    /// Each mode offers the strategies the core takes for it; switching
+    /// the mode drops a strategy the new mode does not take.
+    #[test]
+    fn strategies_follow_the_mode() {
+        let keys = |m| {
+            strategy_options(m)
+                .into_iter()
+                .map(|(k, _)| k)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(keys(Mode::Training), ["none", "ddp", "zero1", "fsdp2"]);
+        assert_eq!(keys(Mode::Inference), ["none", "tp"]);
+        let mut w = Workload {
+            mode: Mode::Training,
+            ..Workload::default()
+        };
+        w.parallel.strategy = Strategy::Fsdp2;
+        w.parallel.world_size = 8;
+        w.parallel.reshard_after_forward = false;
+        set_mode(&mut w, Mode::Inference);
+        assert_eq!(w.mode, Mode::Inference);
+        assert_eq!(
+            (w.parallel.strategy, w.parallel.world_size),
+            (Strategy::None, 1)
+        );
+        assert!(!w.parallel.reshard_after_forward);
+        w.validate().unwrap();
+        w.parallel.strategy = Strategy::Tp;
+        w.parallel.world_size = 4;
+        set_mode(&mut w, Mode::Inference);
+        assert_eq!(
+            (w.parallel.strategy, w.parallel.world_size),
+            (Strategy::Tp, 4)
+        );
+    }
+
+    #[test]
+    fn the_per_rank_label_names_the_count_and_strategy() {
+        let mut p = ParallelOptions::default();
+        assert_eq!(per_rank_label(&p), None);
+        p.strategy = Strategy::Fsdp2;
+        p.world_size = 8;
+        assert_eq!(
+            per_rank_label(&p).as_deref(),
+            Some("per rank, 8 GPUs, FSDP2")
+        );
+        p.strategy = Strategy::Ddp;
+        p.world_size = 1;
+        assert_eq!(per_rank_label(&p).as_deref(), Some("per rank, 1 GPU, DDP"));
     }
 }

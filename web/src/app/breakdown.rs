@@ -14,7 +14,9 @@ pub fn BreakdownPanel() -> impl IntoView {
         <div class="panel breakdown" data-testid="breakdown">
             <h2>"Breakdown at the chosen length"</h2>
             {move || {
-                let (length, label) = page.state.with(|s| (s.length(), defaults::length_label(&s.model.arch)));
+                let (length, label, per_rank) = page.state.with(|s| {
+                    (s.length(), defaults::length_label(&s.model.arch), crate::vocab::per_rank_label(&s.workload.parallel))
+                });
                 let point = if page.point_pending.get() {
                     Err(None)
                 } else {
@@ -38,6 +40,7 @@ pub fn BreakdownPanel() -> impl IntoView {
                                 "Peak "<strong data-testid="peak-total">{format::bytes(total)}</strong>
                                 {format!(" at {} {}", label, format::int(length as u64))}
                                 ", during "<code data-testid="peak-op">{e.peak_op.clone()}</code>
+                                {per_rank.map(|p| view! { " ("<span data-testid="per-rank">{p}</span>")" })}
                             </p>
                             <div class="bar" role="img" aria-label="Share of each component at the peak">
                                 {parts.iter().map(|s| {

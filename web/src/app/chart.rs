@@ -94,7 +94,7 @@ pub fn ChartPanel() -> impl IntoView {
             return;
         }
         let theme = page.theme.get().resolve();
-        let (from, to, log_x, x_label, length, gpu_ids) = page.state.with(|s| {
+        let (from, to, log_x, x_label, length, gpu_ids, per_gpu) = page.state.with(|s| {
             (
                 s.view.from,
                 s.view.to,
@@ -102,6 +102,7 @@ pub fn ChartPanel() -> impl IntoView {
                 defaults::length_label(&s.model.arch),
                 s.length(),
                 s.gpus.clone(),
+                s.workload.parallel.world_size > 1,
             )
         });
         let gpu_lines: Vec<(String, f64)> = CATALOG
@@ -132,6 +133,11 @@ pub fn ChartPanel() -> impl IntoView {
                     to,
                     log_x,
                     x_label,
+                    y_label: if per_gpu {
+                        chart::Y_LABEL_PER_GPU
+                    } else {
+                        chart::Y_LABEL
+                    },
                     marker: Some((length, total)),
                     gpu_lines: &gpu_lines,
                     measured: &measured,
@@ -320,7 +326,7 @@ pub fn ChartPanel() -> impl IntoView {
                     node_ref=canvas
                     data-testid="chart"
                     role="img"
-                    aria-label=move || page.state.with(|s| format!("Peak VRAM of {} against {}", s.model.name, defaults::length_label(&s.model.arch)))
+                    aria-label=move || page.state.with(|s| format!("Peak VRAM{} of {} against {}", if s.workload.parallel.world_size > 1 { " per GPU" } else { "" }, s.model.name, defaults::length_label(&s.model.arch)))
                     on:mousemove=move |ev| hover.set(index_at(&ev))
                     on:click=move |ev| {
                         if let Some((_, i)) = index_at(&ev) {

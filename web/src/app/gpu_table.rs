@@ -4,6 +4,8 @@ use super::context::use_page;
 use super::fields::{number_field, parse_u32};
 use crate::defaults::MAX_MARGIN_PCT;
 use crate::format;
+use crate::vocab::Choice;
+use headroom_core::search::GPU_COUNTS;
 use leptos::prelude::*;
 
 /// Per GPU: the longest length, the largest batch, jobs per card and the
@@ -11,6 +13,27 @@ use leptos::prelude::*;
 #[component]
 pub fn FitPanel() -> impl IntoView {
     let page = use_page();
+    // The strategy columns of the table on hand (a newer one may add or
+    // drop some when it lands).
+    let strategies = move || {
+        page.fit.with(|rows| {
+            rows.as_ref()
+                .and_then(|r| r.first())
+                .map(|r| r.fewest.iter().map(|(s, _)| *s).collect::<Vec<_>>())
+                .unwrap_or_default()
+        })
+    };
+    // The searched columns are for the job as set: on several GPUs, say so.
+    let chosen = move || {
+        page.state.with(|s| {
+            let p = &s.workload.parallel;
+            if p.is_single() {
+                String::new()
+            } else {
+                format!(" ({} × {})", p.strategy.label(), p.world_size)
+            }
+        })
+    };
     view! {
         <div class="panel fit">
             <h2>"Which GPUs fit"</h2>
@@ -27,15 +50,18 @@ pub fn FitPanel() -> impl IntoView {
                     <tr>
                         <th scope="col">"GPU"</th>
                         <th scope="col">"Usable"</th>
-                        <th scope="col">{move || format!("Longest {}", page.state.with(|s| if s.vision() { "image" } else { "sequence" }))}</th>
-                        <th scope="col">"Largest batch"</th>
+                        <th scope="col">{move || format!("Longest {}{}", page.state.with(|s| if s.vision() { "image" } else { "sequence" }), chosen())}</th>
+                        <th scope="col">{move || format!("Largest batch{}", chosen())}</th>
                         <th scope="col">"Jobs per card"</th>
                         <th scope="col">"Reserve per job"</th>
+                        {move || strategies().into_iter().map(|st| view! {
+                            <th scope="col" data-testid=format!("fewest-{}", st.key())>{format!("Fewest cards: {}", st.label())}</th>
+                        }).collect_view()}
                     </tr>
                 </thead>
                 <tbody>
                     {move || match page.fit.get() {
-                        None => view! { <tr><td colspan="6">"computing…"</td></tr> }.into_any(),
+                        None => view! { <tr><td colspan=6 + strategies().len()>"computing…"</td></tr> }.into_any(),
                         Some(rows) => rows.into_iter().map(|r| {
                             let opt = |v: Result<Option<u32>, String>| match v {
                                 Ok(Some(n)) => format::int(n as u64),
@@ -51,6 +77,14 @@ pub fn FitPanel() -> impl IntoView {
                                     <td data-testid=format!("fit-{}-batch", r.gpu.id)>{opt(r.max_batch)}</td>
                                     <td data-testid=format!("fit-{}-jobs", r.gpu.id)>{r.jobs.map_or("n/a".into(), |j| j.to_string())}</td>
                                     <td data-testid=format!("fit-{}-reserve", r.gpu.id)>{r.reservation.map_or("n/a".into(), format::mib)}</td>
+                                    {r.fewest.into_iter().map(|(st, n)| {
+                                        let (text, title) = match n {
+                                            Ok(Some(n)) => (n.to_string(), None),
+                                            Ok(None) => ("—".to_string(), Some(format!("not on up to {} cards", GPU_COUNTS[GPU_COUNTS.len() - 1]))),
+                                            Err(e) => ("n/a".to_string(), Some(e)),
+                                        };
+                                        view! { <td data-testid=format!("fit-{}-fewest-{}", r.gpu.id, st.key()) title=title>{text}</td> }
+                                    }).collect_view()}
                                 </tr>
                             }
                         }).collect_view().into_any(),
@@ -60,8 +94,10 @@ pub fn FitPanel() -> impl IntoView {
             </div>
             <p class="hint">
                 {move || format!(
-                    "Longest length and largest batch leave the {}% margin free; a scheduler should request the reservation per job (the peak plus {}%, whole MiB). Runtime figures: {}.",
-                    page.state.with(|s| s.margin_pct), page.state.with(|s| s.margin_pct), page.profile.with(|p| p.name.clone())
+                    "Longest length and largest batch leave the {}% margin free; a scheduler should request the reservation per job (the peak plus {}%, whole MiB).{} Runtime figures: {}.",
+                    page.state.with(|s| s.margin_pct), page.state.with(|s| s.margin_pct),
+                    if strategies().is_empty() { "" } else { " Fewest cards: the fewest of that card (1, 2, 4, 8, then whole nodes up to 256) whose per-rank peak, at this per-GPU batch, leaves the margin free; — where none does." },
+                    page.profile.with(|p| p.name.clone())
                 )}
             </p>
         </div>

@@ -5,7 +5,8 @@ use super::fields::{choice_field, number_field, parse_u32};
 use crate::defaults;
 use crate::state::AppState;
 use crate::vocab::{self, options};
-use headroom_core::arch::Dtype;
+use headroom_core::arch::{Architecture, Dtype};
+use headroom_core::parallel::{Strategy, MAX_WORLD_SIZE};
 use headroom_core::workload::{
     Attention, InferenceKind, LoadPath, Logits, Lora, Mode, Optimizer, Precision, Workload,
 };
@@ -86,7 +87,7 @@ pub fn WorkloadPanel() -> impl IntoView {
             <legend>"Workload"</legend>
             {move || applies.get().training.then(|| choice_field(
                 "mode", "Mode", options(Mode::ALL), |w| w.mode.key(),
-                |w, k| if let Some(m) = Mode::from_key(k) { w.mode = m },
+                |w, k| if let Some(m) = Mode::from_key(k) { vocab::set_mode(w, m) },
             ))}
             {number_field("batch", "Batch size", 1, headroom_core::workload::MAX_BATCH, w(|w| w.batch.to_string()),
                 move |t| { let v = parse_u32("workload.batch", t, 1, headroom_core::workload::MAX_BATCH)?; page.apply(|w| w.batch = v) })}
@@ -107,6 +108,9 @@ pub fn WorkloadPanel() -> impl IntoView {
             {move || (!training()).then(|| view! { <InferenceFields applies=applies/> })}
             {move || training().then(|| view! { <TrainingFields applies=applies/> })}
             {move || applies.get().esmfold.then(|| view! { <EsmFoldFields/> })}
+            {move || page.state.with(|s| {
+                matches!(s.model.arch, Architecture::Decoder(_)) || !s.workload.parallel.is_single()
+            }).then(|| view! { <ParallelFields/> })}
             {choice_field(
                 "load", "How weights were loaded", options(LoadPath::ALL), |w| w.load.key(),
                 |w, k| if let Some(l) = LoadPath::from_key(k) { w.load = l },
@@ -201,6 +205,59 @@ fn TrainingFields(applies: Memo<defaults::Applies>) -> impl IntoView {
                         let _ = page.apply(|w| if let Some(l) = w.training.lora.as_mut() { l.target_modules = list });
                     }/>
             </div>
+        })}
+    }
+}
+
+/// GPUs per job and how the job is spread over them; FSDP2's resharding.
+/// A combination the core refuses for this model (FSDP2 under autocast, a
+/// world size that does not divide the heads) shows the core's message here.
+#[component]
+fn ParallelFields() -> impl IntoView {
+    let page = use_page();
+    let mode = Memo::new(move |_| page.state.with(|s| s.workload.mode));
+    let strategy = Memo::new(move |_| page.state.with(|s| s.workload.parallel.strategy));
+    let refused = Memo::new(move |_| {
+        page.state.with(|s| {
+            let parallel = &s.workload.parallel;
+            match headroom_core::families::validate(&s.model.arch, &s.workload) {
+                Err(e)
+                    if !parallel.is_single()
+                        || e.field()
+                            .is_some_and(|f| f.starts_with("workload.parallel")) =>
+                {
+                    Some(e.to_string())
+                }
+                _ => None,
+            }
+        })
+    });
+    view! {
+        {number_field("world-size", "GPUs per job", 1, MAX_WORLD_SIZE,
+            move || page.state.with(|s| s.workload.parallel.world_size.to_string()),
+            move |t| { let v = parse_u32("workload.parallel.world_size", t, 1, MAX_WORLD_SIZE)?; page.apply(|w| w.parallel.world_size = v) })}
+        {move || {
+            let m = mode.get();
+            choice_field(
+                "strategy", "Spread over the GPUs", vocab::strategy_options(m),
+                |w| w.parallel.strategy.key(),
+                |w, k| if let Some(s) = Strategy::from_key(k) {
+                    w.parallel.strategy = s;
+                    if s == Strategy::None { w.parallel.world_size = 1 }
+                },
+            )
+        }}
+        {move || (strategy.get() == Strategy::Fsdp2).then(|| view! {
+            <div class="field check">
+                <input id="reshard" data-testid="reshard" type="checkbox"
+                    prop:checked=move || page.state.with(|s| s.workload.parallel.reshard_after_forward)
+                    on:change=move |ev| { let on = event_target_checked(&ev); let _ = page.apply(|w| w.parallel.reshard_after_forward = on); }/>
+                <label for="reshard">"Reshard after forward (gather again in backward)"</label>
+            </div>
+        })}
+        <p class="error" role="alert" data-testid="parallel-error">{move || refused.get()}</p>
+        {move || (strategy.get() != Strategy::None).then(|| view! {
+            <p class="hint">"Batch is per GPU; the estimates are one GPU's (one rank's) peak."</p>
         })}
     }
 }

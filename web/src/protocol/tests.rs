@@ -153,7 +153,10 @@ fn a_fit_rows_request_gives_the_fewest_cards_of_every_strategy() {
     let rows = decode_rows(&answer(&request.to_json()), None, 10).unwrap();
     assert_eq!(rows, fit::rows(&i.arch, &i.workload, &i.runtime, None, 10));
     let strategies: Vec<Strategy> = rows[0].fewest.iter().map(|(s, _)| *s).collect();
-    assert_eq!(strategies, [Strategy::Ddp, Strategy::Zero1, Strategy::Fsdp2]);
+    assert_eq!(
+        strategies,
+        [Strategy::Ddp, Strategy::Zero1, Strategy::Fsdp2]
+    );
 }
 
 /// Every workload option the page can set survives the trip to a
@@ -273,7 +276,10 @@ fn rows_through_text_are_the_same_rows() {
     table[2].fewest = vec![
         (Strategy::Ddp, Ok(Some(16))),
         (Strategy::Zero1, Ok(None)),
-        (Strategy::Fsdp2, Err("`workload.seq_len`: a\tb=c".to_string())),
+        (
+            Strategy::Fsdp2,
+            Err("`workload.seq_len`: a\tb=c".to_string()),
+        ),
     ];
     table[3].fewest = vec![(Strategy::Tp, Ok(Some(8)))];
     let back = decode_rows(&encode_rows(&table), peak, 15).unwrap();

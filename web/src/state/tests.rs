@@ -270,7 +270,10 @@ fn jobs_on_several_gpus_round_trip() {
         s.workload.parallel.strategy = strategy;
         s.workload.parallel.reshard_after_forward = true;
         let q = round_trip(&s);
-        assert!(q.contains(&format!("parallel.strategy={}", strategy.key())), "{q}");
+        assert!(
+            q.contains(&format!("parallel.strategy={}", strategy.key())),
+            "{q}"
+        );
     }
     let mut tp = AppState::default();
     tp.workload.parallel.strategy = Strategy::Tp;
@@ -306,13 +309,19 @@ fn bad_parallel_parts_fall_back_with_a_note() {
         ],
     );
     assert_eq!(s.workload.batch, 3);
-    assert_eq!(s.workload.parallel.strategy, headroom_core::parallel::Strategy::None);
+    assert_eq!(
+        s.workload.parallel.strategy,
+        headroom_core::parallel::Strategy::None
+    );
     assert_eq!(s.workload.parallel.world_size, 1);
     let s = check_notes(
         "model=llama-3.1-8b&mode=training&parallel.strategy=ddp&parallel.world_size=0",
         &["ignored parallel.world_size=0: `workload.parallel.world_size`"],
     );
-    assert_eq!(s.workload.parallel.strategy, headroom_core::parallel::Strategy::Ddp);
+    assert_eq!(
+        s.workload.parallel.strategy,
+        headroom_core::parallel::Strategy::Ddp
+    );
     assert_eq!(s.workload.parallel.world_size, 1);
     check_notes(
         "parallel.strategy=sideways",
