@@ -6,6 +6,7 @@ mod common;
 
 use common::{run, text};
 use headroom_core::arch::Dtype;
+use headroom_core::parallel::Strategy;
 use headroom_core::workload::{
     Attention, InferenceKind, LoadPath, Logits, Mode, Optimizer, Precision,
 };
@@ -31,11 +32,20 @@ fn fields() -> Vec<Field> {
     let esmfold =
         json!({"model": "esmfold-v1", "workload": {"seq_len": 64, "esmfold": {"num_recycles": 0}}});
     // The ESM-2 stem runs in a float dtype only.
-    let float_dtypes = Dtype::ALL
+    let float_dtypes: Vec<&'static str> = Dtype::ALL
         .iter()
         .filter(|d| d.is_float())
         .map(|d| d.key())
         .collect();
+    // Jobs on several GPUs: sharded training, or tensor-parallel inference.
+    let decoder_training = json!({"model": "llama-3.2-1b", "workload": {"mode": "training", "seq_len": 64, "training": {"precision": "fp32"}, "parallel": {"world_size": 2}}});
+    let decoder_inference = json!({"model": "llama-3.2-1b", "workload": {"seq_len": 64, "parallel": {"world_size": 2}}});
+    let fsdp2 = json!({"model": "llama-3.2-1b", "workload": {"mode": "training", "seq_len": 64, "training": {"precision": "fp32"}, "parallel": {"strategy": "fsdp2", "world_size": 2}}});
+    let training_strategies: Vec<&'static str> = [Strategy::Ddp, Strategy::Fsdp2, Strategy::Zero1]
+        .iter()
+        .map(|s| s.key())
+        .collect();
+    let single = json!({"model": "llama-3.2-1b", "workload": {"seq_len": 64}});
     vec![
         Field {
             path: "mode",
@@ -84,8 +94,33 @@ fn fields() -> Vec<Field> {
         },
         Field {
             path: "esmfold.stem_dtype",
-            keys: float_dtypes,
+            keys: float_dtypes.clone(),
             base: esmfold,
+        },
+        Field {
+            path: "parallel.strategy",
+            keys: training_strategies,
+            base: decoder_training,
+        },
+        Field {
+            path: "parallel.strategy",
+            keys: vec![Strategy::Tp.key()],
+            base: decoder_inference,
+        },
+        Field {
+            path: "parallel.strategy",
+            keys: vec![Strategy::None.key()],
+            base: single,
+        },
+        Field {
+            path: "parallel.param_dtype",
+            keys: float_dtypes.clone(),
+            base: fsdp2.clone(),
+        },
+        Field {
+            path: "parallel.reduce_dtype",
+            keys: float_dtypes,
+            base: fsdp2,
         },
     ]
 }
@@ -130,6 +165,46 @@ fn every_workload_key_is_accepted() {
                 field.path
             );
         }
+    }
+}
+
+#[test]
+fn every_strategy_key_is_tried() {
+    let tried: Vec<&str> = fields()
+        .iter()
+        .filter(|f| f.path == "parallel.strategy")
+        .flat_map(|f| f.keys.clone())
+        .collect();
+    for key in Strategy::KEYS {
+        assert!(tried.contains(key), "{key}");
+    }
+}
+
+/// The command-line flag takes the same keys and names them all when wrong.
+#[test]
+fn the_strategy_flag_takes_the_cores_keys() {
+    let training = json!({"model": "llama-3.2-1b", "workload": {"mode": "training", "seq_len": 64, "training": {"precision": "fp32"}}}).to_string();
+    let inference = json!({"model": "llama-3.2-1b", "workload": {"seq_len": 64}}).to_string();
+    for key in Strategy::KEYS {
+        let spec = if *key == "tp" { &inference } else { &training };
+        let world = if *key == "none" { "1" } else { "2" };
+        let out = run(
+            &["estimate", "--strategy", key, "--world-size", world],
+            Some(spec),
+        );
+        assert_eq!(out.status.code(), Some(0), "{key}: {}", text(&out.stderr));
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["inputs"]["workload"]["parallel"]["strategy"], json!(key));
+    }
+    let out = run(&["estimate", "--strategy", "no_such_key"], Some(&training));
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("--strategy") && err.contains("workload.parallel.strategy"),
+        "{err}"
+    );
+    for key in Strategy::KEYS {
+        assert!(err.contains(&format!("\"{key}\"")), "{err}");
     }
 }
 
