@@ -149,6 +149,9 @@ pub fn run(args: &GpusArgs) -> Result<String> {
     Ok(out)
 }
 
+/// One rank's peak at each GPU count tried ([`search::rank_peaks`]).
+type RankPeaks = Vec<(u32, Option<u64>)>;
+
 /// Per strategy of [`search::strategies_for`], one rank's peak at each GPU
 /// count, searched until it fits the smallest card of the catalog.
 fn fewest_cards_peaks(
@@ -156,7 +159,7 @@ fn fewest_cards_peaks(
     workload: &Workload,
     runtime: &RuntimeProfile,
     strategies: &[Strategy],
-) -> std::result::Result<Vec<(Strategy, Vec<(u32, Option<u64>)>)>, headroom_core::Error> {
+) -> std::result::Result<Vec<(Strategy, RankPeaks)>, headroom_core::Error> {
     let smallest = CATALOG.iter().map(|g| g.usable_bytes).min().unwrap_or(0);
     std::thread::scope(|scope| {
         let workers: Vec<_> = strategies
