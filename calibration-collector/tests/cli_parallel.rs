@@ -466,3 +466,55 @@ fn a_missing_torchrun_is_a_missing_gpu_stack() {
     assert_eq!(e.exit_code(), 2);
     assert!(e.to_string().contains("torchrun not found"), "{e}");
 }
+
+#[test]
+fn fit_records_the_probes_nccl_figures_in_the_profile() {
+    let dir = tempfile::tempdir().unwrap();
+    let points = dir.path().join("points.jsonl");
+    std::fs::copy(common::data("h200-sample.jsonl"), &points).unwrap();
+    let probe = dir.path().join("probe.json");
+    let communicator = 600u64 << 20;
+    let peer = 280u64 << 20;
+    std::fs::write(
+        &probe,
+        json!({
+            "collector_version": "0.1.0",
+            "driver": {"driver": "580.159.04", "cuda_driver_api": "13.0"},
+            "devices": [{"ordinal": 0, "name": "NVIDIA H200", "total_bytes": 150754820096u64,
+                         "free_bytes": 150000000000u64, "compute_capability": "9.0",
+                         "overheads": {"context_bytes": 520093696, "cublas_handle_bytes": 0,
+                                       "cublas_first_matmul_bytes": 0, "cublas_library_bytes": 0,
+                                       "cublas_workspace_bytes": 33554432, "note": null}}],
+            "nccl": {"world_size": 4, "communicator_bytes": communicator, "peer_bytes": peer,
+                     "rank_bytes": vec![communicator + 2 * peer; 4], "nccl_version": "2.28.9", "nvls": false}
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let out_path = dir.path().join("profile.json");
+    let out = run(
+        &[
+            "fit",
+            points.to_str().unwrap(),
+            "--probe",
+            probe.to_str().unwrap(),
+            "--out",
+            out_path.to_str().unwrap(),
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let text_profile = std::fs::read_to_string(&out_path).unwrap();
+    let profile: Value = serde_json::from_str(&text_profile).unwrap();
+    assert_eq!(profile["runtime"]["nccl_communicator_bytes"], communicator);
+    assert_eq!(profile["runtime"]["nccl_peer_bytes"], peer);
+    let c = &profile["coefficients"]["nccl_peer_bytes"];
+    assert_eq!(c["value"], peer);
+    assert!(c["source"].as_str().unwrap().contains("4 rank(s)"), "{c}");
+    // The profile validates.
+    calibration_collector::profile::parse(
+        &text_profile,
+        &calibration_collector::profile::Identity::default(),
+    )
+    .unwrap();
+}
