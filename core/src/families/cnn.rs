@@ -498,7 +498,7 @@ impl Run<'_> {
                         g.inplace_add("residual add (in place)", x.v, identity.v);
                         g.drop(identity.v);
                     } else {
-                        let sum = super::nn::binary(g, x, identity, "residual add", false);
+                        let sum = super::nn::add(g, x, identity, "residual add");
                         g.drop_all(&[x.v, identity.v]);
                         x = sum;
                     }

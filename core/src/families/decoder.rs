@@ -670,7 +670,6 @@ impl Model<'_> {
                         ..k
                     },
                     "attention: repeat_kv (keys)",
-                    false,
                     k.dsize,
                 );
                 let vr = nn::unary(
@@ -680,7 +679,6 @@ impl Model<'_> {
                         ..v
                     },
                     "attention: repeat_kv (values)",
-                    false,
                     v.dsize,
                 );
                 let out = nn::sdpa(
@@ -740,7 +738,7 @@ impl Model<'_> {
             o = d;
         }
         g.drop(h1.v);
-        let x2 = nn::binary(g, x, o, "attention: residual add", false);
+        let x2 = nn::add(g, x, o, "attention: residual add");
         g.drop(o.v);
         g.at("mlp: post-attention norm", layer);
         let h2 = self.norm(g, cx, x2, lw.norm2, "mlp: post-attention norm");
@@ -752,7 +750,7 @@ impl Model<'_> {
             d = dd;
         }
         g.at("mlp: residual add", layer);
-        let out = nn::binary(g, x2, d, "mlp: residual add", false);
+        let out = nn::add(g, x2, d, "mlp: residual add");
         g.drop_all(&[x2.v, d.v]);
         if let Some(p) = kept_probs {
             g.drop(p);
@@ -823,12 +821,12 @@ impl Model<'_> {
                 g.at("mlp: gate_proj", layer);
                 let gt = nn::linear(g, cx, x, &gate, "mlp: gate_proj");
                 g.at("mlp: activation", layer);
-                let act = nn::unary(g, gt, "mlp: act_fn(gate)", true, gt.dsize);
+                let act = nn::unary_saving_input(g, gt, "mlp: act_fn(gate)", gt.dsize);
                 g.drop(gt.v);
                 g.at("mlp: up_proj", layer);
                 let u = nn::linear(g, cx, x, &up, "mlp: up_proj");
                 g.at("mlp: act(gate) * up", layer);
-                let m = nn::binary(g, act, u, "mlp: act(gate) * up", true);
+                let m = nn::mul(g, act, u, "mlp: act(gate) * up");
                 g.drop_all(&[act.v, u.v]);
                 g.at("mlp: down_proj", layer);
                 let d = nn::linear(g, cx, m, &down, "mlp: down_proj");
@@ -859,10 +857,10 @@ impl Model<'_> {
                 let shared_out = shared.map(|(sg, su, sd)| {
                     g.at("moe: shared expert", layer);
                     let gt = nn::linear(g, cx, x, &sg, "moe: shared expert gate");
-                    let act = nn::unary(g, gt, "moe: shared expert act", true, gt.dsize);
+                    let act = nn::unary_saving_input(g, gt, "moe: shared expert act", gt.dsize);
                     g.drop(gt.v);
                     let u = nn::linear(g, cx, x, &su, "moe: shared expert up");
-                    let m = nn::binary(g, act, u, "moe: shared expert act * up", true);
+                    let m = nn::mul(g, act, u, "moe: shared expert act * up");
                     g.drop_all(&[act.v, u.v]);
                     let d = nn::linear(g, cx, m, &sd, "moe: shared expert down");
                     g.drop(m.v);
@@ -886,7 +884,7 @@ impl Model<'_> {
                     "moe: router",
                 );
                 // `router_logits.float()`, softmax, top-k (small).
-                let probs = nn::unary(g, rl, "moe: router softmax", false, FP32);
+                let probs = nn::unary(g, rl, "moe: router softmax", FP32);
                 g.drop_all(&[rl.v]);
                 g.drop(probs.v);
                 let out = if decode {
@@ -897,10 +895,9 @@ impl Model<'_> {
                 match shared_out {
                     Some(d) => {
                         // sigmoid(shared_expert_gate(x)) * shared output, then the sum.
-                        let gated =
-                            nn::unary(g, d, "moe: shared expert * sigmoid gate", false, d.dsize);
+                        let gated = nn::unary(g, d, "moe: shared expert * sigmoid gate", d.dsize);
                         g.drop(d.v);
-                        let sum = nn::binary(g, out, gated, "moe: add shared expert", false);
+                        let sum = nn::add(g, out, gated, "moe: add shared expert");
                         g.drop_all(&[out.v, gated.v]);
                         sum
                     }
@@ -1046,14 +1043,14 @@ impl Model<'_> {
             ..gate_up
         };
         let gu = nn::linear(g, cx, gathered, &all_gu, "moe: grouped gate_up");
-        let gu_masked = nn::unary(g, gu, "moe: gate_up masked_fill", false, gu.dsize);
+        let gu_masked = nn::unary(g, gu, "moe: gate_up masked_fill", gu.dsize);
         g.drop(gu.v);
         let gate = T {
             elems: pairs * i,
             ..gu_masked
         };
-        let act = nn::unary(g, gate, "moe: act(gate)", true, gu_masked.dsize);
-        let gated = nn::binary(g, act, gate, "moe: act(gate) * up", true);
+        let act = nn::unary_saving_input(g, gate, "moe: act(gate)", gu_masked.dsize);
+        let gated = nn::mul(g, act, gate, "moe: act(gate) * up");
         g.drop_all(&[act.v, gu_masked.v]);
         let all_down = Linear {
             in_features: i,
@@ -1063,14 +1060,14 @@ impl Model<'_> {
         };
         let d = nn::linear(g, cx, gated, &all_down, "moe: grouped down_proj");
         g.drop(gated.v);
-        let d_masked = nn::unary(g, d, "moe: down masked_fill", false, d.dsize);
+        let d_masked = nn::unary(g, d, "moe: down masked_fill", d.dsize);
         g.drop(d.v);
-        let weighted = nn::unary(g, d_masked, "moe: * routing weights (fp32)", false, FP32);
+        let weighted = nn::unary(g, d_masked, "moe: * routing weights (fp32)", FP32);
         small(g, "moe: inverse permutation", pairs * INT64);
         g.at("moe: arange", layer);
         let arange = g.input(pairs * INT64, Component::Transient);
         g.drop(arange);
-        let restored = nn::unary(g, weighted, "moe: restore token order", false, FP32);
+        let restored = nn::unary(g, weighted, "moe: restore token order", FP32);
         g.drop(weighted.v);
         let summed = g.op(
             "moe: sum over top-k",
@@ -1141,7 +1138,7 @@ impl Model<'_> {
                 Component::Transient,
                 Saves::NOTHING,
             );
-            let sum = nn::binary(
+            let sum = nn::add(
                 g,
                 x,
                 T {
@@ -1150,7 +1147,6 @@ impl Model<'_> {
                     dsize: emb_dsize,
                 },
                 "embedding + positions",
-                false,
             );
             embedding_locals.extend([x.v, pe]);
             x = sum;
@@ -1332,11 +1328,11 @@ impl Model<'_> {
         if a.final_logit_softcapping {
             // logits = tanh(logits / cap) * cap
             g.at("final logit softcapping", None);
-            let scaled = nn::unary(g, out, "logits / softcap", false, out.dsize);
+            let scaled = nn::unary(g, out, "logits / softcap", out.dsize);
             g.drop(out.v);
             let th = nn::tanh(g, scaled, "tanh(logits / softcap)");
             g.drop(scaled.v);
-            let capped = nn::unary(g, th, "* softcap", false, th.dsize);
+            let capped = nn::unary(g, th, "* softcap", th.dsize);
             g.drop(th.v);
             return capped;
         }
@@ -1347,30 +1343,30 @@ impl Model<'_> {
 /// `NewGELUActivation`: `0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3)))`
 /// evaluated op by op in Python (pow runs in fp32 under autocast).
 fn gelu_new(g: &mut Graph, cx: &Ctx, x: T) -> T {
-    let half = nn::unary(g, x, "gelu_new: 0.5 * x", false, x.dsize);
+    let half = nn::unary(g, x, "gelu_new: 0.5 * x", x.dsize);
     // Under autocast `torch.pow` runs in fp32 on a cast copy of `x`, and
     // its backward saves that copy (the H200 trace: four tensors per layer
     // at `activations.py:66`, fp32 copy, 0.5 * x, tanh, 1 + tanh).
     let cube = if cx.autocast && x.dsize != FP32 {
         let x32 = nn::cast(g, x, FP32, "gelu_new: autocast cast to fp32");
-        let cube = nn::unary(g, x32, "gelu_new: pow(x, 3)", true, FP32);
+        let cube = nn::unary_saving_input(g, x32, "gelu_new: pow(x, 3)", FP32);
         g.drop(x32.v);
         cube
     } else {
-        nn::unary(g, x, "gelu_new: pow(x, 3)", true, x.dsize)
+        nn::unary_saving_input(g, x, "gelu_new: pow(x, 3)", x.dsize)
     };
     let pd = cube.dsize;
-    let scaled = nn::unary(g, cube, "gelu_new: 0.044715 * x^3", false, pd);
+    let scaled = nn::unary(g, cube, "gelu_new: 0.044715 * x^3", pd);
     g.drop(cube.v);
-    let inner = nn::binary(g, x, scaled, "gelu_new: x + ...", false);
+    let inner = nn::add(g, x, scaled, "gelu_new: x + ...");
     g.drop(scaled.v);
-    let arg = nn::unary(g, inner, "gelu_new: sqrt(2/pi) * ...", false, inner.dsize);
+    let arg = nn::unary(g, inner, "gelu_new: sqrt(2/pi) * ...", inner.dsize);
     g.drop(inner.v);
     let th = nn::tanh(g, arg, "gelu_new: tanh");
     g.drop(arg.v);
-    let one = nn::unary(g, th, "gelu_new: 1 + tanh", false, th.dsize);
+    let one = nn::unary(g, th, "gelu_new: 1 + tanh", th.dsize);
     g.drop(th.v);
-    let out = nn::binary(g, half, one, "gelu_new: product", true);
+    let out = nn::mul(g, half, one, "gelu_new: product");
     g.drop_all(&[half.v, one.v]);
     out
 }

@@ -187,7 +187,7 @@ pub(crate) fn forward(
                 Component::Transient,
                 Saves::NOTHING,
             );
-            let sum = nn::binary(g, e0, T { v: tt, ..e0 }, "embeddings: sum", false);
+            let sum = nn::add(g, e0, T { v: tt, ..e0 }, "embeddings: sum");
             let pos = g.op(
                 "embeddings: position",
                 &[w.positions.unwrap_or(w.embed)],
@@ -195,7 +195,7 @@ pub(crate) fn forward(
                 Component::Transient,
                 Saves::NOTHING,
             );
-            let sum2 = nn::binary(
+            let sum2 = nn::add(
                 g,
                 sum,
                 T {
@@ -204,7 +204,6 @@ pub(crate) fn forward(
                     dsize: w.dsize,
                 },
                 "embeddings: + positions",
-                false,
             );
             g.drop(sum.v);
             let ln = nn::layer_norm(g, cx, sum2, w.emb_ln, h, "embeddings: LayerNorm");
@@ -217,25 +216,12 @@ pub(crate) fn forward(
         }
         EncoderKind::Esm => {
             // token_dropout: masked_fill, then rescale by the observed mask ratio (fp32 division).
-            let e1 = nn::unary(
-                g,
-                e0,
-                "embeddings: token-dropout masked_fill",
-                false,
-                e0.dsize,
-            );
-            let e2 = nn::unary(
-                g,
-                e1,
-                "embeddings: * (1 - mask_ratio_train)",
-                false,
-                e1.dsize,
-            );
+            let e1 = nn::unary(g, e0, "embeddings: token-dropout masked_fill", e0.dsize);
+            let e2 = nn::unary(g, e1, "embeddings: * (1 - mask_ratio_train)", e1.dsize);
             let e3 = nn::unary(
                 g,
                 e2,
                 "embeddings: / (1 - mask_ratio_observed)",
-                false,
                 FP32.max(e2.dsize),
             );
             g.drop(e2.v);
@@ -317,7 +303,7 @@ pub(crate) fn forward(
             g.at("MLM head: transform", None);
             let t = nn::linear(g, cx, x, transform, "MLM head: transform dense");
             g.drop(x.v);
-            let act = nn::unary(g, t, "MLM head: gelu", true, t.dsize);
+            let act = nn::unary_saving_input(g, t, "MLM head: gelu", t.dsize);
             g.drop(t.v);
             let n = nn::layer_norm(g, cx, act, *ln, h, "MLM head: LayerNorm");
             g.drop(act.v);
@@ -360,7 +346,7 @@ fn encoder_layer(
             g.at("attention: output dense", layer);
             let o = nn::linear(g, cx, attn, &lw.o, "attention: output dense");
             let o = dropout_if(g, o, training, "attention: dropout");
-            let x2 = nn::binary(g, o, x, "attention: residual add", false);
+            let x2 = nn::add(g, o, x, "attention: residual add");
             g.drop_all(&[o.v, attn.v, ln.v]);
             g.at("mlp: LayerNorm", layer);
             let ln2 = nn::layer_norm(g, cx, x2, lw.ln_out, h, "mlp: LayerNorm");
@@ -372,7 +358,7 @@ fn encoder_layer(
             g.at("mlp: output dense", layer);
             let d = nn::linear(g, cx, act, &lw.proj, "mlp: output dense");
             let d = dropout_if(g, d, training, "mlp: dropout");
-            let out = nn::binary(g, d, x2, "mlp: residual add", false);
+            let out = nn::add(g, d, x2, "mlp: residual add");
             g.drop_all(&[d.v, act.v, ln2.v, x2.v]);
             out
         }
@@ -387,18 +373,18 @@ fn encoder_layer(
             g.at("attention: output dense", layer);
             let o = nn::linear(g, cx, attn, &lw.o, "attention: output dense");
             let o = dropout_if(g, o, training, "attention: dropout");
-            let s1 = nn::binary(g, o, x, "attention: residual add", false);
+            let s1 = nn::add(g, o, x, "attention: residual add");
             let x2 = nn::layer_norm(g, cx, s1, lw.ln_attn, h, "attention: LayerNorm");
             g.drop_all(&[s1.v, o.v, attn.v]);
             g.at("mlp: intermediate dense", layer);
             let f = nn::linear(g, cx, x2, &lw.fc, "mlp: intermediate dense");
             g.at("mlp: gelu", layer);
-            let act = nn::unary(g, f, "mlp: gelu", true, f.dsize);
+            let act = nn::unary_saving_input(g, f, "mlp: gelu", f.dsize);
             g.drop(f.v);
             g.at("mlp: output dense", layer);
             let d = nn::linear(g, cx, act, &lw.proj, "mlp: output dense");
             let d = dropout_if(g, d, training, "mlp: dropout");
-            let s2 = nn::binary(g, d, x2, "mlp: residual add", false);
+            let s2 = nn::add(g, d, x2, "mlp: residual add");
             let out = nn::layer_norm(g, cx, s2, lw.ln_out, h, "mlp: LayerNorm");
             g.drop_all(&[s2.v, d.v, act.v, x2.v]);
             out
@@ -427,7 +413,7 @@ fn self_attention(
     let (q, k) = match rope {
         Some((cos, sin)) => {
             // ESM scales the query before the rotary embedding.
-            let qs = nn::unary(g, q, "attention: query * head_size^-0.5", false, q.dsize);
+            let qs = nn::unary(g, q, "attention: query * head_size^-0.5", q.dsize);
             g.drop(q.v);
             g.at("attention: rotary embedding", layer);
             let q32 = esm_rotary(g, qs, cos, sin);
@@ -481,13 +467,13 @@ fn self_attention(
 
 /// ESM's `gelu(x) = x * 0.5 * (1.0 + torch.erf(x / sqrt(2)))`, op by op.
 fn esm_gelu(g: &mut Graph, x: T) -> T {
-    let half = nn::unary(g, x, "gelu: x * 0.5", false, x.dsize);
-    let scaled = nn::unary(g, x, "gelu: x / sqrt(2)", false, x.dsize);
-    let erf = nn::unary(g, scaled, "gelu: erf", true, x.dsize);
+    let half = nn::unary(g, x, "gelu: x * 0.5", x.dsize);
+    let scaled = nn::unary(g, x, "gelu: x / sqrt(2)", x.dsize);
+    let erf = nn::unary_saving_input(g, scaled, "gelu: erf", x.dsize);
     g.drop(scaled.v);
-    let one = nn::unary(g, erf, "gelu: 1 + erf", false, x.dsize);
+    let one = nn::unary(g, erf, "gelu: 1 + erf", x.dsize);
     g.drop(erf.v);
-    let out = nn::binary(g, half, one, "gelu: product", true);
+    let out = nn::mul(g, half, one, "gelu: product");
     g.drop_all(&[half.v, one.v]);
     out
 }
@@ -649,14 +635,14 @@ pub fn replay(
 /// same-dtype rotary would take 40 MiB. Returns the fp32 result.
 fn esm_rotary(g: &mut Graph, x: T, cos: T, sin: T) -> T {
     let a = nn::cast(g, x, FP32, "rotary: x.float()");
-    let with_cos = nn::binary(g, a, cos, "rotary: x * cos", true);
+    let with_cos = nn::mul(g, a, cos, "rotary: x * cos");
     g.drop(a.v);
     let c = nn::cast(g, x, FP32, "rotary: x.float()");
     let rot = nn::rotate_half(g, c);
     g.drop(c.v);
-    let with_sin = nn::binary(g, rot, sin, "rotary: rotate_half(x) * sin", true);
+    let with_sin = nn::mul(g, rot, sin, "rotary: rotate_half(x) * sin");
     g.drop(rot.v);
-    let sum = nn::binary(g, with_cos, with_sin, "rotary: sum", false);
+    let sum = nn::add(g, with_cos, with_sin, "rotary: sum");
     g.drop_all(&[with_cos.v, with_sin.v]);
     sum
 }

@@ -370,13 +370,7 @@ pub fn linear_by(
         (x, w)
     };
     let xin = if kernel == Kernel::GemmOfTransposedInput {
-        let c = unary(
-            g,
-            xin,
-            "reshape: contiguous copy of the input",
-            false,
-            xin.dsize,
-        );
+        let c = unary(g, xin, "reshape: contiguous copy of the input", xin.dsize);
         g.drop(xin.v);
         c
     } else {
@@ -500,19 +494,23 @@ pub fn linear_by(
     }
 }
 
-/// Elementwise binary op (promotes to the wider dtype). `save_a`/`save_b`:
-/// whether autograd keeps the operands (mul keeps each for the other's grad).
-pub fn binary(g: &mut Graph, a: T, b: T, name: &'static str, save_operands: bool) -> T {
-    let dsize = a.dsize.max(b.dsize);
-    let elems = a.elems.max(b.elems);
+/// The shape and dtype of an elementwise op on `a` and `b`: the larger
+/// operand's elements (broadcasting) in the wider dtype.
+fn broadcast(a: T, b: T) -> (u64, u64) {
+    (a.elems.max(b.elems), a.dsize.max(b.dsize))
+}
+
+/// `a * b` (broadcasting, promoting to the wider dtype): autograd keeps
+/// each operand for the other's gradient (`a` when `b` needs one, `b`
+/// when `a` does).
+pub fn mul(g: &mut Graph, a: T, b: T, name: &'static str) -> T {
+    let (elems, dsize) = broadcast(a, b);
     let mut saved = Vec::new();
-    if save_operands {
-        if g.requires_grad(b.v) {
-            saved.push(a.v);
-        }
-        if g.requires_grad(a.v) {
-            saved.push(b.v);
-        }
+    if g.requires_grad(b.v) {
+        saved.push(a.v);
+    }
+    if g.requires_grad(a.v) {
+        saved.push(b.v);
     }
     let v = g.op(
         name,
@@ -521,10 +519,22 @@ pub fn binary(g: &mut Graph, a: T, b: T, name: &'static str, save_operands: bool
         Component::Transient,
         Saves::inputs(&saved),
     );
-    if !save_operands {
-        // Every unsaved-operand binary op here is an addition.
-        g.mark_addition(v);
-    }
+    T { v, elems, dsize }
+}
+
+/// `a + b` (broadcasting, promoting to the wider dtype): saves nothing, and
+/// its backward hands the incoming gradient to each operand of the same
+/// size ([`Graph::mark_addition`]).
+pub fn add(g: &mut Graph, a: T, b: T, name: &'static str) -> T {
+    let (elems, dsize) = broadcast(a, b);
+    let v = g.op(
+        name,
+        &[a.v, b.v],
+        elems * dsize,
+        Component::Transient,
+        Saves::NOTHING,
+    );
+    g.mark_addition(v);
     T { v, elems, dsize }
 }
 
@@ -541,16 +551,26 @@ pub fn tanh(g: &mut Graph, x: T, name: &'static str) -> T {
     T { v, ..x }
 }
 
-/// Elementwise unary op with an output of `out_dsize` per element;
-/// `saves_input`: backward keeps the input.
-pub fn unary(g: &mut Graph, x: T, name: &'static str, saves_input: bool, out_dsize: u64) -> T {
-    let saved: &[Value] = if saves_input { &[x.v] } else { &[] };
+/// An elementwise op on `x` whose gradient needs none of its tensors (a
+/// scale by a constant, a `masked_fill`, a copy), with an output of
+/// `out_dsize` bytes per element.
+pub fn unary(g: &mut Graph, x: T, name: &'static str, out_dsize: u64) -> T {
+    unary_keeping(g, x, name, Saves::NOTHING, out_dsize)
+}
+
+/// An elementwise op on `x` whose backward keeps `x` (an activation, `pow`,
+/// `erf`), with an output of `out_dsize` bytes per element.
+pub fn unary_saving_input(g: &mut Graph, x: T, name: &'static str, out_dsize: u64) -> T {
+    unary_keeping(g, x, name, Saves::inputs(&[x.v]), out_dsize)
+}
+
+fn unary_keeping(g: &mut Graph, x: T, name: &'static str, saves: Saves, out_dsize: u64) -> T {
     let v = g.op(
         name,
         &[x.v],
         x.elems * out_dsize,
         Component::Transient,
-        Saves::inputs(saved),
+        saves,
     );
     T {
         v,
@@ -570,7 +590,7 @@ pub fn rms_norm(
 ) -> T {
     let rows = x.elems / hidden;
     let x32 = cast(g, x, FP32, name);
-    let p = unary(g, x32, name, true, FP32);
+    let p = unary_saving_input(g, x32, name, FP32);
     let var = g.op(
         name,
         &[p.v],
@@ -592,7 +612,7 @@ pub fn rms_norm(
         elems: rows,
         dsize: FP32,
     };
-    let n = binary(g, x32, rs, name, true);
+    let n = mul(g, x32, rs, name);
     g.drop_all(&[rs.v, x32.v]);
     let c = cast(g, n, x.dsize, name);
     let w = T {
@@ -602,7 +622,7 @@ pub fn rms_norm(
     };
     // `return self.weight * hidden_states.to(input_dtype)`: the fp32
     // `hidden_states` is a local until the return, after the product.
-    let out = binary(g, w, c, name, true);
+    let out = mul(g, w, c, name);
     g.drop(c.v);
     g.drop(n.v);
     out
@@ -905,7 +925,6 @@ pub fn eager_attention(
                 ..k
             },
             "repeat_kv",
-            false,
             k.dsize,
         );
         let vr = unary(
@@ -915,7 +934,6 @@ pub fn eager_attention(
                 ..v
             },
             "repeat_kv",
-            false,
             v.dsize,
         );
         (kr, vr)
@@ -955,11 +973,11 @@ pub fn eager_attention(
         elems: score_elems,
         dsize: q.dsize,
     };
-    let scaled = unary(g, scores, "attention scores * scale", false, q.dsize);
+    let scaled = unary(g, scores, "attention scores * scale", q.dsize);
     g.drop(scores.v);
     let masked = match mask {
         Some(m) => {
-            let r = binary(g, scaled, m, "attention scores + mask", false);
+            let r = add(g, scaled, m, "attention scores + mask");
             g.drop(scaled.v);
             r
         }
@@ -1082,11 +1100,11 @@ pub fn rotary_tables(g: &mut Graph, tokens: u64, head_dim: u64, dsize: u64) -> (
 /// Rotary embedding: `q * cos + rotate_half(q) * sin`, where `rotate_half`
 /// is `cat(-x2, x1)`. `cos`/`sin` are shared (b, s, hd) tensors.
 pub fn rotary(g: &mut Graph, x: T, cos: T, sin: T) -> T {
-    let a = binary(g, x, cos, "rotary: x * cos", true);
+    let a = mul(g, x, cos, "rotary: x * cos");
     let rot = rotate_half(g, x);
-    let b = binary(g, rot, sin, "rotary: rotate_half(x) * sin", true);
+    let b = mul(g, rot, sin, "rotary: rotate_half(x) * sin");
     g.drop(rot.v);
-    let out = binary(g, a, b, "rotary: sum", false);
+    let out = add(g, a, b, "rotary: sum");
     g.drop_all(&[a.v, b.v]);
     out
 }

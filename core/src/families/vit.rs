@@ -230,7 +230,7 @@ impl Net {
             elems: n * h,
             dsize: self.pos_dsize,
         };
-        let mut x = nn::binary(g, with_cls, posv, "input + pos_embedding", false);
+        let mut x = nn::add(g, with_cls, posv, "input + pos_embedding");
         // `VisionTransformer.forward`'s `x` (the concatenation) and
         // `Encoder.forward`'s `input` (with positions) are locals alive until
         // the encoder returns (the H200 trace keeps both through every layer).
@@ -243,14 +243,14 @@ impl Net {
             g.at("self_attention", layer);
             let a = self.attention(g, cx, y, blk, training, layer);
             g.drop(y.v);
-            let x2 = nn::binary(g, a, x, "residual add (attention)", false);
+            let x2 = nn::add(g, a, x, "residual add (attention)");
             g.drop(a.v);
             g.at("ln_2", layer);
             let y2 = nn::layer_norm(g, cx, x2, blk.ln2, h, "ln_2");
             g.at("mlp: fc1", layer);
             let f = nn::linear(g, cx, y2, &blk.fc1, "mlp: fc1");
             g.at("mlp: gelu", layer);
-            let act = nn::unary(g, f, "mlp: gelu", true, f.dsize);
+            let act = nn::unary_saving_input(g, f, "mlp: gelu", f.dsize);
             g.drop(f.v);
             g.at("mlp: fc2", layer);
             let d = nn::linear(g, cx, act, &blk.fc2, "mlp: fc2");
@@ -258,7 +258,7 @@ impl Net {
             // `y = self.ln_2(x); y = self.mlp(y)`: the norm's output is the
             // local `y` until the MLP returns.
             g.drop(y2.v);
-            let out = nn::binary(g, x2, d, "residual add (mlp)", false);
+            let out = nn::add(g, x2, d, "residual add (mlp)");
             g.drop_all(&[x2.v, d.v]);
             g.drop(x.v);
             x = out;
