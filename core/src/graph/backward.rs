@@ -1,0 +1,340 @@
+//! The autograd engine: nodes run in reverse order, gradients allocated,
+//! accumulated, shared by additions and freed; checkpoint boundaries and
+//! their recompute.
+
+use super::{CheckpointHit, Detached, GradOrder, Graph, Node, Value};
+use crate::component::Component;
+use crate::trace::Tensor;
+
+impl Graph<'_> {
+    fn holders(&self, grad: Tensor) -> u32 {
+        1 + self
+            .shared_grads
+            .iter()
+            .find(|(t, _)| *t == grad)
+            .map_or(0, |&(_, extra)| extra)
+    }
+
+    pub(super) fn share_grad(&mut self, grad: Tensor) {
+        match self.shared_grads.iter_mut().find(|(t, _)| *t == grad) {
+            Some((_, extra)) => *extra += 1,
+            None => self.shared_grads.push((grad, 1)),
+        }
+    }
+
+    /// A holder lets go of a gradient; the last one frees it.
+    pub(super) fn drop_grad(&mut self, grad: Tensor) {
+        match self.shared_grads.iter().position(|(t, _)| *t == grad) {
+            Some(i) if self.shared_grads[i].1 > 1 => self.shared_grads[i].1 -= 1,
+            Some(i) => {
+                let _last_holder = self.shared_grads.swap_remove(i);
+            }
+            None => self.replay.free(grad),
+        }
+    }
+
+    /// Nodes recorded so far (a mark for [`Graph::backward_run`]).
+    pub fn mark(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Records a checkpoint boundary: `output` was computed from `input`
+    /// without saving anything; backward will stop here (see [`CheckpointHit`]).
+    pub fn checkpoint(&mut self, segment: u32, input: Value, output: Value) {
+        if !self.grad_mode || !self.requires_grad(input) {
+            return;
+        }
+        self.st_mut(output).requires_grad = true;
+        self.retain(input);
+        self.nodes.push(Node {
+            inputs: [Some(input), None, None],
+            saved: [Some(input), None, None, None],
+            checkpoint: Some(segment),
+            ..Node::new("checkpoint", self.layer, output)
+        });
+    }
+
+    /// Runs backward from `loss` through every recorded node (no checkpoints).
+    pub fn backward(&mut self, loss: Value) {
+        self.seed(loss);
+        while let Some(hit) = self.backward_run(0) {
+            // Without a recompute callback a checkpoint passes gradients straight through.
+            if let Some(g) = hit.grad {
+                self.drop_grad(g);
+            }
+            self.release_detached(hit.held);
+        }
+    }
+
+    /// Runs backward from `loss` with non-reentrant gradient checkpointing:
+    /// at each checkpoint boundary (last segment first) `recompute(graph,
+    /// segment, input)` runs the segment's forward again from its saved
+    /// input, in grad mode, and returns its output; the boundary's gradient
+    /// flows into that output, backward runs through the recomputed nodes,
+    /// and what they and the boundary held is released before the next
+    /// segment.
+    pub fn backward_recomputing(
+        &mut self,
+        loss: Value,
+        recompute: &mut dyn FnMut(&mut Graph, u32, Value) -> Value,
+    ) {
+        self.seed(loss);
+        while let Some(hit) = self.backward_run(0) {
+            let mark = self.mark();
+            let out = recompute(self, hit.segment, hit.input);
+            if let Some(grad) = hit.grad {
+                self.set_grad(out, grad);
+            }
+            self.drop(out);
+            while let Some(inner) = self.backward_run(mark) {
+                if let Some(grad) = inner.grad {
+                    self.drop_grad(grad);
+                }
+                self.release_detached(inner.held);
+            }
+            self.release_detached(hit.held);
+        }
+    }
+
+    /// Seeds the gradient of `loss` with ones.
+    pub fn seed(&mut self, loss: Value) {
+        let seed_bytes = self.bytes(loss);
+        let seed = self.replay.alloc(seed_bytes, Component::Transient);
+        self.st_mut(loss).grad = Some(seed);
+        self.gemm();
+    }
+
+    /// Runs recorded nodes in reverse down to `mark`; stops at a checkpoint
+    /// boundary and returns it.
+    pub fn backward_run(&mut self, mark: usize) -> Option<CheckpointHit> {
+        while self.nodes.len() > mark {
+            let node = self.nodes.pop().expect("non-empty");
+            if let Some(segment) = node.checkpoint {
+                let grad = self.st_mut(node.output).grad.take();
+                let input = node.inputs[0].expect("checkpoint input");
+                return Some(CheckpointHit {
+                    segment,
+                    input,
+                    grad,
+                    held: Detached {
+                        output: node.output,
+                        saved: node.saved,
+                        extra: node.extra,
+                    },
+                });
+            }
+            self.backward_node(node);
+        }
+        None
+    }
+
+    pub(super) fn backward_node(&mut self, node: Node) {
+        self.replay.op(node.name, node.layer);
+        if node.in_place {
+            match node.inputs[0] {
+                // `target += other`: both hold the one gradient.
+                Some(other) => {
+                    let grad = self.st(node.output).grad;
+                    if let (Some(g), true) = (grad, self.st(other).requires_grad) {
+                        self.share_grad(g);
+                        if self.st(other).grad.is_some() {
+                            self.accumulate(other, g);
+                        } else {
+                            self.st_mut(other).grad = Some(g);
+                        }
+                    }
+                }
+                // `relu_`: its backward (`threshold_backward`) writes a
+                // fresh gradient for the producer, then the incoming
+                // gradient and the saved output are released (the H200
+                // trace of ResNet-18 amp training: a 6.12 MiB allocation,
+                // then two 6.12 MiB frees, at each in-place ReLU).
+                None => {
+                    if let Some(incoming) = self.st_mut(node.output).grad.take() {
+                        let bytes = self.st(node.output).bytes;
+                        let fresh = self.replay.alloc(bytes, Component::Transient);
+                        self.drop_grad(incoming);
+                        self.st_mut(node.output).grad = Some(fresh);
+                    }
+                }
+            }
+            for s in node.saved.iter().flatten() {
+                self.release(*s);
+            }
+            return;
+        }
+        let grad_out = self.st_mut(node.output).grad.take();
+        // Gradients for inputs that already hold one: the engine adds them
+        // once the node has run (`InputBuffer::accumulate`), after the
+        // node's own gradient output and saved tensors are released.
+        let mut accumulated: [Option<(Value, Tensor)>; 3] = [None; 3];
+        let out_bytes = self.st(node.output).bytes;
+        if grad_out.is_some() {
+            if node.backward_workspace > 0 {
+                self.replay
+                    .touch(node.backward_workspace, Component::Transient);
+            }
+            let order = match node.gemm {
+                Some(GradOrder::WeightFirst) => [1, 0, 2],
+                _ => [0, 1, 2],
+            };
+            for (slot, &i) in order.iter().enumerate() {
+                let Some(input) = node.inputs[i] else {
+                    continue;
+                };
+                let s = self.st(input);
+                if !s.requires_grad {
+                    continue;
+                }
+                let (leaf, bytes) = (s.leaf_param, s.bytes);
+                let component = if leaf {
+                    Component::Gradients
+                } else {
+                    Component::Transient
+                };
+                let passed = match grad_out {
+                    Some(out) if node.addition && !leaf && bytes == out_bytes => {
+                        self.share_grad(out);
+                        Some(out)
+                    }
+                    _ => None,
+                };
+                let g = match passed {
+                    Some(out) => out,
+                    None => self.replay.alloc(bytes, component),
+                };
+                if node.gemm.is_some() {
+                    self.autograd_gemm();
+                }
+                let copied_out = leaf && self.leaf_grads_copied_out;
+                let s = self.st_mut(input);
+                if copied_out {
+                    self.drop_grad(g);
+                } else if s.grad.is_some() {
+                    accumulated[slot] = Some((input, g));
+                } else {
+                    s.grad = Some(g);
+                    s.grad_from_matmul = leaf && node.gemm.is_some();
+                }
+                match node.backward_scratch.get(i) {
+                    Some(&bytes) if node.scratch_per_input && bytes > 0 => {
+                        self.replay.touch(bytes, Component::Transient);
+                    }
+                    _ => {}
+                }
+            }
+        }
+        if grad_out.is_some() && !node.scratch_per_input {
+            for bytes in node.backward_scratch {
+                if bytes > 0 {
+                    self.replay.touch(bytes, Component::Transient);
+                }
+            }
+        }
+        if let Some(g) = grad_out {
+            self.drop_grad(g);
+        }
+        if let Some(t) = node.extra {
+            self.replay.free(t);
+        }
+        for s in node.saved.iter().flatten() {
+            self.release(*s);
+        }
+        for (input, new) in accumulated.into_iter().flatten() {
+            self.accumulate(input, new);
+        }
+    }
+
+    /// `InputBuffer::accumulate`: adds `new` into the gradient `input`
+    /// holds, in place when that gradient has no other holder and is not a
+    /// matrix multiply's weight gradient, else into a fresh sum (`old_var +
+    /// var`). A tied embedding's two gradients (the head's, then the
+    /// lookup's) are summed into a fresh tensor when the head multiplied by
+    /// the parameter itself (the H200 traces of BERT fp32, GPT-2 bf16 and
+    /// Llama-3.2-1B fp32 training: a vocabulary-sized sum, then both
+    /// operands freed), in place when it multiplied by autocast's cast of
+    /// it (GPT-2 amp: the cast's backward made a fresh fp32 gradient).
+    fn accumulate(&mut self, input: Value, new: Tensor) {
+        let old = self
+            .st(input)
+            .grad
+            .expect("accumulating into a held gradient");
+        let state = self.st(input);
+        if self.holders(old) == 1 && !state.grad_from_matmul {
+            self.drop_grad(new);
+        } else {
+            let state = self.st(input);
+            let component = if state.leaf_param {
+                Component::Gradients
+            } else {
+                Component::Transient
+            };
+            let sum = self.replay.alloc(state.bytes, component);
+            self.st_mut(input).grad = Some(sum);
+            self.st_mut(input).grad_from_matmul = false;
+            self.drop_grad(old);
+            self.drop_grad(new);
+        }
+    }
+
+    /// Removes the most recent node without running its backward, handing
+    /// back what it held (a checkpoint boundary, resumed by the caller).
+    pub fn pop_node(&mut self) -> Option<Detached> {
+        let node = self.nodes.pop()?;
+        Some(Detached {
+            output: node.output,
+            saved: node.saved,
+            extra: node.extra,
+        })
+    }
+
+    /// Releases what a popped node held.
+    pub fn release_detached(&mut self, d: Detached) {
+        if let Some(t) = d.extra {
+            self.replay.free(t);
+        }
+        for s in d.saved.iter().flatten() {
+            self.release(*s);
+        }
+    }
+
+    /// Moves a value's gradient out (for chaining checkpointed segments).
+    pub fn take_grad(&mut self, v: Value) -> Option<Tensor> {
+        self.st_mut(v).grad.take()
+    }
+
+    /// Sets a value's gradient.
+    pub fn set_grad(&mut self, v: Value, g: Tensor) {
+        self.st_mut(v).grad = Some(g);
+    }
+
+    /// Gradient bytes held as `.grad` by leaf parameters.
+    pub fn has_grad(&self, v: Value) -> bool {
+        self.st(v).grad.is_some()
+    }
+
+    /// `optimizer.zero_grad(set_to_none=True)`: frees every `.grad`, and any
+    /// gradient left on non-leaf values.
+    pub fn zero_grad(&mut self) {
+        for i in 0..self.values.len() {
+            if let Some(g) = self.values[i].grad.take() {
+                self.drop_grad(g);
+            }
+            self.values[i].grad_from_matmul = false;
+        }
+    }
+
+    /// Drops every recorded node without running backward (no-grad exit, or
+    /// an exception), releasing what they saved.
+    pub fn discard_nodes(&mut self, mark: usize) {
+        while self.nodes.len() > mark {
+            let node = self.nodes.pop().expect("non-empty");
+            if let Some(t) = node.extra {
+                self.replay.free(t);
+            }
+            for s in node.saved.iter().flatten() {
+                self.release(*s);
+            }
+        }
+    }
+}

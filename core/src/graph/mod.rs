@@ -1,0 +1,559 @@
+//! A tensor program with PyTorch's lifetime rules, for the families to write
+//! their forward passes in.
+//!
+//! - A value's storage lives while anything holds it: the program (until it
+//!   [`Graph::drop`]s it, as Python drops a rebound name), an autograd node
+//!   that saved it for backward, or autocast's weight-cast cache.
+//! - In grad mode each op records a node with the inputs it saves (the same
+//!   choices `derivatives.yaml` makes: `mul` saves the other operand,
+//!   `linear` saves its input only when the weight needs a gradient, ...).
+//! - [`Graph::backward`] then runs the autograd engine: nodes in reverse
+//!   order; each allocates gradients for its inputs that need one,
+//!   accumulates into an existing gradient in place, frees its gradient
+//!   output and releases what it saved. Leaf parameters keep their gradient
+//!   as `.grad` until [`Graph::zero_grad`].
+//!
+//! This file holds the values and their holders; `ops.rs` the ops (what
+//! each allocates, and what its node keeps: [`Saves`]); `backward.rs` the
+//! autograd engine and checkpoint recompute; `units.rs` what data-parallel
+//! wrappers do (storage that comes and goes, per-layer backward events).
+
+use crate::component::Component;
+use crate::trace::{Replay, Tensor};
+use alloc::vec::Vec;
+
+mod backward;
+mod ops;
+mod units;
+pub use ops::Saves;
+pub use units::UnitEvent;
+
+/// Index of a value in a [`Graph`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Value {
+    index: u32,
+    /// Debug builds: which occupant of a reused slot this handle names
+    /// (see [`Graph::release`]), so that a use after drop is caught.
+    #[cfg(debug_assertions)]
+    generation: u32,
+}
+
+#[derive(Clone, Debug)]
+struct ValueState {
+    bytes: u64,
+    component: Component,
+    storage: Option<Tensor>,
+    /// Holders: the program (1 until dropped), saving nodes, caches.
+    refs: u32,
+    requires_grad: bool,
+    leaf_param: bool,
+    grad: Option<Tensor>,
+    /// The gradient is a matrix multiply's weight gradient: the H200 traces
+    /// show `InputBuffer` never adding into one in place (probably because
+    /// autograd hands it over as a transposed view, `mm(...).t()`).
+    grad_from_matmul: bool,
+}
+
+#[derive(Clone, Debug)]
+struct Node {
+    name: &'static str,
+    layer: Option<u32>,
+    inputs: [Option<Value>; 3],
+    saved: [Option<Value>; 4],
+    /// Extra buffers saved by the op (dropout masks, logsumexp), freed with the node.
+    extra: Option<Tensor>,
+    output: Value,
+    /// Transient bytes the backward kernel needs beyond its gradients,
+    /// taken before the gradients are allocated (flash attention's
+    /// accumulator).
+    backward_workspace: u64,
+    /// Transient buffers taken one after the other once the gradients are
+    /// allocated (cuDNN convolution workspaces of the data-gradient and the
+    /// weight-gradient kernels: each kernel's output exists first).
+    backward_scratch: [u64; 2],
+    /// A checkpointed segment: backward stops here and hands control back.
+    checkpoint: Option<u32>,
+    /// A matrix multiply (see [`Graph::mark_gemm`]).
+    gemm: Option<GradOrder>,
+    /// An addition (see [`Graph::mark_addition`]).
+    addition: bool,
+    /// An in-place op on `output` ([`Graph::inplace`], [`Graph::inplace_add`]).
+    in_place: bool,
+    /// `backward_scratch` holds one kernel's workspace per input: each is
+    /// taken right after that input's gradient (see
+    /// [`Graph::set_backward_kernels`]).
+    scratch_per_input: bool,
+}
+
+impl Node {
+    /// A node named `name` producing `output`, with no inputs, saved
+    /// tensors, buffers or marks yet.
+    fn new(name: &'static str, layer: Option<u32>, output: Value) -> Node {
+        Node {
+            name,
+            layer,
+            inputs: [None; 3],
+            saved: [None; 4],
+            extra: None,
+            output,
+            backward_workspace: 0,
+            backward_scratch: [0; 2],
+            checkpoint: None,
+            gemm: None,
+            addition: false,
+            in_place: false,
+            scratch_per_input: false,
+        }
+    }
+}
+
+/// The order in which a matrix multiply's backward computes its gradients.
+/// PyTorch's generated autograd functions compute them in the alphabetical
+/// order of the argument names: `addmm(self=bias, mat1=input, mat2=weight.t())`
+/// gives input, weight, bias (the ViT and BERT traces); `mm(self=input,
+/// mat2=weight.t())`, a linear without bias, gives weight, then input (GPT-2's
+/// `lm_head` in `measurements/h200-generalization/trace-segments.jsonl`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GradOrder {
+    /// `addmm`: input, weight (then bias).
+    InputFirst,
+    /// `mm`: weight, then input.
+    WeightFirst,
+}
+
+/// A checkpoint boundary reached by [`Graph::backward_run`]: the caller
+/// recomputes the segment from `input` in grad mode, gives the recomputed
+/// output `grad` with [`Graph::set_grad`], runs backward again, then
+/// releases `held` with [`Graph::release_detached`].
+#[derive(Debug)]
+pub struct CheckpointHit {
+    /// Segment index given to [`Graph::checkpoint`].
+    pub segment: u32,
+    /// The segment's input, kept alive by the checkpoint.
+    pub input: Value,
+    /// Gradient of the segment's output (None if nothing flowed).
+    pub grad: Option<Tensor>,
+    /// What the boundary held.
+    pub held: Detached,
+}
+
+/// The value and node arrays a graph leaves with its replay when it is
+/// done, for the next graph on the same replay to reuse (a curve replays
+/// hundreds of lengths; fresh arrays would page-fault in each time).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct GraphBuffers {
+    values: Vec<ValueState>,
+    nodes: Vec<Node>,
+    reusable: Vec<u32>,
+    #[cfg(debug_assertions)]
+    generations: Vec<u32>,
+}
+
+/// A tensor program bound to a replay.
+pub struct Graph<'r> {
+    /// The replay every allocation goes to.
+    pub replay: &'r mut Replay,
+    values: Vec<ValueState>,
+    nodes: Vec<Node>,
+    /// Slots of dropped values that no node can name, for new values: a
+    /// long generation (no autograd nodes) would otherwise grow `values`
+    /// by every op of every decode step.
+    reusable: Vec<u32>,
+    /// Debug builds: occupants of each slot so far (see [`Value`]).
+    #[cfg(debug_assertions)]
+    generations: Vec<u32>,
+    /// Record nodes for backward (`torch.is_grad_enabled()`).
+    pub grad_mode: bool,
+    /// A parameter's gradient is copied into a buffer of its own and freed
+    /// as soon as it exists (DDP with `gradient_as_bucket_view`: `.grad`
+    /// becomes a view of the bucket).
+    pub leaf_grads_copied_out: bool,
+    layer: Option<u32>,
+    /// Bytes of every parameter created, when recording (see [`Graph::record_params`]).
+    param_log: Option<Vec<u64>>,
+    /// fp32 copies from a build-then-cast load, freed one per new parameter.
+    staged: Vec<Tensor>,
+    /// cuBLAS workspaces a fresh process creates lazily: the forward
+    /// thread's at its first matmul ([`Graph::gemm`]), the autograd
+    /// thread's at the first backward matmul ([`Graph::mark_gemm`]).
+    pending_workspaces: [u64; 2],
+    /// Gradients held by more than one input buffer (an addition hands its
+    /// gradient to each operand as is): the tensor and its extra holders.
+    shared_grads: Vec<(Tensor, u32)>,
+    /// The GPU's multiprocessors and resident threads per multiprocessor:
+    /// PyTorch's reduction kernels size their grid (and their global-memory
+    /// buffer) by them.
+    pub multiprocessors: (u32, u32),
+}
+
+impl Drop for Graph<'_> {
+    fn drop(&mut self) {
+        self.replay.graph_buffers = GraphBuffers {
+            values: core::mem::take(&mut self.values),
+            nodes: core::mem::take(&mut self.nodes),
+            reusable: core::mem::take(&mut self.reusable),
+            #[cfg(debug_assertions)]
+            generations: core::mem::take(&mut self.generations),
+        };
+    }
+}
+
+impl<'r> Graph<'r> {
+    /// A program in no-grad mode.
+    pub fn new(replay: &'r mut Replay) -> Graph<'r> {
+        let GraphBuffers {
+            mut values,
+            mut nodes,
+            mut reusable,
+            #[cfg(debug_assertions)]
+            mut generations,
+        } = core::mem::take(&mut replay.graph_buffers);
+        values.clear();
+        nodes.clear();
+        reusable.clear();
+        #[cfg(debug_assertions)]
+        generations.clear();
+        values.reserve(4096);
+        nodes.reserve(4096);
+        Graph {
+            replay,
+            values,
+            nodes,
+            reusable,
+            #[cfg(debug_assertions)]
+            generations,
+            grad_mode: false,
+            leaf_grads_copied_out: false,
+            layer: None,
+            param_log: None,
+            staged: Vec::new(),
+            pending_workspaces: [0; 2],
+            shared_grads: Vec::new(),
+            multiprocessors: (
+                crate::runtime::H200_MULTIPROCESSORS,
+                crate::runtime::H200_THREADS_PER_MULTIPROCESSOR,
+            ),
+        }
+    }
+
+    /// A program in no-grad mode on the GPU `runtime` describes.
+    pub fn for_runtime(replay: &'r mut Replay, runtime: &crate::RuntimeProfile) -> Graph<'r> {
+        let mut g = Graph::new(replay);
+        g.multiprocessors = (runtime.multiprocessors, runtime.threads_per_multiprocessor);
+        g
+    }
+
+    /// Defers the cuBLAS workspaces of a fresh process: `forward` bytes at
+    /// the first matmul, `autograd` bytes at the first backward matmul (0:
+    /// none).
+    pub fn defer_workspaces(&mut self, forward: u64, autograd: u64) {
+        self.pending_workspaces = [forward, autograd];
+    }
+
+    /// A matmul runs: a fresh process's forward cuBLAS handle allocates its
+    /// workspace now (kept for the life of the process).
+    pub fn gemm(&mut self) {
+        let bytes = core::mem::take(&mut self.pending_workspaces[0]);
+        if bytes > 0 {
+            let _kept = self.replay.alloc(bytes, Component::LibraryWorkspace);
+        }
+    }
+
+    /// A backward matrix multiply ran: a fresh process's autograd thread
+    /// creates its cuBLAS workspace now.
+    fn autograd_gemm(&mut self) {
+        let bytes = core::mem::take(&mut self.pending_workspaces[1]);
+        if bytes > 0 {
+            let _kept = self.replay.alloc(bytes, Component::LibraryWorkspace);
+        }
+    }
+
+    /// Starts recording the bytes of each parameter created.
+    pub fn record_params(&mut self) {
+        self.param_log = Some(Vec::new());
+    }
+
+    /// The recorded parameter sizes.
+    pub fn recorded_params(&mut self) -> Vec<u64> {
+        self.param_log.take().unwrap_or_default()
+    }
+
+    /// Build-then-cast loading: the model was constructed in fp32 (these
+    /// sizes, in construction order) and is now cast parameter by
+    /// parameter: each next [`Graph::param`] allocates the cast copy and then
+    /// frees the fp32 original, as `module.half()` / `.to(dtype)` does.
+    pub fn stage_fp32_construction(&mut self, fp32_sizes: &[u64]) {
+        self.replay.op("load: construct in fp32", None);
+        let mut staged: Vec<Tensor> = fp32_sizes
+            .iter()
+            .map(|&b| self.replay.alloc(b, Component::Weights))
+            .collect();
+        staged.reverse();
+        self.staged = staged;
+    }
+
+    /// Sets the op name and layer that the next allocations belong to.
+    pub fn at(&mut self, name: &'static str, layer: Option<u32>) {
+        self.layer = layer;
+        self.replay.op(name, layer);
+    }
+
+    /// Bytes of a value.
+    pub fn bytes(&self, v: Value) -> u64 {
+        self.st(v).bytes
+    }
+
+    /// Whether a value needs a gradient.
+    pub fn requires_grad(&self, v: Value) -> bool {
+        self.st(v).requires_grad
+    }
+
+    fn push(&mut self, state: ValueState) -> Value {
+        let index = match self.reusable.pop() {
+            Some(i) => {
+                self.values[i as usize] = state;
+                i
+            }
+            None => {
+                self.values.push(state);
+                #[cfg(debug_assertions)]
+                self.generations.push(0);
+                (self.values.len() - 1) as u32
+            }
+        };
+        Value {
+            index,
+            #[cfg(debug_assertions)]
+            generation: self.generations[index as usize],
+        }
+    }
+
+    /// The state of a live value (debug builds check that its slot was not
+    /// handed to a newer value since it was dropped).
+    fn st(&self, v: Value) -> &ValueState {
+        #[cfg(debug_assertions)]
+        assert_eq!(
+            self.generations[v.index as usize], v.generation,
+            "a value used after it was dropped"
+        );
+        &self.values[v.index as usize]
+    }
+
+    fn st_mut(&mut self, v: Value) -> &mut ValueState {
+        #[cfg(debug_assertions)]
+        assert_eq!(
+            self.generations[v.index as usize], v.generation,
+            "a value used after it was dropped"
+        );
+        &mut self.values[v.index as usize]
+    }
+
+    /// Allocates a parameter (or buffer) held for the whole run.
+    pub fn param(&mut self, bytes: u64, requires_grad: bool) -> Value {
+        let storage = self.replay.alloc(bytes, Component::Weights);
+        if let Some(log) = self.param_log.as_mut() {
+            log.push(bytes);
+        }
+        if let Some(original) = self.staged.pop() {
+            self.replay.free(original);
+        }
+        self.push(ValueState {
+            bytes,
+            component: Component::Weights,
+            storage: Some(storage),
+            refs: 1,
+            requires_grad,
+            leaf_param: true,
+            grad: None,
+            grad_from_matmul: false,
+        })
+    }
+
+    /// Allocates an input or a free-standing tensor (no node).
+    pub fn input(&mut self, bytes: u64, component: Component) -> Value {
+        let storage = self.replay.alloc(bytes, component);
+        self.push(ValueState {
+            bytes,
+            component,
+            storage: Some(storage),
+            refs: 1,
+            requires_grad: false,
+            leaf_param: false,
+            grad: None,
+            grad_from_matmul: false,
+        })
+    }
+
+    /// Marks a value as needing a gradient (`enable_input_require_grads`).
+    pub fn set_requires_grad(&mut self, v: Value) {
+        self.st_mut(v).requires_grad = true;
+    }
+
+    /// Changes the component a live value is counted under (no allocation).
+    pub fn relabel(&mut self, v: Value, component: Component) {
+        self.st_mut(v).component = component;
+        if let Some(t) = self.values[v.index as usize].storage.as_mut() {
+            self.replay.relabel(t, component);
+        }
+    }
+
+    fn mark_saved(&mut self, v: Value) {
+        let c = self.st(v).component;
+        let saved = saved_component(c);
+        if saved != c {
+            self.relabel(v, saved);
+        }
+    }
+
+    fn retain(&mut self, v: Value) {
+        self.st_mut(v).refs += 1;
+    }
+
+    fn release(&mut self, v: Value) {
+        let s = self.st_mut(v);
+        debug_assert!(s.refs > 0, "release of a dead value");
+        s.refs -= 1;
+        if s.refs == 0 {
+            if let Some(t) = s.storage.take() {
+                self.replay.free(t);
+            }
+            // Without autograd nodes nothing can name the value again.
+            if self.nodes.is_empty() {
+                #[cfg(debug_assertions)]
+                {
+                    self.generations[v.index as usize] += 1;
+                }
+                self.reusable.push(v.index);
+            }
+        }
+    }
+
+    /// The program stops referencing `v` (a Python name rebound or going
+    /// out of scope); storage is freed unless saved or cached.
+    pub fn drop(&mut self, v: Value) {
+        self.release(v);
+    }
+
+    /// Drops several values.
+    pub fn drop_all(&mut self, vs: &[Value]) {
+        for &v in vs {
+            self.release(v);
+        }
+    }
+
+    /// Holds `v` once more (a cache or a second Python name).
+    pub fn hold(&mut self, v: Value) {
+        self.retain(v);
+    }
+}
+
+/// A node taken off the tape by [`Graph::pop_node`].
+#[derive(Debug)]
+pub struct Detached {
+    /// The node's output.
+    pub output: Value,
+    saved: [Option<Value>; 4],
+    extra: Option<Tensor>,
+}
+
+fn saved_component(c: Component) -> Component {
+    match c {
+        Component::Transient => Component::Activations,
+        other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::allocator::AllocatorConfig;
+
+    /// Allocations made by the backward of `loss(h1 + h2)`, with `h1` and
+    /// `h2` computed from one parameter, the sum marked as an addition or not.
+    fn backward_allocations(addition: bool) -> u64 {
+        const MIB: u64 = 1 << 20;
+        let mut replay = Replay::new(AllocatorConfig::default(), None);
+        let mut g = Graph::new(&mut replay);
+        g.grad_mode = true;
+        let p = g.param(4 * MIB, true);
+        let h1 = g.op("h1", &[p], 8 * MIB, Component::Transient, Saves::NOTHING);
+        let h2 = g.op("h2", &[p], 8 * MIB, Component::Transient, Saves::NOTHING);
+        let sum = g.op(
+            "sum",
+            &[h1, h2],
+            8 * MIB,
+            Component::Transient,
+            Saves::NOTHING,
+        );
+        if addition {
+            g.mark_addition(sum);
+        }
+        g.drop_all(&[h1, h2]);
+        let loss = g.op("loss", &[sum], 4, Component::Transient, Saves::NOTHING);
+        g.drop(sum);
+        let before = g.replay.allocations();
+        g.backward(loss);
+        g.zero_grad();
+        g.drop(loss);
+        let after = g.replay.allocations();
+        drop(g);
+        assert_eq!(
+            replay.stats().allocated,
+            4 * MIB,
+            "only the parameter is left"
+        );
+        after - before
+    }
+
+    #[test]
+    fn an_addition_hands_its_gradient_to_both_operands() {
+        // Seed, the sum's gradient, and the parameter's gradient from each
+        // branch (the second accumulated into the first); an unmarked op
+        // allocates a gradient for each operand too.
+        assert_eq!(backward_allocations(true), 4);
+        assert_eq!(backward_allocations(false), 6);
+    }
+
+    /// A residual block as torchvision writes it: `out = f(x); out +=
+    /// identity; out.relu_()`, where `identity` comes from its own
+    /// parameter. Returns the allocations of backward and whether the
+    /// identity's parameter got a gradient.
+    fn residual_backward(inplace_add: bool) -> (u64, bool) {
+        const MIB: u64 = 1 << 20;
+        let mut replay = Replay::new(AllocatorConfig::default(), None);
+        let mut g = Graph::new(&mut replay);
+        g.grad_mode = true;
+        let p = g.param(4 * MIB, true);
+        let q = g.param(4 * MIB, true);
+        let identity = g.op(
+            "identity",
+            &[q],
+            8 * MIB,
+            Component::Transient,
+            Saves::NOTHING,
+        );
+        let out = g.op("f", &[p], 8 * MIB, Component::Transient, Saves::NOTHING);
+        if inplace_add {
+            g.inplace_add("out += identity", out, identity);
+        }
+        g.drop(identity);
+        g.inplace("relu_", out, true);
+        let loss = g.op("loss", &[out], 4, Component::Transient, Saves::NOTHING);
+        g.drop(out);
+        let before = g.replay.allocations();
+        g.backward(loss);
+        let identity_reached = g.st(q).grad.is_some();
+        g.zero_grad();
+        g.drop(loss);
+        (g.replay.allocations() - before, identity_reached)
+    }
+
+    #[test]
+    fn an_in_place_add_shares_its_gradient_and_relu_writes_a_fresh_one() {
+        // Seed, loss gradient, relu's fresh gradient, then each branch's
+        // parameter gradient (the sum's gradient is shared, not copied).
+        assert_eq!(residual_backward(true), (5, true));
+        // Without the add the identity's parameter gets nothing.
+        assert_eq!(residual_backward(false), (4, false));
+    }
+}

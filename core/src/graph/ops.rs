@@ -1,0 +1,256 @@
+//! Ops: what each allocates in forward, and what its autograd node keeps
+//! and takes in backward.
+
+use super::{Graph, Node, Value, ValueState};
+use crate::component::Component;
+use crate::graph::GradOrder;
+
+/// What an op's autograd node keeps for backward (the choices
+/// `derivatives.yaml` makes), and the workspace its backward takes. The
+/// common cases read as a phrase at the call site:
+///
+/// - `Saves::NOTHING`: an addition, a copy, a scale by a constant;
+/// - `Saves::inputs(&[x, w])`: a multiply or matmul keeps its operands;
+/// - `Saves::output()`: softmax, log_softmax, tanh keep their result;
+/// - `.and_buffer(bytes)`: a further saved buffer the kernel allocates
+///   after its output (attention's logsumexp, a norm's mean and rstd,
+///   pooling indices); `.and_buffer_before_output(bytes)` allocates it
+///   first (dropout's bool mask);
+/// - `.with_backward_workspace(bytes)`: a buffer backward takes and frees
+///   before it allocates the input gradients.
+///
+/// In inference (no node recorded) the saved buffer is still allocated by
+/// the kernel and freed when the op returns.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Saves<'a> {
+    inputs: &'a [Value],
+    output: bool,
+    buffer: u64,
+    buffer_before_output: bool,
+    backward_workspace: u64,
+}
+
+impl<'a> Saves<'a> {
+    /// Keeps nothing for backward.
+    pub const NOTHING: Saves<'static> = Saves {
+        inputs: &[],
+        output: false,
+        buffer: 0,
+        buffer_before_output: false,
+        backward_workspace: 0,
+    };
+
+    /// Keeps these values (inputs or earlier values, at most four with the
+    /// output).
+    pub const fn inputs(values: &'a [Value]) -> Saves<'a> {
+        Saves {
+            inputs: values,
+            ..Saves::NOTHING
+        }
+    }
+
+    /// Keeps the op's own output.
+    pub const fn output() -> Saves<'a> {
+        Saves::NOTHING.and_output()
+    }
+
+    /// Keeps the op's own output too.
+    pub const fn and_output(self) -> Saves<'a> {
+        Saves {
+            output: true,
+            ..self
+        }
+    }
+
+    /// Keeps a further buffer of `bytes`, allocated right after the output.
+    pub const fn and_buffer(self, bytes: u64) -> Saves<'a> {
+        Saves {
+            buffer: bytes,
+            ..self
+        }
+    }
+
+    /// Keeps a further buffer of `bytes`, allocated before the output.
+    pub const fn and_buffer_before_output(self, bytes: u64) -> Saves<'a> {
+        Saves {
+            buffer: bytes,
+            buffer_before_output: true,
+            ..self
+        }
+    }
+
+    /// Backward takes a workspace of `bytes`, and frees it, before it
+    /// allocates the input gradients (the memory-efficient attention
+    /// kernel's accumulator).
+    pub const fn with_backward_workspace(self, bytes: u64) -> Saves<'a> {
+        Saves {
+            backward_workspace: bytes,
+            ..self
+        }
+    }
+}
+
+impl Graph<'_> {
+    /// An op: allocates its output (`out_bytes`, tagged `component`) and,
+    /// in grad mode when an input needs a gradient, records an autograd
+    /// node that keeps what `saves` names for backward. `inputs` are the
+    /// values the gradient flows to; each saved value must be an input or
+    /// an earlier value.
+    pub fn op(
+        &mut self,
+        name: &'static str,
+        inputs: &[Value],
+        out_bytes: u64,
+        component: Component,
+        saves: Saves,
+    ) -> Value {
+        self.replay.op(name, self.layer);
+        let early_buffer = (saves.buffer_before_output && saves.buffer > 0)
+            .then(|| self.replay.alloc(saves.buffer, Component::Activations));
+        let storage = self.replay.alloc(out_bytes, component);
+        let requires_grad = self.grad_mode && inputs.iter().any(|&i| self.requires_grad(i));
+        let out = self.push(ValueState {
+            bytes: out_bytes,
+            component,
+            storage: Some(storage),
+            refs: 1,
+            requires_grad,
+            leaf_param: false,
+            grad: None,
+            grad_from_matmul: false,
+        });
+        let extra = if early_buffer.is_some() {
+            early_buffer
+        } else if saves.buffer > 0 {
+            Some(self.replay.alloc(saves.buffer, Component::Activations))
+        } else {
+            None
+        };
+        if requires_grad {
+            let mut node = Node {
+                extra,
+                backward_workspace: saves.backward_workspace,
+                ..Node::new(name, self.layer, out)
+            };
+            for (slot, &i) in node.inputs.iter_mut().zip(inputs) {
+                *slot = Some(i);
+            }
+            for (slot, &s) in node.saved.iter_mut().zip(saves.inputs) {
+                *slot = Some(s);
+                self.retain(s);
+                self.mark_saved(s);
+            }
+            if saves.output {
+                let slot = saves.inputs.len().min(3);
+                node.saved[slot] = Some(out);
+                self.retain(out);
+                self.mark_saved(out);
+            }
+            self.nodes.push(node);
+        } else if let Some(t) = extra {
+            self.replay.free(t);
+        }
+        out
+    }
+
+    /// An in-place op on `target` (e.g. `relu_`): no allocation; in grad
+    /// mode records a node whose gradient flows to `target`'s producer.
+    /// `saves_output` keeps `target` alive for backward.
+    pub fn inplace(&mut self, name: &'static str, target: Value, saves_output: bool) {
+        if self.grad_mode && self.requires_grad(target) && saves_output {
+            self.retain(target);
+            self.mark_saved(target);
+            // Freed with the producer's node: attach as an extra hold.
+            self.nodes.push(Node {
+                saved: [Some(target), None, None, None],
+                in_place: true,
+                ..Node::new(name, self.layer, target)
+            });
+        }
+    }
+
+    /// `target += other` in place: no allocation; in grad mode records a
+    /// node that hands `target`'s gradient, as is, to `other` too (it stays
+    /// `target`'s for its producer), as `AddBackward` does.
+    pub fn inplace_add(&mut self, name: &'static str, target: Value, other: Value) {
+        if !self.grad_mode || !(self.requires_grad(target) || self.requires_grad(other)) {
+            return;
+        }
+        self.st_mut(target).requires_grad = true;
+        self.nodes.push(Node {
+            inputs: [Some(other), None, None],
+            addition: true,
+            in_place: true,
+            ..Node::new(name, self.layer, target)
+        });
+    }
+
+    /// Gives the node that produced `output` (the most recent one)
+    /// backward scratch buffers, taken one after the other after its gradients are allocated and
+    /// freed before its incoming gradient. No-op when no node was recorded.
+    pub fn set_backward_scratch(&mut self, output: Value, buffers: [u64; 2]) {
+        if let Some(node) = self.nodes.last_mut() {
+            if node.output == output {
+                node.backward_scratch = buffers;
+            }
+        }
+    }
+
+    /// Gives the node that produced `output` (the most recent one) one
+    /// backward kernel per input, each with its workspace: the kernel for
+    /// input `i` writes that input's gradient, then takes `workspaces[i]`
+    /// (cuDNN's data-gradient, then weight-gradient convolution; the H200
+    /// trace of ResNet-18 amp training: input gradient, its kernel's
+    /// 16.75 MiB, weight gradient, its kernel's 19.75 MiB). A kernel whose
+    /// input needs no gradient does not run. No-op when no node was recorded.
+    pub fn set_backward_kernels(&mut self, output: Value, workspaces: [u64; 2]) {
+        if let Some(node) = self.nodes.last_mut() {
+            if node.output == output {
+                node.backward_scratch = workspaces;
+                node.scratch_per_input = true;
+            }
+        }
+    }
+
+    /// Marks the node that produced `output` (the most recent one) as a
+    /// matrix multiply: its backward computes its gradients in `order`, and
+    /// the first backward matrix multiply of a fresh process creates the
+    /// autograd thread's cuBLAS workspace, right after its output exists
+    /// (the traces: ResNet-50's `fc` input gradient, BERT's MLM decoder,
+    /// GPT-2's `lm_head` weight gradient). No-op when no node was recorded.
+    pub fn mark_gemm(&mut self, output: Value, order: GradOrder) {
+        if let Some(node) = self.nodes.last_mut() {
+            if node.output == output {
+                node.gemm = Some(order);
+            }
+        }
+    }
+
+    /// Marks the node that produced `output` (the most recent one) as an
+    /// addition: `AddBackward` returns its gradient as is for each operand
+    /// of the same size (no allocation; both input buffers hold the one
+    /// tensor), and a cast or reduced copy for the others (a bf16 operand
+    /// of an fp32 sum, a broadcast bias). No-op when no node was recorded.
+    pub fn mark_addition(&mut self, output: Value) {
+        if let Some(node) = self.nodes.last_mut() {
+            if node.output == output {
+                node.addition = true;
+            }
+        }
+    }
+
+    /// Transient buffers live together inside one kernel (zero sizes skipped).
+    pub fn scratch(&mut self, buffers: [u64; 2]) {
+        let [a, b] = buffers
+            .map(|bytes| (bytes > 0).then(|| self.replay.alloc(bytes, Component::Transient)));
+        for t in [a, b].into_iter().flatten() {
+            self.replay.free(t);
+        }
+    }
+
+    /// A transient workspace: allocated and freed inside one kernel.
+    pub fn workspace(&mut self, name: &'static str, bytes: u64) {
+        self.replay.op(name, self.layer);
+        self.replay.touch(bytes, Component::Transient);
+    }
+}
