@@ -340,3 +340,67 @@ fn generalization_batch_14_convolutional_training_guard() {
     let all: Vec<&Compared> = rows.iter().collect();
     check_bounds("generalization batch 14", &all, 4.5, 16.0, 6);
 }
+
+/// Jobs on several GPUs, one rank's peak: DDP, ZeRO-1 and FSDP2 with a
+/// one-rank NCCL process group on an H200
+/// (`measurements/h200-parallel/measured-w1.jsonl`) and FSDP2 on two
+/// H200s (`measurements/public/h200x2-fsdp2-public.jsonl`). Every case
+/// within 3% of its driver peak, none more than 3% under, but the named
+/// ones:
+/// - two DDP runs in which the reducer's first bucket outlived its rebuild
+///   at the second forward (repeats of the same jobs did not): under by
+///   one flat copy of the gradients in allocated memory, which the model
+///   does not follow;
+/// - ZeRO-1 with checkpointing at b4 L1024 (both runs): allocated exact,
+///   reserved 2.1 GB under (the run makes a second 2 GB loss-sized segment
+///   in its second step).
+#[test]
+fn several_gpu_cases_meet_the_bounds() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../measurements");
+    let mut rows = Vec::new();
+    for file in [
+        "h200-parallel/measured-w1.jsonl",
+        "public/h200x2-fsdp2-public.jsonl",
+    ] {
+        let text = std::fs::read_to_string(root.join(file)).expect(file);
+        let (done, skipped) = compare_file(&text);
+        assert!(skipped.is_empty(), "{file}: skipped {skipped:?}");
+        rows.extend(done);
+    }
+    assert_eq!(rows.len(), 17, "cases in the two files");
+    let bucket_survived = [
+        "llama1b_ddp_w1_amp_bf16_b4_L2048_ckpt0_view",
+        "llama1b_ddp_w1_amp_bf16_b2_L4096_ckpt1",
+    ];
+    let zero1_checkpointed = [
+        "llama1b_zero1_w1_amp_bf16_b4_L1024_ckpt1",
+        "llama1b_zero1_w1_amp_bf16_b4_L1024_ckpt1_run2",
+    ];
+    let gradients = 4 * 1_235_814_400_u64;
+    report(&rows.iter().collect::<Vec<_>>());
+    for r in &rows {
+        if bucket_survived.contains(&r.case.as_str()) {
+            let missing = r.allocated.1 - r.allocated.0;
+            assert!(
+                missing.abs_diff(gradients) <= 2 << 20,
+                "{}: allocated under by {missing}, not one gradient copy",
+                r.case
+            );
+        } else if zero1_checkpointed.contains(&r.case.as_str()) {
+            assert!(
+                (-0.065..=-0.05).contains(&r.error()),
+                "{}: {:+.1}% (known -5.9%)",
+                r.case,
+                100.0 * r.error()
+            );
+            assert!(r.allocated.0.abs_diff(r.allocated.1) <= 2 << 20, "{}", r.case);
+        } else {
+            assert!(
+                r.error().abs() <= 0.03,
+                "{}: {:+.1}%",
+                r.case,
+                100.0 * r.error()
+            );
+        }
+    }
+}
