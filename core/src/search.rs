@@ -2,8 +2,8 @@
 
 use crate::arch::Architecture;
 use crate::error::Error;
-use crate::parallel::Strategy;
 use crate::estimate::{estimate_reusing, estimate_with, Estimate, EstimateOptions};
+use crate::parallel::Strategy;
 use crate::runtime::RuntimeProfile;
 use crate::trace::Replay;
 use crate::workload::{Workload, MAX_BATCH, MAX_IMAGE_SIZE, MAX_SEQ_LEN};

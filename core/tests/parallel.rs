@@ -62,11 +62,7 @@ fn cases() -> Vec<(&'static str, String, Workload)> {
     out.push((
         "llama-3.1-8b",
         "fsdp2 x8, checkpointing, b1 L4096".into(),
-        with(
-            training(1, 4096, Precision::Fp32, true),
-            Strategy::Fsdp2,
-            8,
-        ),
+        with(training(1, 4096, Precision::Fp32, true), Strategy::Fsdp2, 8),
     ));
     let amp = training(4, 2048, Precision::AmpBf16, false);
     out.push((
@@ -105,7 +101,8 @@ fn cases() -> Vec<(&'static str, String, Workload)> {
 
 fn render() -> String {
     let runtime = RuntimeProfile::h200();
-    let mut text = String::from("Per-rank estimates on H200s (driver, reserved, allocated bytes)\n");
+    let mut text =
+        String::from("Per-rank estimates on H200s (driver, reserved, allocated bytes)\n");
     for (id, label, w) in cases() {
         let e = estimate(&arch(id), &w, &runtime).unwrap();
         writeln!(
@@ -133,7 +130,8 @@ fn render() -> String {
 
 #[test]
 fn per_rank_estimates_match_the_golden_file() {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/golden-parallel/strategies.txt");
+    let path =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/golden-parallel/strategies.txt");
     let actual = render();
     if std::env::var_os("HEADROOM_BLESS").is_some() {
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
@@ -204,7 +202,11 @@ fn bad_parallel_settings_name_their_field() {
         ),
         (
             "bert-base-uncased",
-            with(training(1, 128, Precision::AmpBf16, false), Strategy::Ddp, 2),
+            with(
+                training(1, 128, Precision::AmpBf16, false),
+                Strategy::Ddp,
+                2,
+            ),
             "`workload.parallel.strategy`",
         ),
         (
@@ -214,7 +216,11 @@ fn bad_parallel_settings_name_their_field() {
         ),
         (
             "llama-3.2-1b",
-            with(training(1, 128, Precision::AmpBf16, false), Strategy::Fsdp2, 2),
+            with(
+                training(1, 128, Precision::AmpBf16, false),
+                Strategy::Fsdp2,
+                2,
+            ),
             "`workload.training.precision`",
         ),
         (
@@ -224,12 +230,20 @@ fn bad_parallel_settings_name_their_field() {
         ),
         (
             "llama-3.2-1b",
-            with(training(1, 128, Precision::AmpBf16, false), Strategy::None, 4),
+            with(
+                training(1, 128, Precision::AmpBf16, false),
+                Strategy::None,
+                4,
+            ),
             "`workload.parallel.strategy`",
         ),
         (
             "llama-3.2-1b",
-            with(training(1, 128, Precision::AmpBf16, false), Strategy::Ddp, 0),
+            with(
+                training(1, 128, Precision::AmpBf16, false),
+                Strategy::Ddp,
+                0,
+            ),
             "`workload.parallel.world_size`",
         ),
     ];
@@ -281,10 +295,17 @@ proptest! {
 /// means the job without a strategy.
 #[test]
 fn one_gpu_is_the_plain_job() {
-    let w = on_gpus(&training(1, 128, Precision::Fp32, false), Strategy::Fsdp2, 1);
+    let w = on_gpus(
+        &training(1, 128, Precision::Fp32, false),
+        Strategy::Fsdp2,
+        1,
+    );
     assert_eq!(w.parallel.strategy, Strategy::None);
     assert!(GPU_COUNTS.windows(2).all(|p| p[0] < p[1]));
     assert_eq!(fewest_gpus(&[(1, Some(10)), (2, Some(5))], 7), Some(2));
-    assert_eq!(fewest_gpus(&[(1, Some(10)), (2, None), (4, Some(5))], 7), Some(4));
+    assert_eq!(
+        fewest_gpus(&[(1, Some(10)), (2, None), (4, Some(5))], 7),
+        Some(4)
+    );
     assert_eq!(fewest_gpus(&[(1, Some(10))], 7), None);
 }
