@@ -2,7 +2,7 @@
 //! tooltip, and the exports (PNG, CSV, JSON).
 
 use super::context::{page_url, use_page};
-use super::fields::{number_field, parse_u32};
+use super::fields::{checkbox, number_field, parse_u32};
 use super::perf;
 use crate::chart::{self, ChartSpec, Layout};
 use crate::defaults;
@@ -287,12 +287,9 @@ pub fn ChartPanel() -> impl IntoView {
     view! {
         <div class="panel chart-panel">
             <div class="toolbar" role="group" aria-label="Chart settings">
-                <div class="field check">
-                    <input id="log-x" data-testid="log-x" type="checkbox"
-                        prop:checked=move || page.state.with(|s| s.view.log_x)
-                        on:change=move |ev| { let on = event_target_checked(&ev); page.update(|s| s.view.log_x = on); }/>
-                    <label for="log-x">"Log length axis"</label>
-                </div>
+                {checkbox("log-x", "Log length axis",
+                    Box::new(move || page.state.with(|s| s.view.log_x)),
+                    Box::new(move |on| page.update(|s| s.view.log_x = on)))}
                 {range_field("range-from", "From", true)}
                 {range_field("range-to", "To", false)}
                 <details class="gpus" data-testid="gpu-lines">

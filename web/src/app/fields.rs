@@ -11,7 +11,19 @@ pub fn select_field(
     options: Vec<(&'static str, &'static str)>,
     current: impl Fn() -> String + Send + Sync + 'static + Copy,
     on_pick: impl Fn(String) + 'static,
-) -> impl IntoView {
+) -> AnyView {
+    let current: std::sync::Arc<dyn Fn() -> String + Send + Sync> = std::sync::Arc::new(current);
+    select_field_of(id, label, options, current, Box::new(on_pick))
+}
+
+#[allow(clippy::type_complexity)]
+fn select_field_of(
+    id: &'static str,
+    label: &'static str,
+    options: Vec<(&'static str, &'static str)>,
+    current: std::sync::Arc<dyn Fn() -> String + Send + Sync>,
+    on_pick: Box<dyn Fn(String)>,
+) -> AnyView {
     view! {
         <div class="field">
             <label for=id>{label}</label>
@@ -19,12 +31,14 @@ pub fn select_field(
                 {options
                     .into_iter()
                     .map(|(value, text)| {
+                        let current = current.clone();
                         view! { <option value=value prop:selected=move || current() == value>{text}</option> }
                     })
                     .collect_view()}
             </select>
         </div>
     }
+    .into_any()
 }
 
 /// A labelled number input with an inline error from the core's validation.
@@ -35,7 +49,20 @@ pub fn number_field(
     max: u64,
     current: impl Fn() -> String + Send + Sync + 'static,
     on_set: impl Fn(&str) -> Result<(), String> + 'static,
-) -> impl IntoView {
+) -> AnyView {
+    // One copy of the view for every number input (a smaller bundle).
+    number_field_of(id, label, min, max, Box::new(current), Box::new(on_set))
+}
+
+#[allow(clippy::type_complexity)]
+fn number_field_of(
+    id: &'static str,
+    label: &'static str,
+    min: u64,
+    max: u64,
+    current: Box<dyn Fn() -> String + Send + Sync>,
+    on_set: Box<dyn Fn(&str) -> Result<(), String>>,
+) -> AnyView {
     let error = RwSignal::new(None::<String>);
     let err_id = format!("{id}-error");
     let err_id2 = err_id.clone();
@@ -62,6 +89,7 @@ pub fn number_field(
             </span>
         </div>
     }
+    .into_any()
 }
 
 /// `text` as an integer of `min..=max`, or an error naming `field`.
@@ -94,7 +122,7 @@ pub fn choice_field(
     options: Vec<(&'static str, &'static str)>,
     get: fn(&Workload) -> &'static str,
     set: fn(&mut Workload, &str),
-) -> impl IntoView {
+) -> AnyView {
     let page = use_page();
     select_field(
         id,
@@ -104,5 +132,42 @@ pub fn choice_field(
         move |v| {
             let _ = page.apply(|w| set(w, &v));
         },
+    )
+}
+
+/// A labelled checkbox (one copy of the view for every checkbox).
+#[allow(clippy::type_complexity)]
+pub fn checkbox(
+    id: &'static str,
+    label: &'static str,
+    checked: Box<dyn Fn() -> bool + Send + Sync>,
+    on_change: Box<dyn Fn(bool)>,
+) -> AnyView {
+    view! {
+        <div class="field check">
+            <input id=id data-testid=id type="checkbox"
+                prop:checked=checked
+                on:change=move |ev| on_change(event_target_checked(&ev))/>
+            <label for=id>{label}</label>
+        </div>
+    }
+    .into_any()
+}
+
+/// A checkbox of a workload field, set through the core's validation.
+pub fn check_field(
+    id: &'static str,
+    label: &'static str,
+    get: fn(&Workload) -> bool,
+    set: fn(&mut Workload, bool),
+) -> AnyView {
+    let page = use_page();
+    checkbox(
+        id,
+        label,
+        Box::new(move || page.state.with(|s| get(&s.workload))),
+        Box::new(move |on| {
+            let _ = page.apply(|w| set(w, on));
+        }),
     )
 }

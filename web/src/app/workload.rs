@@ -1,7 +1,7 @@
 //! The workload panel: mode, batch, length and the workload's options.
 
 use super::context::use_page;
-use super::fields::{choice_field, number_field, parse_u32};
+use super::fields::{check_field, choice_field, number_field, parse_u32};
 use crate::defaults;
 use crate::state::AppState;
 use crate::vocab::{self, options};
@@ -141,12 +141,8 @@ fn InferenceFields(applies: Memo<defaults::Applies>) -> impl IntoView {
             )}
         })}
         {move || (generation() && kind.get() == InferenceKind::Forward).then(|| view! {
-            <div class="field check">
-                <input id="kv-cache" data-testid="kv-cache" type="checkbox"
-                    prop:checked=move || page.state.with(|s| s.workload.inference.kv_cache)
-                    on:change=move |ev| { let on = event_target_checked(&ev); let _ = page.apply(|w| w.inference.kv_cache = on); }/>
-                <label for="kv-cache">"Return a KV cache (use_cache=True)"</label>
-            </div>
+            {check_field("kv-cache", "Return a KV cache (use_cache=True)",
+                |w| w.inference.kv_cache, |w, on| w.inference.kv_cache = on)}
         })}
         {move || applies.get().logits.then(|| choice_field(
             "logits", "Logits", vocab::logits_options(generation()),
@@ -176,21 +172,11 @@ fn TrainingFields(applies: Memo<defaults::Applies>) -> impl IntoView {
             move || page.state.with(|s| s.workload.training.steps.to_string()),
             move |t| { let v = parse_u32("workload.training.steps", t, 1, headroom_core::workload::MAX_STEPS)?; page.apply(|w| w.training.steps = v) })}
         {move || applies.get().hf_training.then(|| view! {
-            <div class="field check">
-                <input id="grad-ckpt" data-testid="grad-ckpt" type="checkbox"
-                    prop:checked=move || page.state.with(|s| s.workload.training.grad_checkpointing)
-                    on:change=move |ev| { let on = event_target_checked(&ev); let _ = page.apply(|w| w.training.grad_checkpointing = on); }/>
-                <label for="grad-ckpt">"Gradient checkpointing"</label>
-            </div>
-            <div class="field check">
-                <input id="lora" data-testid="lora" type="checkbox"
-                    prop:checked=move || lora_on.get()
-                    on:change=move |ev| {
-                        let on = event_target_checked(&ev);
-                        let _ = page.apply(|w| w.training.lora = on.then(|| Lora { rank: 16, alpha: Some(32.0), target_modules: Vec::new(), dropout: None }));
-                    }/>
-                <label for="lora">"LoRA adapters (frozen base)"</label>
-            </div>
+            {check_field("grad-ckpt", "Gradient checkpointing",
+                |w| w.training.grad_checkpointing, |w, on| w.training.grad_checkpointing = on)}
+            {check_field("lora", "LoRA adapters (frozen base)",
+                |w| w.training.lora.is_some(),
+                |w, on| w.training.lora = on.then(|| Lora { rank: 16, alpha: Some(32.0), target_modules: Vec::new(), dropout: None }))}
         })}
         {move || (applies.get().hf_training && lora_on.get()).then(|| view! {
             {number_field("lora-rank", "LoRA rank", 1, 65_536,
@@ -216,22 +202,25 @@ fn TrainingFields(applies: Memo<defaults::Applies>) -> impl IntoView {
 fn ParallelFields() -> impl IntoView {
     let page = use_page();
     let mode = Memo::new(move |_| page.state.with(|s| s.workload.mode));
-    let strategy = Memo::new(move |_| page.state.with(|s| s.workload.parallel.strategy));
-    let refused = Memo::new(move |_| {
-        page.state.with(|s| {
-            let parallel = &s.workload.parallel;
-            match headroom_core::families::validate(&s.model.arch, &s.workload) {
+    let fsdp2 = Memo::new(move |_| {
+        page.state
+            .with(|s| s.workload.parallel.strategy == Strategy::Fsdp2)
+    });
+    let spread = Memo::new(move |_| page.state.with(|s| !s.workload.parallel.is_single()));
+    let refused = move || {
+        page.state.with(
+            |s| match headroom_core::families::validate(&s.model.arch, &s.workload) {
                 Err(e)
-                    if !parallel.is_single()
+                    if !s.workload.parallel.is_single()
                         || e.field()
                             .is_some_and(|f| f.starts_with("workload.parallel")) =>
                 {
                     Some(e.to_string())
                 }
                 _ => None,
-            }
-        })
-    });
+            },
+        )
+    };
     view! {
         {number_field("world-size", "GPUs per job", 1, MAX_WORLD_SIZE,
             move || page.state.with(|s| s.workload.parallel.world_size.to_string()),
@@ -247,16 +236,12 @@ fn ParallelFields() -> impl IntoView {
                 },
             )
         }}
-        {move || (strategy.get() == Strategy::Fsdp2).then(|| view! {
-            <div class="field check">
-                <input id="reshard" data-testid="reshard" type="checkbox"
-                    prop:checked=move || page.state.with(|s| s.workload.parallel.reshard_after_forward)
-                    on:change=move |ev| { let on = event_target_checked(&ev); let _ = page.apply(|w| w.parallel.reshard_after_forward = on); }/>
-                <label for="reshard">"Reshard after forward (gather again in backward)"</label>
-            </div>
-        })}
-        <p class="error" role="alert" data-testid="parallel-error">{move || refused.get()}</p>
-        {move || (strategy.get() != Strategy::None).then(|| view! {
+        {move || fsdp2.get().then(|| check_field(
+            "reshard", "Reshard after forward (gather again in backward)",
+            |w| w.parallel.reshard_after_forward, |w, on| w.parallel.reshard_after_forward = on,
+        ))}
+        <p class="error" role="alert" data-testid="parallel-error">{refused}</p>
+        {move || spread.get().then(|| view! {
             <p class="hint">"Batch is per GPU; the estimates are one GPU's (one rank's) peak."</p>
         })}
     }
