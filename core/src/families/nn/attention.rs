@@ -1,0 +1,446 @@
+//! Attention: the fused SDPA kernels, SDPA's math fallback, eager
+//! attention, and rotary position embeddings.
+
+use super::{add, cast, dropout, mul, unary, Ctx, BF16, FP32, T};
+use crate::component::Component;
+use crate::graph::{Graph, Saves, Value};
+
+/// Attention shapes.
+#[derive(Clone, Copy, Debug)]
+pub struct AttnShape {
+    /// Batch.
+    pub batch: u64,
+    /// Query heads.
+    pub heads: u64,
+    /// Key/value heads.
+    pub kv_heads: u64,
+    /// Query length.
+    pub q_len: u64,
+    /// Key length.
+    pub kv_len: u64,
+    /// Head width.
+    pub head_dim: u64,
+}
+
+/// `scaled_dot_product_attention` (flash / memory-efficient kernels).
+///
+/// Measured on the H200: in inference the kernel allocates only its
+/// output, already in (b, s, heads, hd) layout, so HF's
+/// `transpose(1, 2).contiguous()` is free (llama-3.1-8b generate trace,
+/// `measurements/h200-segments`). Under autocast, fp32 inputs are cast to
+/// bf16 first and the casts are what backward keeps (llama-3.2-1b amp
+/// training snapshot: six blocks per layer at `sdpa_attention_forward`).
+/// In grad mode the kernel also saves an fp32 logsumexp and its output (in
+/// HF models the next projection saves that storage too; in torchvision's
+/// fp32 ViT training a `contiguous()` copy goes to `out_proj` and the
+/// kernel's output stays with the kernel: 24 blocks per 12 layers at
+/// `multi_head_attention_forward` in `trace-snapshots-6.md`). Its backward
+/// allocates the input gradients, then its fp32 accumulator (the
+/// memory-efficient kernel in fp32 first takes `grad_out * out` for the row
+/// sums, and per-(batch, head) counters with the accumulator).
+pub fn sdpa(g: &mut Graph, cx: &Ctx, q: T, k: T, v: T, s: AttnShape) -> T {
+    let (q, k, v) = if cx.autocast {
+        // sdpa is on autocast's bf16 list: fp32 inputs are cast (and saved).
+        let q = cast(g, q, BF16, "attention (sdpa): autocast cast of query");
+        let k = cast(g, k, BF16, "attention (sdpa): autocast cast of key");
+        let v = cast(g, v, BF16, "attention (sdpa): autocast cast of value");
+        (q, k, v)
+    } else {
+        g.hold(q.v);
+        g.hold(k.v);
+        g.hold(v.v);
+        (q, k, v)
+    };
+    let out_elems = s.batch * s.heads * s.q_len * s.head_dim;
+    let lse = s.batch * s.heads * s.q_len * FP32;
+    let out = g.op(
+        "attention (sdpa)",
+        &[q.v, k.v, v.v],
+        out_elems * q.dsize,
+        Component::Transient,
+        Saves::inputs(&[q.v, k.v, v.v]).and_output().and_buffer(lse),
+    );
+    // Backward allocates the input gradients first, then (fp32, the
+    // memory-efficient kernel) `grad_out * out` for the row sums, then its
+    // fp32 accumulator (the H200 trace of BERT fp32 training: three 24 MiB
+    // gradients, a 24 MiB product, then a 24.02 MiB workspace).
+    let (product, counters) = if q.dsize == FP32 {
+        (out_elems * FP32, s.batch * s.heads * 128)
+    } else {
+        (0, 0)
+    };
+    g.set_backward_scratch(out, [product, out_elems * FP32 + counters]);
+    g.drop_all(&[q.v, k.v, v.v]);
+    T {
+        v: out,
+        elems: out_elems,
+        dsize: q.dsize,
+    }
+}
+
+/// `scaled_dot_product_attention` on PyTorch's math backend: what fp32
+/// inputs with grouped-query heads (`enable_gqa=True`) fall back to, since
+/// flash and cuDNN attention take only half precision and the
+/// memory-efficient kernel no grouped heads (`sdp_utils.cpp`). As
+/// `_scaled_dot_product_attention_math` composes it: the query scaled by
+/// the square root of the scale, a causal mask (bool `tril`, then a float
+/// copy), keys and values `repeat_interleave`d to every head, the keys
+/// transposed and scaled, `q @ k^T`, the mask added in place,
+/// `_safe_softmax` (with a bool row mask), `probs @ v`; its locals live
+/// until it returns (the transposed scaled keys and `matmul`'s contiguous
+/// copy of them only through the first product). The
+/// output comes in (b, heads, s, hd) layout, so the caller's
+/// `transpose(1, 2).contiguous()` copies it. Llama-3.2-1B fp32 training b2
+/// L1024 on the H200 allocates 4.6 GB more than the efficient kernel would
+/// (`measurements/h200-generalization/`).
+pub fn sdpa_math(g: &mut Graph, q: T, k: T, v: T, s: AttnShape) -> T {
+    let ds = q.dsize;
+    let score_elems = s.batch * s.heads * s.q_len * s.kv_len;
+    let kv_elems = s.batch * s.heads * s.kv_len * s.head_dim;
+    let out_elems = s.batch * s.heads * s.q_len * s.head_dim;
+    let scaled_q = g.op(
+        "attention (sdpa math): query * sqrt(scale)",
+        &[q.v],
+        q.bytes(),
+        Component::Transient,
+        Saves::NOTHING,
+    );
+    let mask = (s.q_len > 1).then(|| {
+        let tril = g.input(s.q_len * s.kv_len, Component::Transient);
+        let float = g.input(s.q_len * s.kv_len * ds, Component::Transient);
+        g.drop(tril);
+        float
+    });
+    let expand = |g: &mut Graph, x: T, name| {
+        if s.heads > s.kv_heads {
+            g.op(
+                name,
+                &[x.v],
+                kv_elems * ds,
+                Component::Transient,
+                Saves::NOTHING,
+            )
+        } else {
+            g.hold(x.v);
+            x.v
+        }
+    };
+    let keys = expand(g, k, "attention (sdpa math): repeat_interleave(key)");
+    let values = expand(g, v, "attention (sdpa math): repeat_interleave(value)");
+    let scaled_k = g.op(
+        "attention (sdpa math): key^T * sqrt(scale)",
+        &[keys],
+        kv_elems * ds,
+        Component::Transient,
+        Saves::NOTHING,
+    );
+    // The scaled keys keep the transposed layout: `matmul` copies them
+    // contiguous for its batched GEMM, and both go when it returns (the
+    // scaled keys stay only if autograd saved them).
+    let operand = g.op(
+        "attention (sdpa math): contiguous key operand",
+        &[scaled_k],
+        kv_elems * ds,
+        Component::Transient,
+        Saves::NOTHING,
+    );
+    let scores = g.op(
+        "attention (sdpa math): query @ key^T",
+        &[scaled_q, scaled_k],
+        score_elems * ds,
+        Component::Transient,
+        Saves::inputs(&[scaled_q, scaled_k]),
+    );
+    g.drop_all(&[operand, scaled_k]);
+    let probs = g.op(
+        "attention (sdpa math): softmax",
+        &[scores],
+        score_elems * ds,
+        Component::Transient,
+        Saves::output(),
+    );
+    // Its backward takes a scores-sized temporary once the gradient is
+    // allocated (three scores-sized blocks per layer backward in the H200
+    // trace of Llama-3.2-1B fp32 training, `trace-segments-5.jsonl`).
+    g.set_backward_scratch(probs, [score_elems * ds, 0]);
+    // `_safe_softmax` zeroes fully masked rows through a bool mask of the
+    // scores' shape.
+    g.workspace("attention (sdpa math): softmax row mask", score_elems);
+    g.drop(scores);
+    let out = g.op(
+        "attention (sdpa math): probs @ value",
+        &[probs, values],
+        out_elems * ds,
+        Component::Transient,
+        Saves::inputs(&[probs, values]),
+    );
+    g.drop_all(&[scaled_q, probs, keys, values]);
+    if let Some(m) = mask {
+        g.drop(m);
+    }
+    let t = g.op(
+        "attention output transpose",
+        &[out],
+        out_elems * ds,
+        Component::Transient,
+        Saves::NOTHING,
+    );
+    g.drop(out);
+    T {
+        v: t,
+        elems: out_elems,
+        dsize: ds,
+    }
+}
+
+/// How a model's eager attention turns scores into probabilities.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EagerSoftmax {
+    /// The softmax runs on an fp32 copy of the scores: `softmax(...,
+    /// dtype=torch.float32)` (Llama, Mistral, Qwen2, the encoders), or a
+    /// plain `softmax` under autocast, which runs it in fp32 (GPT-2 amp).
+    pub fp32: bool,
+    /// `dropout(attn_weights, p)` in training after the cast back to the
+    /// values' dtype (GPT-2's `attn_pdrop`): its output and bool mask are
+    /// kept for backward, and it is the tensor the caller holds.
+    pub dropout: bool,
+    /// BERT and ESM: no cast back to the values' dtype; the dropout (if
+    /// any) runs on the softmax output and autocast casts the result for
+    /// the product, which saves the cast.
+    pub dropout_before_cast: bool,
+    /// The scores are IEEE fp16 (not bf16): an fp32 softmax reads them
+    /// without a converted copy.
+    pub half_to_float: bool,
+}
+
+/// Eager attention: `softmax(QK^T * scale + mask, dtype=fp32).to(q.dtype) @ V`
+/// with `repeat_kv` copies for grouped-query attention (GPT-2: the softmax
+/// in the scores' dtype unless autocast runs it in fp32, then dropout on
+/// the probabilities in training; see [`EagerSoftmax`]).
+///
+/// The attention probabilities are returned too (`attn_weights`): the
+/// caller's `hidden_states, _ = self.self_attn(...)` keeps them until its
+/// forward returns (seen in the H200 snapshot: 512 MiB alive through the
+/// MLP); drop them there.
+pub fn eager_attention(
+    g: &mut Graph,
+    q: T,
+    k: T,
+    v: T,
+    s: AttnShape,
+    mask: Option<T>,
+    style: EagerSoftmax,
+) -> (T, Value) {
+    let groups = s.heads / s.kv_heads.max(1);
+    let (kr, vr) = if groups > 1 {
+        let kr = unary(
+            g,
+            T {
+                elems: s.batch * s.heads * s.kv_len * s.head_dim,
+                ..k
+            },
+            "repeat_kv",
+            k.dsize,
+        );
+        let vr = unary(
+            g,
+            T {
+                elems: s.batch * s.heads * s.kv_len * s.head_dim,
+                ..v
+            },
+            "repeat_kv",
+            v.dsize,
+        );
+        (kr, vr)
+    } else {
+        g.hold(k.v);
+        g.hold(v.v);
+        (k, v)
+    };
+    let score_elems = s.batch * s.heads * s.q_len * s.kv_len;
+    // `torch.matmul` folds the batch and head dims into one for `bmm` with
+    // `reshape`: the query (a transposed view of the projection) cannot be
+    // viewed that way when batch > 1 and is copied (a q-sized temporary
+    // around the scores' allocation in the H200 trace); with batch 1 the
+    // fold is a view (no copy in the trace of Mistral-7B eager, b1 L8192,
+    // `measurements/h200-generalization/trace-segments-5.jsonl`).
+    let operand = (s.batch > 1).then(|| {
+        g.op(
+            "attention scores: matmul operand copy",
+            &[q.v],
+            q.bytes(),
+            Component::Transient,
+            Saves::NOTHING,
+        )
+    });
+    let scores = g.op(
+        "attention scores QK^T",
+        &[q.v, kr.v],
+        score_elems * q.dsize,
+        Component::Transient,
+        Saves::inputs(&[q.v, kr.v]),
+    );
+    if let Some(operand) = operand {
+        g.drop(operand);
+    }
+    let scores = T {
+        v: scores,
+        elems: score_elems,
+        dsize: q.dsize,
+    };
+    let scaled = unary(g, scores, "attention scores * scale", q.dsize);
+    g.drop(scores.v);
+    let masked = match mask {
+        Some(m) => {
+            let r = add(g, scaled, m, "attention scores + mask");
+            g.drop(scaled.v);
+            r
+        }
+        None => scaled,
+    };
+    // softmax(x, dtype=torch.float32) converts its input first, then
+    // softmaxes the copy: masked scores, the fp32 copy and the fp32 output
+    // are alive together (H200 snapshot of eager attention). On CUDA, fp16
+    // scores skip the copy: `at::softmax` calls `_softmax(x,
+    // half_to_float=True)`, which reads the half input and writes fp32
+    // (Mistral-7B eager fp16 generation, b1 L8192: 8 GiB less than bf16).
+    let sm_dsize = if style.fp32 { FP32 } else { masked.dsize };
+    let up = if style.half_to_float && masked.dsize == 2 {
+        g.hold(masked.v);
+        masked
+    } else {
+        cast(g, masked, sm_dsize, "softmax: input to fp32")
+    };
+    let sm = g.op(
+        "softmax",
+        &[up.v],
+        score_elems * sm_dsize,
+        Component::Transient,
+        Saves::output(),
+    );
+    g.drop(up.v);
+    let sm = T {
+        v: sm,
+        elems: score_elems,
+        dsize: sm_dsize,
+    };
+    // `softmax(...).to(q.dtype)` in one expression: the fp32 output goes
+    // when `.to` returns, the masked scores when the name is rebound.
+    // `probs` is what the caller keeps (the returned `attn_weights`),
+    // `operand` what `probs @ V` multiplies.
+    let (probs, operand) = if style.dropout_before_cast {
+        // BERT: dropout on the softmax output, then autocast's cast of it
+        // for the product (saved by the product, not returned).
+        let d = if style.dropout {
+            dropout(g, sm, "attention probs dropout")
+        } else {
+            cast(g, sm, sm.dsize, "attention probs")
+        };
+        g.drop_all(&[sm.v, masked.v]);
+        (d, cast(g, d, q.dsize, "attention probs: autocast cast"))
+    } else {
+        let smc = cast(g, sm, q.dsize, "attention probs to q dtype");
+        g.drop_all(&[sm.v, masked.v]);
+        let smc = if style.dropout {
+            let d = dropout(g, smc, "attention probs dropout");
+            g.drop(smc.v);
+            d
+        } else {
+            smc
+        };
+        g.hold(smc.v);
+        (smc, smc)
+    };
+    let out_elems = s.batch * s.heads * s.q_len * s.head_dim;
+    let out = g.op(
+        "attention probs @ V",
+        &[operand.v, vr.v],
+        out_elems * q.dsize,
+        Component::Transient,
+        Saves::inputs(&[operand.v, vr.v]),
+    );
+    g.drop(operand.v);
+    let t = g.op(
+        "attention output transpose",
+        &[out],
+        out_elems * q.dsize,
+        Component::Transient,
+        Saves::NOTHING,
+    );
+    g.drop(out);
+    // The repeated keys and values are locals of the function: freed on return.
+    g.drop_all(&[kr.v, vr.v]);
+    (
+        T {
+            v: t,
+            elems: out_elems,
+            dsize: q.dsize,
+        },
+        probs.v,
+    )
+}
+
+/// The rotary tables of a forward call (`LlamaRotaryEmbedding` /
+/// `EsmRotaryEmbedding.forward`, fp32 with autocast off): `freqs =
+/// inv_freq @ positions`, `emb = cat(freqs, freqs)`, `cos = emb.cos() *
+/// attention_scaling` (two tensors), the same for sin, then `.to(dtype)`;
+/// the fp32 tensors live until the function returns (H200 allocation trace).
+/// Returns (cos, sin) of `tokens x head_dim` in `dsize`, held by the caller.
+pub fn rotary_tables(g: &mut Graph, tokens: u64, head_dim: u64, dsize: u64) -> (T, T) {
+    g.at("rotary embedding cos/sin", None);
+    let table = tokens * head_dim;
+    let freqs = g.input(table / 2 * FP32, Component::Transient);
+    // `inv_freq @ position_ids` is a batched matmul: in a fresh process
+    // the model's first, which creates the cuBLAS workspace (the H200
+    // traces: 32 MiB at `modeling_llama.py:122`, before any layer).
+    g.gemm();
+    let emb = g.input(table * FP32, Component::Transient);
+    let mut scaled = [freqs; 2];
+    for slot in &mut scaled {
+        let raw = g.input(table * FP32, Component::Transient);
+        *slot = g.input(table * FP32, Component::Transient);
+        g.drop(raw);
+    }
+    let fp32 = |v| T {
+        v,
+        elems: table,
+        dsize: FP32,
+    };
+    let cos = cast(g, fp32(scaled[0]), dsize, "rotary cos");
+    let sin = cast(g, fp32(scaled[1]), dsize, "rotary sin");
+    g.drop_all(&[scaled[0], scaled[1], freqs, emb]);
+    (cos, sin)
+}
+
+/// Rotary embedding: `q * cos + rotate_half(q) * sin`, where `rotate_half`
+/// is `cat(-x2, x1)`. `cos`/`sin` are shared (b, s, hd) tensors.
+pub fn rotary(g: &mut Graph, x: T, cos: T, sin: T) -> T {
+    let a = mul(g, x, cos, "rotary: x * cos");
+    let rot = rotate_half(g, x);
+    let b = mul(g, rot, sin, "rotary: rotate_half(x) * sin");
+    g.drop(rot.v);
+    let out = add(g, a, b, "rotary: sum");
+    g.drop_all(&[a.v, b.v]);
+    out
+}
+
+/// `rotate_half(x) = cat(-x2, x1)`: the negated half, then the
+/// concatenation (the half freed once it is copied in). `x` is not dropped.
+pub fn rotate_half(g: &mut Graph, x: T) -> T {
+    let neg = g.op(
+        "rotary: rotate_half",
+        &[x.v],
+        x.bytes() / 2,
+        Component::Transient,
+        Saves::NOTHING,
+    );
+    let rot = g.op(
+        "rotary: rotate_half",
+        &[neg, x.v],
+        x.bytes(),
+        Component::Transient,
+        Saves::NOTHING,
+    );
+    g.drop(neg);
+    T { v: rot, ..x }
+}

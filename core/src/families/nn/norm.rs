@@ -1,0 +1,86 @@
+//! Normalisation layers: HF's RMSNorm and `F.layer_norm`.
+
+use super::{cast, mul, unary_saving_input, Ctx, FP32, T};
+use crate::component::Component;
+use crate::graph::{Graph, Saves, Value};
+
+/// HF's RMSNorm: `w * (x.float() * rsqrt(x.float().pow(2).mean(-1) + eps)).to(x.dtype)`.
+pub fn rms_norm(
+    g: &mut Graph,
+    x: T,
+    weight: Value,
+    weight_dsize: u64,
+    hidden: u64,
+    name: &'static str,
+) -> T {
+    let rows = x.elems / hidden;
+    let x32 = cast(g, x, FP32, name);
+    let p = unary_saving_input(g, x32, name, FP32);
+    let var = g.op(
+        name,
+        &[p.v],
+        rows * FP32,
+        Component::Transient,
+        Saves::NOTHING,
+    );
+    g.drop(p.v);
+    let rs = g.op(
+        name,
+        &[var],
+        rows * FP32,
+        Component::Transient,
+        Saves::NOTHING,
+    );
+    g.drop(var);
+    let rs = T {
+        v: rs,
+        elems: rows,
+        dsize: FP32,
+    };
+    let n = mul(g, x32, rs, name);
+    g.drop_all(&[rs.v, x32.v]);
+    let c = cast(g, n, x.dsize, name);
+    let w = T {
+        v: weight,
+        elems: hidden,
+        dsize: weight_dsize,
+    };
+    // `return self.weight * hidden_states.to(input_dtype)`: the fp32
+    // `hidden_states` is a local until the return, after the product.
+    let out = mul(g, w, c, name);
+    g.drop(c.v);
+    g.drop(n.v);
+    out
+}
+
+/// `F.layer_norm`: output in the input dtype (fp32 under autocast); saves
+/// input, weight and the per-row mean and rstd (fp32).
+pub fn layer_norm(
+    g: &mut Graph,
+    cx: &Ctx,
+    x: T,
+    weight: Value,
+    hidden: u64,
+    name: &'static str,
+) -> T {
+    let rows = x.elems / hidden;
+    let xin = if cx.autocast {
+        cast(g, x, FP32, "autocast: cast to fp32")
+    } else {
+        g.hold(x.v);
+        x
+    };
+    let v = g.op(
+        name,
+        &[xin.v, weight],
+        xin.elems * xin.dsize,
+        Component::Transient,
+        Saves::inputs(&[xin.v, weight]).and_buffer(2 * rows * FP32),
+    );
+    g.drop(xin.v);
+    T {
+        v,
+        elems: x.elems,
+        dsize: xin.dsize,
+    }
+}
