@@ -53,6 +53,17 @@ pub fn plan(args: &RunArgs) -> Result<Vec<ParallelPoint>> {
         .as_deref()
         .map(|t| crate::parallel_args::parse_count("--nproc", t, MAX_WORLD_SIZE))
         .transpose()?;
+    if args.cmd.is_some() {
+        return Err(CollectorError::input(
+            "--cmd: runs your job as given, on one GPU; with --nproc/--cases the collector runs its several-GPU harness (launch torchrun inside --cmd for your own job)",
+        ));
+    }
+    if args.device != 0 {
+        return Err(CollectorError::input(format!(
+            "--device: {} does not apply to several GPUs: ranks use GPUs 0 to N-1 of CUDA_VISIBLE_DEVICES; allowed: set CUDA_VISIBLE_DEVICES to choose them",
+            args.device
+        )));
+    }
     let mut raw: Vec<(String, Value)> = Vec::new();
     match &args.cases {
         Some(path) => {

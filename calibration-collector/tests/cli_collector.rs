@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 
 #[test]
 fn every_command_has_help() {
-    for cmd in ["estimate", "check", "probe", "run", "fit", "upload"] {
+    for cmd in ["estimate", "gpus", "check", "probe", "run", "fit", "upload"] {
         let out = run(&[cmd, "--help"], None);
         assert_eq!(out.status.code(), Some(0), "{cmd}");
         assert!(
