@@ -154,3 +154,80 @@ fn run_with_the_builtin_harness_measures_a_preset() {
     let out = run(&["check", out_file.to_str().unwrap()], None);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
 }
+
+/// Two GPUs of this node, and torchrun (`HEADROOM_TORCHRUN`, default
+/// `torchrun`) with torch, transformers and pynvml.
+fn have_two_gpus() -> Option<String> {
+    if !have_gpu() {
+        return None;
+    }
+    if calibration_collector::gpu::init().unwrap_or(0) < 2 {
+        skip("fewer than two GPUs visible");
+        return None;
+    }
+    let torchrun = std::env::var("HEADROOM_TORCHRUN").unwrap_or_else(|_| "torchrun".into());
+    if calibration_collector::torchrun::check_available(&torchrun).is_err() {
+        skip("no torchrun");
+        return None;
+    }
+    Some(torchrun)
+}
+
+#[test]
+#[ignore = "needs two NVIDIA GPUs and torchrun"]
+fn probe_measures_nccl_on_two_ranks_and_run_writes_a_line_per_rank() {
+    let Some(torchrun) = have_two_gpus() else {
+        return;
+    };
+    let out = run(
+        &[
+            "probe",
+            "--json",
+            "--device",
+            "0",
+            "--world-size",
+            "2",
+            "--torchrun",
+            &torchrun,
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let comm = v["nccl"]["communicator_bytes"].as_u64().unwrap();
+    assert!((16 << 20..4 << 30).contains(&comm), "communicator {comm}");
+    assert_eq!(v["nccl"]["rank_bytes"].as_array().unwrap().len(), 2);
+    let dir = tempfile::tempdir().unwrap();
+    let out_file = dir.path().join("x2.jsonl");
+    let out = run(
+        &[
+            "run",
+            "--model",
+            "llama-3.2-1b",
+            "--workload",
+            r#"{"mode": "training", "training": {"precision": "fp32"}, "parallel": {"strategy": "fsdp2"}}"#,
+            "--seq-lens",
+            "512",
+            "--nproc",
+            "2",
+            "--torchrun",
+            &torchrun,
+            "--out",
+            out_file.to_str().unwrap(),
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let lines: Vec<Value> = std::fs::read_to_string(&out_file)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2);
+    for (rank, l) in lines.iter().enumerate() {
+        assert_eq!(l["measured"]["rank"], rank);
+        assert_eq!(l["measured"]["status"], "ok");
+        let e = l["predicted"]["error"].as_f64().unwrap();
+        assert!(e.abs() < 0.15, "rank {rank}: error {e}");
+    }
+}
