@@ -4,6 +4,7 @@
 //! under 5 ms per curve on the development machine (2 cores).
 #![allow(clippy::field_reassign_with_default)]
 
+use headroom_core::parallel::Strategy;
 use headroom_core::search::{curve, lengths};
 use headroom_core::workload::{InferenceKind, Mode};
 use headroom_core::{presets, RuntimeProfile, Workload};
@@ -66,5 +67,31 @@ fn main() {
         "mixtral-8x7b",
         &infer,
         131_072,
+    );
+
+    // One rank of a job on several GPUs against the same job on one GPU:
+    // the per-rank replay adds FSDP2's gathers and reductions (target: at
+    // most twice the single-GPU estimate's cost).
+    let mut fp32 = Workload::default();
+    fp32.mode = Mode::Training;
+    fp32.training.precision = headroom_core::workload::Precision::Fp32;
+    let single = time_curve(
+        "llama-3.1-8b training (fp32, 1 GPU)",
+        "llama-3.1-8b",
+        &fp32,
+        32_768,
+    );
+    let mut fsdp2 = fp32.clone();
+    fsdp2.parallel.strategy = Strategy::Fsdp2;
+    fsdp2.parallel.world_size = 8;
+    let rank = time_curve(
+        "llama-3.1-8b training (fsdp2 x8, per rank)",
+        "llama-3.1-8b",
+        &fsdp2,
+        32_768,
+    );
+    println!(
+        "per-rank estimate cost: {:.2}x the single-GPU one (target at most 2x)",
+        rank / single
     );
 }
