@@ -67,6 +67,9 @@ LLAMA = {
     "llama-3.2-1b": dict(vocab_size=128256, hidden_size=2048, intermediate_size=8192,
                          num_hidden_layers=16, num_attention_heads=32, num_key_value_heads=8,
                          tie_word_embeddings=True),
+    "llama-3.2-3b": dict(vocab_size=128256, hidden_size=3072, intermediate_size=8192,
+                         num_hidden_layers=28, num_attention_heads=24, num_key_value_heads=8,
+                         tie_word_embeddings=True),
     "llama-3.1-8b": dict(vocab_size=128256, hidden_size=4096, intermediate_size=14336,
                          num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=8,
                          tie_word_embeddings=False),
@@ -193,6 +196,9 @@ def main():
         from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
         with torch.device("meta"):
             model = LlamaForCausalLM(cfg)
+        if precision == "bf16":
+            # bf16 sharded parameters (and AdamW state) instead of fp32.
+            model = model.to(torch.bfloat16)
         if ckpt:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         mp = MixedPrecisionPolicy(param_dtype=torch_dtype(torch, par.get("param_dtype", "bf16")),
