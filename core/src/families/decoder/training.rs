@@ -1,0 +1,153 @@
+//! Training steps: forward, loss, backward (recomputing checkpointed
+//! layers; FSDP2's per-layer gathers and reductions), optimizer step.
+
+use super::{layer_input_dsize, Call, KvCache, Model};
+use crate::arch::Dtype;
+use crate::families::nn::{self, Ctx, BF16, FP32, T};
+use crate::families::optim::{self, OptimizerState};
+use crate::families::sharding::{self, UnitId};
+use crate::graph::{Graph, UnitEvent, Value};
+use crate::parallel::Strategy;
+use crate::workload::{Logits, Precision, Workload};
+use alloc::vec::Vec;
+
+pub(super) fn train(g: &mut Graph, model: &Model, workload: &Workload, b: u64, s: u64, gpt2: bool) {
+    let t = &workload.training;
+    let parallel = &workload.parallel;
+    let mut state = OptimizerState::default();
+    // DDP (and ZeRO-1, which runs on DDP): the reducer's buckets; ZeRO-1
+    // updates only this rank's partition of the parameters.
+    let data_parallel = matches!(parallel.strategy, Strategy::Ddp | Strategy::Zero1);
+    let optimized = match parallel.strategy {
+        Strategy::Zero1 => {
+            sharding::zero1_partition(&model.w.trainable, parallel.world_size as u64)
+        }
+        _ => model.w.trainable.clone(),
+    };
+    let mut buckets = if data_parallel {
+        g.leaf_grads_copied_out = parallel.gradient_as_bucket_view;
+        sharding::ddp_initial_bucket(g, &model.w.trainable)
+    } else {
+        Vec::new()
+    };
+    if t.optimizer_state_resident {
+        optim::preallocate(g, t.optimizer, &optimized, &mut state);
+    }
+    for step in 0..t.steps {
+        g.replay.step(Some(step));
+        if data_parallel && step == 1 {
+            // The reducer rebuilds its buckets at the second forward: the
+            // new ones are allocated before the old one is released.
+            let rebuilt = sharding::ddp_buckets(
+                g,
+                &model.w.trainable,
+                parallel.bucket_cap_mb as u64 * (1 << 20),
+            );
+            g.replay.free_all(core::mem::replace(&mut buckets, rebuilt));
+        }
+        g.grad_mode = true;
+        let mut cx = match (t.precision, t.lora.is_some()) {
+            _ if model.fsdp.is_some() => Ctx::plain(parallel.param_dtype.bytes()),
+            (Precision::AmpBf16, false) => Ctx::amp(),
+            (Precision::Fp32, false) => Ctx::plain(FP32),
+            _ => Ctx::plain(BF16),
+        };
+        let call = Call {
+            batch: b,
+            tokens: s,
+            logits: Logits::All,
+            checkpointing: t.grad_checkpointing,
+            gpt2_dropout: gpt2,
+            decode: false,
+            generate: false,
+        };
+        let mut rope = None;
+        let mut no_cache = None;
+        // `use_cache=True` (the config default): the forward fills a
+        // DynamicCache that the returned outputs hold until they are dropped.
+        // transformers turns the cache off under gradient checkpointing.
+        let mut train_cache = if t.use_cache && !t.grad_checkpointing {
+            Some(KvCache {
+                layers: Vec::new(),
+                dtype: if cx.autocast || cx.compute_dsize == BF16 {
+                    Dtype::Bf16
+                } else {
+                    Dtype::Fp32
+                },
+            })
+        } else {
+            None
+        };
+        let mut mask = None;
+        let logits = model.forward(g, &mut cx, &call, &mut train_cache, &mut rope, &mut mask);
+        g.at("loss: cross entropy over all tokens", None);
+        let loss = nn::causal_lm_loss(g, logits, b * s);
+        // FSDP2's root post-forward runs as `model.forward` returns, after
+        // the loss: the last layer's all-gather output goes.
+        if let Some(f) = &model.fsdp {
+            f.borrow_mut().root_post_forward(g);
+        }
+        g.drop(logits.v);
+        // `loss = model(...).loss`: the outputs, and the cache they hold,
+        // go as soon as the loss is taken (autograd keeps what it saved).
+        if let Some(c) = train_cache.take() {
+            for l in c.layers {
+                g.drop_all(&[l.keys, l.values]);
+            }
+        }
+        cx.exit_autocast(g);
+        g.at("backward", None);
+        let mut recompute = |g: &mut Graph, segment: u32, input: Value| {
+            // Recompute the layer with saving, then backward through it.
+            let x = T {
+                v: input,
+                elems: b * s * model.a.hidden_size as u64,
+                dsize: layer_input_dsize(&cx, model),
+            };
+            g.at("backward: recompute checkpointed layer", Some(segment));
+            cx.cache_weight_casts = false;
+            model
+                .layer(
+                    g,
+                    &mut cx,
+                    segment as usize,
+                    x,
+                    &call,
+                    rope,
+                    &mut no_cache,
+                    mask,
+                )
+                .v
+        };
+        match &model.fsdp {
+            None => g.backward_recomputing(loss.v, &mut recompute),
+            Some(f) => {
+                // FSDP2's hooks: the root's pre-backward prefetches the last
+                // layer; each layer is gathered as backward reaches it and
+                // its gradients reduced as backward leaves it; the root's
+                // reduction runs in the engine's final callback.
+                g.backward_with_units(loss.v, Some(&mut recompute), &mut |g, event| {
+                    let mut f = f.borrow_mut();
+                    match event {
+                        UnitEvent::Start => f.root_pre_backward(g),
+                        UnitEvent::Enter(l) => f.pre_backward(g, l as usize),
+                        UnitEvent::Leave(l) => f.post_backward(g, UnitId::Layer(l as usize)),
+                        UnitEvent::End => f.end_backward(g),
+                    }
+                });
+            }
+        }
+        if let Some((cos, sin)) = rope {
+            g.drop_all(&[cos.v, sin.v]);
+        }
+        if let Some(m) = mask {
+            g.drop(m.v);
+        }
+        g.drop(loss.v);
+        g.grad_mode = false;
+        g.at("optimizer step", None);
+        optim::step(g, t.optimizer, &optimized, &mut state);
+        g.at("zero_grad(set_to_none=True)", None);
+        g.zero_grad();
+    }
+}

@@ -1,0 +1,351 @@
+//! The decoder's weights as the model's constructor creates them: module
+//! order, quantised and LoRA layers, FSDP2's units, tensor-parallel shards.
+
+use super::{Layer, Mlp, Storage, Weights};
+use crate::arch::{DecoderArch, MlpKind, NormKind};
+use crate::families::nn::{self, Linear, BF16, FP32};
+use crate::families::optim::Trainable;
+use crate::families::sharding::{Fsdp2, Fsdp2Options, Unit};
+use crate::graph::{Graph, Value};
+use crate::parallel::Strategy;
+use crate::workload::{Mode, Workload};
+use alloc::vec::Vec;
+
+struct Builder<'a, 'r> {
+    g: &'a mut Graph<'r>,
+    s: Storage,
+    trainable: Vec<Trainable>,
+    params: u64,
+    bytes: u64,
+    /// FSDP2: the units being built.
+    shards: Option<ShardBuild>,
+}
+
+/// FSDP2 units as `fully_shard` makes them: each decoder layer, then the
+/// root (every parameter outside the layers).
+struct ShardBuild {
+    world: u64,
+    /// Bytes per element of the sharded parameters (the training
+    /// precision's parameter dtype).
+    orig_dsize: u64,
+    /// The unit whose parameters are being created.
+    current: Unit,
+    layers: Vec<Unit>,
+    root: Unit,
+}
+
+impl Builder<'_, '_> {
+    /// FSDP2: the parameters created so far belong to the root (`None`) or
+    /// to decoder layer `Some(n)`.
+    fn end_unit(&mut self, layer: bool) {
+        if let Some(sb) = self.shards.as_mut() {
+            let unit = core::mem::take(&mut sb.current);
+            if layer {
+                sb.layers.push(unit);
+            } else {
+                sb.root.params.extend(unit.params);
+                sb.root.shards.extend(unit.shards);
+            }
+        }
+    }
+
+    fn tensor(&mut self, rows: u64, cols: u64, quantizable: bool) -> Value {
+        let elems = rows * cols;
+        if let Some(sb) = self.shards.as_mut() {
+            // fully_shard: this rank's dim-0 shard (padded to ceil(rows /
+            // world) rows) in the parameter dtype, allocated now; the
+            // unsharded parameter (padded rows, `param_dtype`) exists only
+            // while its unit is gathered.
+            let shard_rows = rows.div_ceil(sb.world);
+            let shard_bytes = shard_rows * cols * sb.orig_dsize;
+            let shard = self.g.param(shard_bytes, false);
+            let unsharded_rows = shard_rows * sb.world;
+            let v = self.g.param_deferred(unsharded_rows * cols * self.s.dsize);
+            sb.current.params.push(Trainable {
+                value: v,
+                dsize: self.s.dsize,
+                rows: unsharded_rows,
+                cols,
+            });
+            let shard = Trainable {
+                value: shard,
+                dsize: sb.orig_dsize,
+                rows: shard_rows,
+                cols,
+            };
+            sb.current.shards.push(shard);
+            self.trainable.push(shard);
+            self.params += elems;
+            self.bytes += shard_bytes;
+            return v;
+        }
+        let bytes = match (quantizable, self.s.quant) {
+            (true, Some(q)) => q.storage_bytes(elems),
+            _ => elems * self.s.dsize,
+        };
+        let train = !self.s.frozen;
+        let v = self.g.param(bytes, train);
+        self.params += elems;
+        self.bytes += bytes;
+        if train {
+            self.trainable.push(Trainable {
+                value: v,
+                dsize: self.s.dsize,
+                rows,
+                cols,
+            });
+        }
+        v
+    }
+
+    fn linear(&mut self, inp: u64, out: u64, bias: bool, lora_target: bool) -> Linear {
+        let weight = self.tensor(out, inp, true);
+        let bias = if bias {
+            Some(self.tensor(out, 1, false))
+        } else {
+            None
+        };
+        let lora = if lora_target && self.s.lora_rank > 0 {
+            let r = self.s.lora_rank;
+            let a = self.g.param(r * inp * FP32, true);
+            let b = self.g.param(out * r * FP32, true);
+            self.params += r * (inp + out);
+            self.bytes += r * (inp + out) * FP32;
+            self.trainable.push(Trainable {
+                value: a,
+                dsize: FP32,
+                rows: r,
+                cols: inp,
+            });
+            self.trainable.push(Trainable {
+                value: b,
+                dsize: FP32,
+                rows: out,
+                cols: r,
+            });
+            Some((a, b, r))
+        } else {
+            None
+        };
+        Linear {
+            weight,
+            weight_dsize: self.s.dsize,
+            bias,
+            in_features: inp,
+            out_features: out,
+            lora,
+            quantized: self.s.quant.is_some(),
+        }
+    }
+}
+
+fn lora_targets(workload: &Workload) -> Option<(u64, Vec<&str>)> {
+    let lora = workload.training.lora.as_ref()?;
+    if workload.mode != Mode::Training {
+        return None;
+    }
+    let targets: Vec<&str> = if lora.target_modules.is_empty() {
+        alloc::vec!["q_proj", "v_proj"]
+    } else {
+        lora.target_modules.iter().map(|s| s.as_str()).collect()
+    };
+    Some((lora.rank as u64, targets))
+}
+
+/// Builds the weights; an untied `lm_head` holds `1 / head_shards` of the
+/// vocabulary (tensor parallelism).
+pub(super) fn build(
+    g: &mut Graph,
+    a: &DecoderArch,
+    workload: &Workload,
+    head_shards: u64,
+) -> Weights {
+    let training = workload.mode == Mode::Training;
+    let lora = lora_targets(workload);
+    // LoRA freezes a base in the workload's dtype; otherwise the precision decides.
+    let dsize = if training && lora.is_some() {
+        if workload.dtype.is_float() {
+            workload.dtype.bytes()
+        } else {
+            BF16
+        }
+    } else {
+        nn::param_dsize(workload)
+    };
+    let quant = if workload.dtype.is_float() {
+        None
+    } else {
+        Some(workload.dtype)
+    };
+    let (h, v) = (a.hidden_size as u64, a.vocab_size as u64);
+    let qd = a.num_heads as u64 * a.head_dim as u64;
+    let kvd = a.num_kv_heads as u64 * a.head_dim as u64;
+    let (rank, targets) = lora.unwrap_or((0, Vec::new()));
+    let is = |name: &str| {
+        targets
+            .iter()
+            .any(|t| *t == name || (name == "c_attn" && (*t == "q_proj" || *t == "qkv_proj")))
+    };
+    let parallel = &workload.parallel;
+    let shards = (parallel.strategy == Strategy::Fsdp2 && training).then(|| ShardBuild {
+        world: parallel.world_size as u64,
+        orig_dsize: nn::param_dsize(workload),
+        current: Unit::default(),
+        layers: Vec::new(),
+        root: Unit::default(),
+    });
+    let dsize = if shards.is_some() {
+        parallel.param_dtype.bytes()
+    } else {
+        dsize
+    };
+    let mut b = Builder {
+        shards,
+        g,
+        s: Storage {
+            dsize,
+            quant,
+            frozen: rank > 0,
+            lora_rank: rank,
+        },
+        trainable: Vec::new(),
+        params: 0,
+        bytes: 0,
+    };
+    b.g.at("load weights", None);
+    let embed = b.tensor(v, h, false);
+    let positions = if a.learned_positions > 0 {
+        Some(b.tensor(a.learned_positions as u64, h, false))
+    } else {
+        None
+    };
+    let norm_len = match a.norm {
+        NormKind::RmsNorm => 1,
+        NormKind::LayerNorm => 2,
+    };
+    b.end_unit(false);
+    let mut layers = Vec::with_capacity(a.num_layers as usize);
+    for layer in 0..a.num_layers {
+        // GPT-2's c_attn is one fused linear (h -> 3h) whose output q, k and
+        // v are views of; it is stored in `q` (k and v then stay unused).
+        let fused = a.norm == NormKind::LayerNorm;
+        let q = if fused {
+            b.linear(h, qd + 2 * kvd, a.qkv_bias, is("q_proj"))
+        } else {
+            b.linear(h, qd, a.qkv_bias, is("q_proj"))
+        };
+        let k = if fused {
+            q
+        } else {
+            b.linear(h, kvd, a.qkv_bias, is("k_proj"))
+        };
+        let vv = if fused {
+            q
+        } else {
+            b.linear(h, kvd, a.qkv_bias, is("v_proj"))
+        };
+        let o = b.linear(qd, h, a.dense_bias, is("o_proj"));
+        let mlp = match (a.moe, a.mlp) {
+            (Some(m), _) if layer >= m.first_dense_layers => {
+                let router = b.tensor(m.num_experts as u64, h, false);
+                let e = m.num_experts as u64;
+                let i = m.expert_intermediate_size as u64;
+                let gate_up = b.linear(h, e * 2 * i, false, false);
+                let down = b.linear(i, e * h, false, false);
+                let shared = if m.shared_expert_intermediate_size > 0 {
+                    let si = m.shared_expert_intermediate_size as u64;
+                    let sg = b.linear(h, si, false, false);
+                    let su = b.linear(h, si, false, false);
+                    let sd = b.linear(si, h, false, false);
+                    let _shared_gate = b.tensor(1, h, false);
+                    Some((sg, su, sd))
+                } else {
+                    None
+                };
+                Mlp::Moe {
+                    router,
+                    experts: e,
+                    top_k: m.experts_per_token as u64,
+                    gate_up,
+                    down,
+                    shared,
+                }
+            }
+            (_, MlpKind::Gated) => {
+                let i = a.intermediate_size as u64;
+                Mlp::Gated {
+                    gate: b.linear(h, i, a.dense_bias, is("gate_proj")),
+                    up: b.linear(h, i, a.dense_bias, is("up_proj")),
+                    down: b.linear(i, h, a.dense_bias, is("down_proj")),
+                }
+            }
+            (_, MlpKind::Plain) => {
+                let i = a.intermediate_size as u64;
+                Mlp::Plain {
+                    fc: b.linear(h, i, a.dense_bias, is("c_fc") || is("fc1")),
+                    proj: b.linear(i, h, a.dense_bias, is("c_proj") || is("fc2")),
+                }
+            }
+        };
+        let norm1 = b.tensor(h * norm_len, 1, false);
+        let norm2 = b.tensor(h * norm_len, 1, false);
+        for _ in 0..a.extra_norms_per_layer {
+            let _ = b.tensor(h * norm_len, 1, false);
+        }
+        b.end_unit(true);
+        layers.push(Layer {
+            norm1,
+            q,
+            k,
+            v: vv,
+            o,
+            norm2,
+            mlp,
+        });
+    }
+    let norm = b.tensor(h * norm_len, 1, false);
+    if a.learned_positions == 0 {
+        // Rotary inv_freq buffer (fp32, not a parameter).
+        let inv = a.head_dim as u64 / 2 * FP32;
+        b.g.param(inv, false);
+        b.bytes += inv;
+    }
+    let lm_head = if a.tie_word_embeddings {
+        Linear {
+            weight: embed,
+            weight_dsize: dsize,
+            bias: None,
+            in_features: h,
+            out_features: v,
+            lora: None,
+            quantized: false,
+        }
+    } else {
+        let mut l = b.linear(h, v / head_shards, false, false);
+        l.quantized = false;
+        l
+    };
+    b.end_unit(false);
+    let fsdp = b.shards.take().map(|sb| {
+        let options = Fsdp2Options {
+            world: sb.world,
+            param_dsize: dsize,
+            orig_dsize: sb.orig_dsize,
+            reduce_dsize: parallel.reduce_dtype.bytes(),
+            reshard_after_forward: parallel.reshard_after_forward,
+        };
+        Fsdp2::new(options, sb.root, sb.layers)
+    });
+    let (trainable, params, bytes) = (b.trainable, b.params, b.bytes);
+    Weights {
+        fsdp,
+        embed,
+        positions,
+        layers,
+        norm,
+        lm_head,
+        trainable,
+        params,
+        bytes,
+    }
+}
