@@ -44,7 +44,7 @@ impl T {
     }
 }
 
-/// Bytes of bf16 / fp16 / fp32 and int64 elements.
+/// bf16 / fp16 element size.
 pub const BF16: u64 = 2;
 
 /// fp32 element size.
