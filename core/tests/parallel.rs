@@ -256,10 +256,11 @@ fn bad_parallel_settings_name_their_field() {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(12))]
 
-    /// FSDP2's per-rank peak at a fixed per-rank batch never grows with the
-    /// world size, beyond what depends on it: NCCL's buffers for a second
-    /// peer (two ranks to four) and each parameter's shard padded to a
-    /// whole row per rank.
+    /// FSDP2's per-rank allocated peak at a fixed per-rank batch never
+    /// grows with the world size, beyond each parameter's shard padded to
+    /// a whole row per rank. (Reserved memory may: smaller shards split
+    /// the cache differently; Llama-3.2-1B bf16 at b1 L257 reserves 287 MB
+    /// more per rank on 8 ranks than on 4, and less again on 16.)
     #[test]
     fn fsdp2_per_rank_peak_does_not_grow_with_world_size(
         batch in 1u32..=2,
@@ -277,13 +278,12 @@ proptest! {
         let mut previous: Option<u64> = None;
         for world in [1u32, 2, 4, 8] {
             w.parallel.world_size = world;
-            let peak = estimate(&a, &w, &runtime).unwrap().driver_peak.0;
+            let peak = estimate(&a, &w, &runtime).unwrap().allocated_peak.0;
             if let Some(before) = previous {
-                let peer = if world == 4 { runtime.nccl_peer_bytes } else { 0 };
                 let padding = 16 << 20;
                 prop_assert!(
-                    peak <= before + peer + padding,
-                    "world {world}: {peak} > {before} + {peer} + {padding}"
+                    peak <= before + padding,
+                    "world {world}: {peak} > {before} + {padding}"
                 );
             }
             previous = Some(peak);
