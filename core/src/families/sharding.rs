@@ -175,19 +175,6 @@ impl Fsdp2 {
         }
     }
 
-    /// Every sharded parameter, the optimizer's parameter list
-    /// (`model.parameters()` order: root's embedding first, layers, then
-    /// the rest of the root).
-    pub fn shards(&self) -> Vec<Trainable> {
-        let mut all = Vec::new();
-        all.extend(self.root.shards.iter().take(1).copied());
-        for unit in &self.layers {
-            all.extend(unit.shards.iter().copied());
-        }
-        all.extend(self.root.shards.iter().skip(1).copied());
-        all
-    }
-
     fn unit(&mut self, id: UnitId) -> &mut Unit {
         match id {
             UnitId::Root => &mut self.root,
