@@ -89,7 +89,7 @@ pub fn validate(arch: &Architecture, workload: &Workload) -> Result<(), Error> {
 /// FSDP2's all-gather copy-in stream: the flat cast of this rank's shards
 /// and the all-gather output (the collective itself runs on the all-gather
 /// stream, which allocates nothing).
-pub const ALL_GATHER_STREAM: Stream = Stream::side(1);
+pub const ALL_GATHER_COPY_IN_STREAM: Stream = Stream::side(1);
 /// FSDP2's reduce-scatter stream: each unit's reduced gradient shard.
 pub const REDUCE_SCATTER_STREAM: Stream = Stream::side(2);
 
@@ -248,11 +248,11 @@ impl Fsdp2 {
         let shard_bytes = unit.shard_numel(options.world) * options.param_dsize;
         let cast = g
             .replay
-            .alloc_on(shard_bytes, Component::Weights, ALL_GATHER_STREAM);
+            .alloc_on(shard_bytes, Component::Weights, ALL_GATHER_COPY_IN_STREAM);
         let buffer = g.replay.alloc_on(
             shard_bytes * options.world,
             Component::Weights,
-            ALL_GATHER_STREAM,
+            ALL_GATHER_COPY_IN_STREAM,
         );
         g.replay.free(cast);
         self.unit(id).gather_buffer = Some(buffer);
