@@ -108,6 +108,31 @@ pub fn parse_records(file: &str, text: &str) -> Result<Vec<Record>> {
     Ok(out)
 }
 
+/// Refuses a file named twice on `command`'s command line (the same path,
+/// however spelt, or `-` twice): its cases would count twice.
+pub fn refuse_repeated_files(command: &str, files: &[String]) -> Result<()> {
+    let key = |f: &str| {
+        if f == "-" {
+            std::path::PathBuf::from(f)
+        } else {
+            std::fs::canonicalize(f).unwrap_or_else(|_| std::path::PathBuf::from(f))
+        }
+    };
+    for (i, file) in files.iter().enumerate() {
+        if let Some(earlier) = files[..i].iter().find(|e| key(e) == key(file)) {
+            let same = if earlier == file {
+                format!("{file} is given twice")
+            } else {
+                format!("{file} is the same file as {earlier}")
+            };
+            return Err(CollectorError::input(format!(
+                "{command}: {same}; allowed: each measurement file once (its cases would count twice)"
+            )));
+        }
+    }
+    Ok(())
+}
+
 fn not_an_object(origin: &Origin) -> CollectorError {
     CollectorError::input(format!(
         "{origin}: not a JSON object; allowed: one measurement case object per line"

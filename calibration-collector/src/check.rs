@@ -1,12 +1,16 @@
 //! `calibration-collector check FILE...`: predicted against measured, case by
 //! case, and the summary line.
 
-use crate::cases::{classify, predict, read_records, read_text, Classified, Prediction, Status};
+use crate::cases::{
+    classify, predict, read_records, read_text, refuse_repeated_files, Classified, Origin,
+    Prediction, Status,
+};
 use crate::error::{CollectorError, Result};
 use crate::profile;
 use crate::stats::{relative_error, Summary};
 use headroom_core::spec::ProcessHistory;
 use headroom_core::RuntimeProfile;
+use std::collections::HashMap;
 use std::fmt::Write as _;
 
 /// Options of `check` (its command-line flags).
@@ -15,7 +19,8 @@ pub struct CheckArgs {
     /// Measurement files (JSON lines in the measurement format of docs/spec.md, or profiles).
     #[arg(required = true)]
     pub files: Vec<String>,
-    /// Only cases of this family (decoder, encoder, vit, esmfold, cnn) or model id.
+    /// Only cases of this family (decoder, encoder, vit, esmfold, cnn) or model id;
+    /// any other value is refused.
     #[arg(long)]
     pub family: Option<String>,
     /// Only cases whose name contains this substring.
@@ -113,19 +118,48 @@ fn normalise(s: &str) -> String {
     s.to_ascii_lowercase().replace(['_', '-'], "")
 }
 
+/// The family keys `--family` takes (besides a case's model id); `esm_fold`
+/// is the same key as `esmfold`.
+pub const FAMILIES: [&str; 5] = ["decoder", "encoder", "vit", "esmfold", "cnn"];
+
 /// Compares every case of the files, with `profile`'s runtime coefficients
 /// when given. Each file is one process history: a case that ran after an
 /// earlier case of its file in the same process is replayed after it.
+///
+/// Refuses to check nothing: a file without a case (empty, or only the
+/// `runtime_overheads` line), filters that select no case, an unknown
+/// `--family`, a file given twice, and a case name that appears more than
+/// once (the report would not say which measurement a row is).
 pub fn compare(args: &CheckArgs, profile: Option<&RuntimeProfile>) -> Result<Report> {
+    refuse_repeated_files("check", &args.files)?;
+    let wanted = args.family.as_deref().map(normalise);
+    let family_is_key = wanted
+        .as_deref()
+        .is_some_and(|w| FAMILIES.iter().any(|k| normalise(k) == w));
     let mut rows = Vec::new();
     let mut skipped = Vec::new();
+    let mut seen: Vec<(String, Vec<Origin>)> = Vec::new();
+    let mut index: HashMap<String, usize> = HashMap::new();
+    let mut without_cases: Vec<String> = Vec::new();
+    let (mut cases, mut family_hits, mut selected) = (0usize, 0usize, 0usize);
     for file in &args.files {
         let mut history = ProcessHistory::default();
+        let mut records = 0usize;
+        let mut cases_here = 0usize;
         for record in read_records(file)? {
+            records += 1;
             let case = match classify(&record)? {
                 Classified::Overheads => continue,
                 Classified::Case(c) => c,
             };
+            cases_here += 1;
+            match index.get(&case.name) {
+                Some(&i) => seen[i].1.push(case.origin.clone()),
+                None => {
+                    index.insert(case.name.clone(), seen.len());
+                    seen.push((case.name.clone(), vec![case.origin.clone()]));
+                }
+            }
             let skip = |reason: String| Skip {
                 case: case.name.clone(),
                 reason,
@@ -133,17 +167,12 @@ pub fn compare(args: &CheckArgs, profile: Option<&RuntimeProfile>) -> Result<Rep
             };
             // Every case of the file goes through the history, filtered or not.
             let prediction = predict(&case, profile, &mut history)?;
-            if let Some(f) = &args.filter {
-                if !case.name.contains(f.as_str()) {
-                    continue;
-                }
-            }
-            if let Some(family) = &args.family {
-                let wanted = normalise(family);
-                let matches = match &prediction {
+            let family_ok = match &wanted {
+                None => true,
+                Some(wanted) => match &prediction {
                     Prediction::Predicted { spec, .. } => {
-                        normalise(spec.model.arch.family()) == wanted
-                            || normalise(&spec.model.id) == wanted
+                        normalise(spec.model.arch.family()) == *wanted
+                            || normalise(&spec.model.id) == *wanted
                     }
                     // Not modelled yet: the preset's family, or the model id.
                     Prediction::Skipped(_) => case
@@ -151,15 +180,18 @@ pub fn compare(args: &CheckArgs, profile: Option<&RuntimeProfile>) -> Result<Rep
                         .get("model")
                         .and_then(|m| m.as_str())
                         .is_some_and(|id| {
-                            normalise(id) == wanted
+                            normalise(id) == *wanted
                                 || headroom_core::presets::find(id)
-                                    .is_ok_and(|p| normalise(p.arch.family()) == wanted)
+                                    .is_ok_and(|p| normalise(p.arch.family()) == *wanted)
                         }),
-                };
-                if !matches {
-                    continue;
-                }
+                },
+            };
+            family_hits += usize::from(family_ok);
+            let filter_ok = args.filter.as_deref().is_none_or(|f| case.name.contains(f));
+            if !(family_ok && filter_ok) {
+                continue;
             }
+            selected += 1;
             match case.status {
                 Status::Oom => {
                     skipped.push(skip("measured out of memory".into()));
@@ -187,6 +219,61 @@ pub fn compare(args: &CheckArgs, profile: Option<&RuntimeProfile>) -> Result<Rep
                 }
             }
         }
+        cases += cases_here;
+        if cases_here == 0 {
+            without_cases.push(if records == 0 {
+                format!("{file}: no measurement case (the file is empty)")
+            } else {
+                format!(
+                    "{file}: no measurement case (only the `runtime_overheads` line, which is not a case)"
+                )
+            });
+        }
+    }
+    if !without_cases.is_empty() {
+        return Err(CollectorError::input(format!(
+            "nothing to check: {}; allowed: files with at least one measurement case (docs/spec.md)",
+            without_cases.join("; ")
+        )));
+    }
+    let duplicates: Vec<String> = seen
+        .iter()
+        .filter(|(_, origins)| origins.len() > 1)
+        .map(|(name, origins)| {
+            let at: Vec<String> = origins.iter().map(ToString::to_string).collect();
+            format!("duplicate case `{name}` at {}", at.join(", "))
+        })
+        .collect();
+    if !duplicates.is_empty() {
+        return Err(CollectorError::input(format!(
+            "{} case name(s) appear more than once in {}, so a row would not say which measurement it is; give a re-measured case its own name (e.g. a `_run2` suffix):\n  {}",
+            duplicates.len(),
+            args.files.join(", "),
+            duplicates.join("\n  ")
+        )));
+    }
+    if let Some(family) = &args.family {
+        if !family_is_key && family_hits == 0 {
+            return Err(CollectorError::input(format!(
+                "--family {family}: not a family, nor the model id of any case in {}; allowed: {} or a case's model id",
+                args.files.join(", "),
+                FAMILIES.join(", ")
+            )));
+        }
+    }
+    if selected == 0 {
+        let mut given = Vec::new();
+        if let Some(f) = &args.family {
+            given.push(format!("--family {f}"));
+        }
+        if let Some(f) = &args.filter {
+            given.push(format!("--filter {f}"));
+        }
+        return Err(CollectorError::input(format!(
+            "nothing to check: {} matched none of the {cases} case(s) in {}",
+            given.join(" with "),
+            args.files.join(", ")
+        )));
     }
     let errors: Vec<f64> = rows.iter().map(|r| r.error).collect();
     Ok(Report {

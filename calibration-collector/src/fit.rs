@@ -350,6 +350,7 @@ fn sanitise_point(v: &Value, before: u64, after: u64, measured: u64) -> Value {
 
 /// Runs `fit`.
 pub fn run(args: &FitArgs) -> Result<FitOutput> {
+    crate::cases::refuse_repeated_files("fit", &args.files)?;
     let probe = args.probe.as_deref().map(read_probe).transpose()?;
     let probe_device = probe.as_ref().and_then(|p| p.devices.first().cloned());
     let mut points = Vec::new();

@@ -1,0 +1,175 @@
+//! CLI tests of what `check` and `fit` refuse: checking nothing (an empty
+//! file, a file of non-case lines, filters that select no case), an unknown
+//! `--family`, duplicate case names, and a file given twice.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const BIN: &str = env!("CARGO_BIN_EXE_calibration-collector");
+
+fn sample() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/h200-sample.jsonl")
+}
+
+fn run(args: &[&str]) -> Output {
+    Command::new(BIN).args(args).output().expect("binary runs")
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// The sample's case lines (not the `runtime_overheads` line).
+fn case_lines() -> Vec<String> {
+    std::fs::read_to_string(sample())
+        .unwrap()
+        .lines()
+        .filter(|l| l.contains("\"measured\"") && !l.contains("runtime_overheads"))
+        .map(String::from)
+        .collect()
+}
+
+/// `check` in each output form refuses with exit 1 and a message containing `want`.
+fn refused_in_every_form(args: &[&str], want: &[&str]) {
+    for form in [None, Some("--markdown"), Some("--json")] {
+        let mut all = vec!["check"];
+        all.extend(form);
+        all.extend_from_slice(args);
+        let out = run(&all);
+        assert_eq!(out.status.code(), Some(1), "{all:?}: {}", stderr(&out));
+        assert!(out.stdout.is_empty(), "{all:?} printed a report");
+        let err = stderr(&out);
+        for w in want {
+            assert!(err.contains(w), "{all:?}: {err:?} lacks {w:?}");
+        }
+    }
+}
+
+#[test]
+fn check_refuses_an_empty_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("empty.jsonl");
+    std::fs::write(&empty, "\n# only a comment\n").unwrap();
+    refused_in_every_form(
+        &[s(&empty)],
+        &["nothing to check", "empty.jsonl", "the file is empty"],
+    );
+    // Also next to a file that has cases: the empty one is a mistake.
+    let sample = sample();
+    refused_in_every_form(
+        &[s(&sample), s(&empty)],
+        &["empty.jsonl: no measurement case"],
+    );
+}
+
+#[test]
+fn check_refuses_a_file_with_only_non_case_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("overheads.jsonl");
+    std::fs::write(
+        &path,
+        "{\"case\": \"runtime_overheads\", \"cuda_context_bytes\": 1}\n",
+    )
+    .unwrap();
+    refused_in_every_form(
+        &[s(&path)],
+        &["nothing to check", "overheads.jsonl", "runtime_overheads"],
+    );
+}
+
+#[test]
+fn check_refuses_filters_that_match_nothing() {
+    let sample = sample();
+    refused_in_every_form(
+        &["--filter", "no-such-case", s(&sample)],
+        &[
+            "nothing to check",
+            "--filter no-such-case matched none of the",
+            "h200-sample.jsonl",
+        ],
+    );
+    // A known family with no case in the file.
+    refused_in_every_form(
+        &["--family", "cnn", s(&sample)],
+        &["--family cnn matched none of the"],
+    );
+    refused_in_every_form(
+        &["--family", "decoder", "--filter", "esmfold", s(&sample)],
+        &["--family decoder with --filter esmfold matched none"],
+    );
+    // The same filters that do match still pass.
+    let out = run(&["check", "--family", "esm_fold", s(&sample)]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+}
+
+#[test]
+fn check_refuses_an_unknown_family_and_lists_the_allowed_keys() {
+    let sample = sample();
+    refused_in_every_form(
+        &["--family", "decodr", s(&sample)],
+        &["--family decodr", "decoder, encoder, vit, esmfold, cnn"],
+    );
+    // A case's model id is a family filter too.
+    let out = run(&["check", "--family", "llama-3.1-8b", s(&sample)]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+}
+
+#[test]
+fn check_refuses_duplicate_case_names_naming_each_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let lines = case_lines();
+    let twice = dir.path().join("twice.jsonl");
+    std::fs::write(
+        &twice,
+        format!("{}\n{}\n{}\n", lines[0], lines[1], lines[0]),
+    )
+    .unwrap();
+    let name = lines[0]
+        .split("\"case\": \"")
+        .nth(1)
+        .and_then(|r| r.split('"').next())
+        .unwrap()
+        .to_string();
+    let at = |line: usize| format!("{}:{line}", s(&twice));
+    refused_in_every_form(
+        &[s(&twice)],
+        &[&format!("duplicate case `{name}` at {}, {}", at(1), at(3))],
+    );
+
+    // Across files: each place is named.
+    let other = dir.path().join("other.jsonl");
+    std::fs::write(&other, format!("{}\n", lines[1])).unwrap();
+    let first = dir.path().join("first.jsonl");
+    std::fs::write(&first, format!("{}\n", lines[1])).unwrap();
+    let out = run(&["check", s(&first), s(&other)]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains(&format!("{}:1, {}:1", s(&first), s(&other))),
+        "{err}"
+    );
+}
+
+#[test]
+fn check_and_fit_refuse_the_same_file_twice() {
+    let sample = sample();
+    let file = s(&sample);
+    refused_in_every_form(
+        &[file, file],
+        &["check:", "h200-sample.jsonl is given twice"],
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let out_profile = dir.path().join("profile.json");
+    let out = run(&["fit", "--out", s(&out_profile), file, file]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("fit:") && err.contains("h200-sample.jsonl is given twice"),
+        "{err}"
+    );
+    assert!(!out_profile.exists());
+}
