@@ -11,10 +11,8 @@ use crate::gpu;
 use crate::run::{self, RunArgs, RunOutcome};
 use crate::stats::{relative_error, Summary};
 use crate::torchrun::{self, JobOutput};
-use headroom_core::estimate::estimate;
 use headroom_core::parallel::{Strategy, MAX_WORLD_SIZE};
 use headroom_core::spec::{parse_model, parse_workload};
-use headroom_core::RuntimeProfile;
 use serde_json::{json, Map, Value};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -158,21 +156,7 @@ fn point(origin: &str, mut case: Value, nproc: Option<u32>) -> Result<ParallelPo
             parsed.parallel.strategy.key()
         )));
     }
-    // Each case is a fresh process: no earlier backward pass.
-    let runtime = RuntimeProfile {
-        process_ran_backward: false,
-        ..RuntimeProfile::default()
-    };
-    let predicted = match estimate(&model.arch, &parsed, &runtime) {
-        Ok(e) => json!({
-            "driver_peak": e.driver_peak,
-            "reserved_peak": e.reserved_peak,
-            "allocated_peak": e.allocated_peak,
-            "outside_allocator": e.outside_allocator,
-            "peak_op": e.peak_op,
-        }),
-        Err(e) => json!({"skipped": e.to_string()}),
-    };
+    let predicted = run::fresh_process_prediction(&model.arch, &parsed);
     Ok(ParallelPoint {
         case: name,
         model: model.id,

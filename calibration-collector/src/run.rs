@@ -261,24 +261,7 @@ pub fn plan(args: &RunArgs) -> Result<Plan> {
             let case = format!("{prefix}_b{batch}_{}{len}", if vision { "r" } else { "L" });
             let predicted = match &model {
                 None => json!({"skipped": "no model given"}),
-                // Each point is a fresh process: no earlier backward pass.
-                Some(m) => match estimate(
-                    &m.arch,
-                    &w,
-                    &RuntimeProfile {
-                        process_ran_backward: false,
-                        ..RuntimeProfile::default()
-                    },
-                ) {
-                    Ok(e) => json!({
-                        "driver_peak": e.driver_peak,
-                        "reserved_peak": e.reserved_peak,
-                        "allocated_peak": e.allocated_peak,
-                        "outside_allocator": e.outside_allocator,
-                        "peak_op": e.peak_op,
-                    }),
-                    Err(e) => json!({"skipped": e.to_string()}),
-                },
+                Some(m) => fresh_process_prediction(&m.arch, &w),
             };
             let workload = if let Some(m) = &model {
                 let mut v = serde_json::to_value(&w).expect("workload serialises");
@@ -339,6 +322,29 @@ fn base_spec(args: &RunArgs) -> Result<(Option<Value>, Option<Value>)> {
         }
     };
     Ok((args.model.clone().map(Value::String), workload))
+}
+
+/// The model's prediction for a job run in a fresh process (no earlier
+/// backward pass), as a measurement line's `predicted` object, or why it
+/// was skipped.
+pub fn fresh_process_prediction(
+    arch: &headroom_core::arch::Architecture,
+    workload: &headroom_core::Workload,
+) -> Value {
+    let runtime = RuntimeProfile {
+        process_ran_backward: false,
+        ..RuntimeProfile::default()
+    };
+    match estimate(arch, workload, &runtime) {
+        Ok(e) => json!({
+            "driver_peak": e.driver_peak,
+            "reserved_peak": e.reserved_peak,
+            "allocated_peak": e.allocated_peak,
+            "outside_allocator": e.outside_allocator,
+            "peak_op": e.peak_op,
+        }),
+        Err(e) => json!({"skipped": e.to_string()}),
+    }
 }
 
 /// The process for one point, and how to show it.
