@@ -138,7 +138,7 @@ fn check_bad_input_names_file_line_and_field() {
     let path = dir.path().join("bad.jsonl");
     std::fs::write(
         &path,
-        "{\"case\": \"ok\", \"model\": \"gpt2\", \"workload\": {}, \"measured\": {\"driver_peak\": 5}}\n{\"case\": \"x\", \"model\": \"gpt2\", \"workload\": {}, \"measured\": {\"driver_peak\": \"big\"}}\n",
+        "{\"case\": \"ok\", \"model\": \"gpt2\", \"workload\": {\"mode\": \"inference\"}, \"measured\": {\"driver_peak\": 5}}\n{\"case\": \"x\", \"model\": \"gpt2\", \"workload\": {\"mode\": \"inference\"}, \"measured\": {\"driver_peak\": \"big\"}}\n",
     )
     .unwrap();
     let out = run(&["check", path.to_str().unwrap()], None);
@@ -164,7 +164,7 @@ fn check_bad_input_names_file_line_and_field() {
 
     std::fs::write(
         &path,
-        "{\"case\": \"y\", \"model\": \"gpt2\", \"workload\": {\"batch\": 0}, \"measured\": {\"driver_peak\": 5}}\n",
+        "{\"case\": \"y\", \"model\": \"gpt2\", \"workload\": {\"mode\": \"inference\", \"batch\": 0}, \"measured\": {\"driver_peak\": 5}}\n",
     )
     .unwrap();
     let out = run(&["check", path.to_str().unwrap()], None);
@@ -190,8 +190,8 @@ fn check_skips_oom_failed_and_modelless_points() {
     std::fs::write(
         &path,
         concat!(
-            "{\"case\": \"a\", \"model\": \"gpt2\", \"workload\": {}, \"measured\": {\"status\": \"oom\", \"capacity_bytes\": 10}}\n",
-            "{\"case\": \"b\", \"model\": \"gpt2\", \"workload\": {}, \"measured\": {\"status\": \"failed\"}}\n",
+            "{\"case\": \"a\", \"model\": \"gpt2\", \"workload\": {\"mode\": \"inference\"}, \"measured\": {\"status\": \"oom\", \"capacity_bytes\": 10}}\n",
+            "{\"case\": \"b\", \"model\": \"gpt2\", \"workload\": {\"mode\": \"inference\"}, \"measured\": {\"status\": \"failed\"}}\n",
             "{\"case\": \"c\", \"measured\": {\"driver_peak\": 1000}}\n",
         ),
     )
@@ -217,7 +217,7 @@ fn check_skips_oom_failed_and_modelless_points() {
 fn estimate_reads_stdin_and_files_and_names_bad_fields() {
     let out = run(
         &["estimate"],
-        Some(r#"{"model": "llama-3.1-8b", "workload": {"batch": 0}}"#),
+        Some(r#"{"model": "llama-3.1-8b", "workload": {"mode": "inference", "batch": 0}}"#),
     );
     assert_eq!(out.status.code(), Some(1));
     let err = text(&out.stderr);
@@ -228,7 +228,7 @@ fn estimate_reads_stdin_and_files_and_names_bad_fields() {
 
     let out = run(
         &["estimate", "-"],
-        Some(r#"{"model": "nope", "workload": {}}"#),
+        Some(r#"{"model": "nope", "workload": {"mode": "inference"}}"#),
     );
     assert_eq!(out.status.code(), Some(1));
     assert!(text(&out.stderr).contains("unknown preset `nope`"));
@@ -250,7 +250,7 @@ fn estimate_reads_stdin_and_files_and_names_bad_fields() {
 
     let out = run(
         &["estimate", "--gpu", "nosuchgpu"],
-        Some(r#"{"model": "gpt2", "workload": {}}"#),
+        Some(r#"{"model": "gpt2", "workload": {"mode": "inference"}}"#),
     );
     assert_eq!(out.status.code(), Some(1));
     assert!(text(&out.stderr).contains("--gpu: unknown GPU `nosuchgpu`"));
@@ -372,7 +372,7 @@ fn estimate_after_an_earlier_job_in_the_same_process() {
     assert!(after > alone, "after {after} <= alone {alone}");
 
     let other = dir.path().join("other.json");
-    std::fs::write(&other, r#"{"model": "llama-3.2-1b", "workload": {}}"#).unwrap();
+    std::fs::write(&other, r#"{"model": "llama-3.2-1b", "workload": {"mode": "inference"}}"#).unwrap();
     let out = run(
         &["estimate", "--after", other.to_str().unwrap()],
         Some(later),

@@ -235,7 +235,7 @@ fn gpus_gives_the_fewest_cards_per_strategy() {
     // ESMFold has no strategy: no such column.
     let out = run(
         &["gpus"],
-        Some(&json!({"model": "esmfold-v1", "workload": {"seq_len": 64}}).to_string()),
+        Some(&json!({"model": "esmfold-v1", "workload": {"mode": "inference", "seq_len": 64}}).to_string()),
     );
     assert!(
         !text(&out.stdout).contains("gpus "),
@@ -410,7 +410,7 @@ fn run_nproc_dry_run_prints_the_torchrun_command() {
     // What the harness cannot run is bad input, naming the line and field.
     std::fs::write(
         &cases,
-        json!({"case": "b", "model": "llama-3.2-1b", "workload": {"seq_len": 128,
+        json!({"case": "b", "model": "llama-3.2-1b", "workload": {"mode": "inference", "seq_len": 128,
                 "parallel": {"strategy": "tp", "world_size": 2}}})
         .to_string(),
     )

@@ -49,6 +49,13 @@ pub const ROUND_LARGE: u64 = 2 << 20;
 /// matters to the caching allocator: best fit breaks ties between equal
 /// free blocks by the lowest address.
 pub const VA_GRANULE: u64 = 32 << 20;
+/// What a replay without a capacity may reserve: 2^61 bytes. No job's
+/// tensors reach 2^60 (the families' `MAX_JOB_BYTES`), but a cache
+/// that is never released can grow without end (a million decode steps,
+/// each a little larger); past this bound the replay releases its cache
+/// as a real card does when it runs out, and the addresses below
+/// `TOP_ADDRESS` never run out.
+pub const UNBOUNDED_CAPACITY: u64 = 1 << 61;
 /// The model's address space starts just below this address.
 const TOP_ADDRESS: u64 = 1 << 62;
 /// Expandable segments (one per pool, growing in place) live above the
@@ -336,10 +343,8 @@ impl CachingAllocator {
     }
 
     fn can_reserve(&self, bytes: u64) -> bool {
-        match self.capacity {
-            Some(cap) => self.stats.reserved + bytes <= cap,
-            None => true,
-        }
+        let cap = self.capacity.unwrap_or(UNBOUNDED_CAPACITY);
+        self.stats.reserved.saturating_add(bytes) <= cap
     }
 
     /// The address the driver gives a new segment of `bytes` ([`VA_GRANULE`]).

@@ -167,6 +167,7 @@ pub enum NormKind {
 /// Mixture-of-experts MLP.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(deny_unknown_fields))]
 pub struct MoeConfig {
     /// Experts per layer (all resident in memory).
     pub num_experts: u32,
@@ -185,6 +186,7 @@ pub struct MoeConfig {
 /// A decoder-only transformer.
 #[derive(Clone, Debug, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(deny_unknown_fields))]
 pub struct DecoderArch {
     /// Vocabulary size (rows of the embedding and of the LM head).
     pub vocab_size: u32,
@@ -357,6 +359,7 @@ pub enum EncoderKind {
 /// A bidirectional transformer encoder.
 #[derive(Clone, Debug, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(deny_unknown_fields))]
 pub struct EncoderArch {
     /// BERT or ESM.
     pub kind: EncoderKind,
@@ -422,6 +425,7 @@ impl EncoderArch {
 /// torchvision's `VisionTransformer`.
 #[derive(Clone, Debug, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(deny_unknown_fields))]
 pub struct VitArch {
     /// Image size the position embedding was built for.
     pub image_size: u32,
@@ -466,6 +470,7 @@ impl VitArch {
 /// ESMFold (HF `EsmForProteinFolding`).
 #[derive(Clone, Debug, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(deny_unknown_fields))]
 pub struct EsmFoldArch {
     /// The ESM-2 language model stem.
     pub stem: EncoderArch,
@@ -540,6 +545,7 @@ impl<'de> serde::Deserialize<'de> for CnnArch {
             MobileNetV2,
         }
         #[derive(serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
         struct Fields {
             topology: Topology,
             blocks: Option<[u32; 4]>,

@@ -129,6 +129,7 @@ keyed! { Precision { AmpBf16 => "amp_bf16", Bf16 => "bf16", Fp32 => "fp32" } }
 /// LoRA adapters on a frozen base.
 #[derive(Clone, Debug, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(deny_unknown_fields))]
 pub struct Lora {
     /// Adapter rank.
     pub rank: u32,

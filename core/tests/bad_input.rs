@@ -45,31 +45,35 @@ fn is_field(needle: &str) -> bool {
 fn bad_workloads_name_field_and_range() {
     let m = r#""model": "llama-3.1-8b""#;
     check(
-        &format!(r#"{{{m}, "workload": {{"batch": 0}}}}"#),
+        &format!(r#"{{{m}, "workload": {{"mode": "inference", "batch": 0}}}}"#),
         &["workload.batch", "must not be 0", "1 to 65536"],
     );
     check(
-        &format!(r#"{{{m}, "workload": {{"batch": -1}}}}"#),
+        &format!(r#"{{{m}, "workload": {{"mode": "inference", "batch": -1}}}}"#),
         &["workload.batch", "1 to 65536"],
     );
     check(
-        &format!(r#"{{{m}, "workload": {{"batch": 1.5}}}}"#),
+        &format!(r#"{{{m}, "workload": {{"mode": "inference", "batch": 1.5}}}}"#),
         &["workload.batch"],
     );
     check(
-        &format!(r#"{{{m}, "workload": {{"batch": "8"}}}}"#),
+        &format!(r#"{{{m}, "workload": {{"mode": "inference", "batch": "8"}}}}"#),
         &["workload.batch"],
     );
     check(
-        &format!(r#"{{{m}, "workload": {{"seq_len": 0}}}}"#),
+        &format!(r#"{{{m}, "workload": {{"mode": "inference", "seq_len": 0}}}}"#),
         &["workload.seq_len", "1 to 4194304"],
     );
     check(
-        &format!(r#"{{{m}, "workload": {{"seq_len": 18446744073709551615}}}}"#),
+        &format!(
+            r#"{{{m}, "workload": {{"mode": "inference", "seq_len": 18446744073709551615}}}}"#
+        ),
         &["workload.seq_len"],
     );
     check(
-        &format!(r#"{{{m}, "workload": {{"seq_len": 4194304, "batch": 65536}}}}"#),
+        &format!(
+            r#"{{{m}, "workload": {{"mode": "inference", "seq_len": 4194304, "batch": 65536}}}}"#
+        ),
         &["workload.batch x workload.seq_len", "268435456"],
     );
     check(
@@ -77,15 +81,17 @@ fn bad_workloads_name_field_and_range() {
         &["workload.mode", "inference"],
     );
     check(
-        &format!(r#"{{{m}, "workload": {{"dtype": "fp8"}}}}"#),
+        &format!(r#"{{{m}, "workload": {{"mode": "inference", "dtype": "fp8"}}}}"#),
         &["workload.dtype", "bf16"],
     );
     check(
-        &format!(r#"{{{m}, "workload": {{"attention": "flash3"}}}}"#),
+        &format!(r#"{{{m}, "workload": {{"mode": "inference", "attention": "flash3"}}}}"#),
         &["workload.attention", "sdpa"],
     );
     check(
-        &format!(r#"{{{m}, "workload": {{"inference": {{"new_tokens": -4}}}}}}"#),
+        &format!(
+            r#"{{{m}, "workload": {{"mode": "inference", "inference": {{"new_tokens": -4}}}}}}"#
+        ),
         &["workload.inference.new_tokens"],
     );
     check(
@@ -109,11 +115,11 @@ fn bad_workloads_name_field_and_range() {
         &["workload.dtype", "LoRA"],
     );
     check(
-        r#"{"model": "esmfold-v1", "workload": {"seq_len": 100000}}"#,
+        r#"{"model": "esmfold-v1", "workload": {"mode": "inference", "seq_len": 100000}}"#,
         &["workload.seq_len", "65536"],
     );
     check(
-        r#"{"model": "esmfold-v1", "workload": {"esmfold": {"chunk_size": 0}}}"#,
+        r#"{"model": "esmfold-v1", "workload": {"mode": "inference", "esmfold": {"chunk_size": 0}}}"#,
         &["workload.esmfold.chunk_size"],
     );
     check(
@@ -121,11 +127,11 @@ fn bad_workloads_name_field_and_range() {
         &["workload.mode"],
     );
     check(
-        r#"{"model": "bert-base-uncased", "workload": {"inference": {"kind": "generate"}}}"#,
+        r#"{"model": "bert-base-uncased", "workload": {"mode": "inference", "inference": {"kind": "generate"}}}"#,
         &["workload.inference.kind", "forward"],
     );
     check(
-        r#"{"model": "resnet-50", "workload": {"image_size": 8}}"#,
+        r#"{"model": "resnet-50", "workload": {"mode": "inference", "image_size": 8}}"#,
         &["workload.image_size", "16 to 8192"],
     );
     check(
@@ -140,16 +146,19 @@ fn bad_documents_and_models_are_named() {
     check("{", &["malformed JSON"]);
     check("[]", &["not a JSON object"]);
     check(
-        r#"{"model": "llama-3.1-8b", "workload": {"seq_len": NaN}}"#,
+        r#"{"model": "llama-3.1-8b", "workload": {"mode": "inference", "seq_len": NaN}}"#,
         &["malformed JSON"],
     );
-    check(r#"{"workload": {}}"#, &["`model` is missing"]);
     check(
-        r#"{"model": 42, "workload": {}}"#,
+        r#"{"workload": {"mode": "inference"}}"#,
+        &["`model` is missing"],
+    );
+    check(
+        r#"{"model": 42, "workload": {"mode": "inference"}}"#,
         &["`model`", "preset id"],
     );
     check(
-        r#"{"model": "gpt-7", "workload": {}}"#,
+        r#"{"model": "gpt-7", "workload": {"mode": "inference"}}"#,
         &["unknown preset `gpt-7`", "llama-3.1-8b"],
     );
     check(r#"{"model": "llama-3.1-8b"}"#, &["`workload` is missing"]);
@@ -158,23 +167,23 @@ fn bad_documents_and_models_are_named() {
         &["workload", "not a JSON object"],
     );
     check(
-        r#"{"model": "llama-3.1-8b", "workload": {}, "runtime": {"cuda_context_bytes": -1}}"#,
+        r#"{"model": "llama-3.1-8b", "workload": {"mode": "inference"}, "runtime": {"cuda_context_bytes": -1}}"#,
         &["runtime"],
     );
     check(
-        r#"{"model": "llama-3.1-8b", "workload": {}, "runtime": {"allocator": "magic"}}"#,
+        r#"{"model": "llama-3.1-8b", "workload": {"mode": "inference"}, "runtime": {"allocator": "magic"}}"#,
         &["runtime", "allocator"],
     );
     check(
-        r#"{"model": "resnet-50", "workload": {}, "runtime": {"cudnn_workspace_scale": -1}}"#,
+        r#"{"model": "resnet-50", "workload": {"mode": "inference"}, "runtime": {"cudnn_workspace_scale": -1}}"#,
         &["runtime.cudnn_workspace_scale", "0 to 16"],
     );
     check(
-        r#"{"model": "resnet-50", "workload": {}, "runtime": {"cudnn_workspace_scale": 1e300}}"#,
+        r#"{"model": "resnet-50", "workload": {"mode": "inference"}, "runtime": {"cudnn_workspace_scale": 1e300}}"#,
         &["runtime.cudnn_workspace_scale", "out of range"],
     );
     check(
-        r#"{"model": "llama-3.1-8b", "workload": {}, "runtime": {"cuda_context_bytes": 18446744073709551615}}"#,
+        r#"{"model": "llama-3.1-8b", "workload": {"mode": "inference"}, "runtime": {"cuda_context_bytes": 18446744073709551615}}"#,
         &["runtime.cuda_context_bytes", "1 TiB"],
     );
     // A measured case's process-history fields never overflow.
@@ -183,15 +192,15 @@ fn bad_documents_and_models_are_named() {
         &["runtime.cublas_workspace_bytes", "1 TiB"],
     );
     check(
-        r#"{"model": {"family": "decoder", "vocab_size": 0, "hidden_size": 64, "intermediate_size": 128, "num_layers": 2, "num_heads": 4, "num_kv_heads": 4, "head_dim": 16, "tie_word_embeddings": true, "mlp": "gated", "norm": "rms_norm"}, "workload": {}}"#,
+        r#"{"model": {"family": "decoder", "vocab_size": 0, "hidden_size": 64, "intermediate_size": 128, "num_layers": 2, "num_heads": 4, "num_kv_heads": 4, "head_dim": 16, "tie_word_embeddings": true, "mlp": "gated", "norm": "rms_norm"}, "workload": {"mode": "inference"}}"#,
         &["model.vocab_size", "must not be 0"],
     );
     check(
-        r#"{"model": {"family": "transformer"}, "workload": {}}"#,
+        r#"{"model": {"family": "transformer"}, "workload": {"mode": "inference"}}"#,
         &["model.family", "transformer"],
     );
     check(
-        r#"{"model": {"hf_config": {"model_type": "t5"}}, "workload": {}}"#,
+        r#"{"model": {"hf_config": {"model_type": "t5"}}, "workload": {"mode": "inference"}}"#,
         &["model_type", "t5", "llama"],
     );
 }
@@ -217,12 +226,12 @@ fn jobs_and_models_too_large_to_replay_are_refused() {
     );
     // ViT with 1-pixel patches at 8192 px: 2^26 tokens per image.
     check(
-        r#"{"model": {"family": "vit", "image_size": 8192, "patch_size": 1, "hidden_size": 64, "mlp_dim": 64, "num_layers": 1, "num_heads": 1, "num_classes": 10}, "workload": {"batch": 64, "image_size": 8192}}"#,
+        r#"{"model": {"family": "vit", "image_size": 8192, "patch_size": 1, "hidden_size": 64, "mlp_dim": 64, "num_layers": 1, "num_heads": 1, "num_classes": 10}, "workload": {"mode": "inference", "batch": 64, "image_size": 8192}}"#,
         &["workload.batch x workload.image_size", "attention scores"],
     );
     // 1024 layers of 1024 experts 4M wide: over 2^63 parameters.
     check(
-        r#"{"model": {"hf_config": {"model_type": "mixtral", "vocab_size": 32000, "hidden_size": 1048576, "intermediate_size": 4194304, "num_hidden_layers": 1024, "num_attention_heads": 4096, "num_key_value_heads": 8, "num_local_experts": 1024, "num_experts_per_tok": 2}}, "workload": {}}"#,
+        r#"{"model": {"hf_config": {"model_type": "mixtral", "vocab_size": 32000, "hidden_size": 1048576, "intermediate_size": 4194304, "num_hidden_layers": 1024, "num_attention_heads": 4096, "num_key_value_heads": 8, "num_local_experts": 1024, "num_experts_per_tok": 2}}, "workload": {"mode": "inference"}}"#,
         &["model", "parameters", "2^50"],
     );
 }
@@ -233,16 +242,16 @@ fn jobs_and_models_too_large_to_replay_are_refused() {
 #[test]
 fn custom_cnn_and_esmfold_shapes_name_the_field() {
     check(
-        r#"{"model": {"family": "cnn", "topology": "res_net", "blocks": [3000000000, 4, 6, 3], "bottleneck": true, "num_classes": 1000}, "workload": {"image_size": 224}}"#,
+        r#"{"model": {"family": "cnn", "topology": "res_net", "blocks": [3000000000, 4, 6, 3], "bottleneck": true, "num_classes": 1000}, "workload": {"mode": "inference", "image_size": 224}}"#,
         &["model.blocks[0]", "1 to 256"],
     );
     check(
-        r#"{"model": {"family": "cnn", "topology": "mobile_net_v2", "num_classes": 0}, "workload": {"image_size": 224}}"#,
+        r#"{"model": {"family": "cnn", "topology": "mobile_net_v2", "num_classes": 0}, "workload": {"mode": "inference", "image_size": 224}}"#,
         &["model.num_classes", "must not be 0"],
     );
     let fold = |stem_hidden: u64, folding_params: u64| {
         format!(
-            r#"{{"model": {{"family": "esm_fold", "stem": {{"kind": "esm", "vocab_size": 33, "hidden_size": {stem_hidden}, "intermediate_size": 64, "num_layers": 2, "num_heads": 4, "max_position_embeddings": 1026, "type_vocab_size": 0}}, "trunk_blocks": 2, "sequence_state_dim": 64, "pairwise_state_dim": 32, "sequence_head_width": 32, "pairwise_head_width": 32, "position_bins": 32, "max_recycles": 4, "structure_blocks": 8, "structure_sequence_dim": 384, "structure_pairwise_dim": 128, "ipa_heads": 12, "folding_params": {folding_params}}}, "workload": {{"seq_len": 64}}}}"#
+            r#"{{"model": {{"family": "esm_fold", "stem": {{"kind": "esm", "vocab_size": 33, "hidden_size": {stem_hidden}, "intermediate_size": 64, "num_layers": 2, "num_heads": 4, "max_position_embeddings": 1026, "type_vocab_size": 0}}, "trunk_blocks": 2, "sequence_state_dim": 64, "pairwise_state_dim": 32, "sequence_head_width": 32, "pairwise_head_width": 32, "position_bins": 32, "max_recycles": 4, "structure_blocks": 8, "structure_sequence_dim": 384, "structure_pairwise_dim": 128, "ipa_heads": 12, "folding_params": {folding_params}}}, "workload": {{"mode": "inference", "seq_len": 64}}}}"#
         )
     };
     check(&fold(0, 1000), &["model.stem.hidden_size", "must not be 0"]);
@@ -275,11 +284,179 @@ fn cnn_architectures_round_trip_and_name_missing_fields() {
         assert_eq!(back, arch, "{json}");
     }
     check(
-        r#"{"model": {"family": "cnn", "topology": "res_net", "bottleneck": true, "num_classes": 1000}, "workload": {}}"#,
+        r#"{"model": {"family": "cnn", "topology": "res_net", "bottleneck": true, "num_classes": 1000}, "workload": {"mode": "inference"}}"#,
         &["missing field `blocks`"],
     );
     check(
-        r#"{"model": {"family": "cnn", "topology": "vgg", "num_classes": 1000}, "workload": {}}"#,
+        r#"{"model": {"family": "cnn", "topology": "vgg", "num_classes": 1000}, "workload": {"mode": "inference"}}"#,
         &["unknown variant `vgg`", "res_net", "mobile_net_v2"],
+    );
+}
+
+#[test]
+fn misspelled_keys_are_named_with_the_closest_known_key() {
+    let m = r#""model": "llama-3.1-8b""#;
+    // Each of these used to estimate the defaults in silence.
+    let cases: &[(&str, &[&str])] = &[
+        (
+            r#"{"model": "llama-3.1-8b", "workload": {"mode": "training", "batch": 8, "seqlen": 32768}}"#,
+            &["workload.seqlen", "unknown key", "did you mean `seq_len`?"],
+        ),
+        (
+            &format!(
+                r#"{{{m}, "workload": {{"mode": "training", "training": {{"optimiser": "sgd"}}}}}}"#
+            ),
+            &["workload.training.optimiser", "did you mean `optimizer`?"],
+        ),
+        (
+            &format!(
+                r#"{{{m}, "workload": {{"mode": "training", "training": {{"grad_checkpoint": true}}}}}}"#
+            ),
+            &[
+                "workload.training.grad_checkpoint",
+                "did you mean `grad_checkpointing`?",
+            ],
+        ),
+        (
+            &format!(
+                r#"{{{m}, "workload": {{"mode": "inference"}}, "runtime": {{"alocator": "expandable_segments"}}}}"#
+            ),
+            &["runtime.alocator", "did you mean `allocator`?"],
+        ),
+        (
+            &format!(
+                r#"{{{m}, "workload": {{"mode": "inference"}}, "runtime": {{"allocator": {{"expandable_segment": true}}}}}}"#
+            ),
+            &[
+                "runtime.allocator.expandable_segment",
+                "did you mean `expandable_segments`?",
+            ],
+        ),
+        (
+            &format!(
+                r#"{{{m}, "workload": {{"mode": "inference", "inference": {{"new_token": 16}}}}}}"#
+            ),
+            &["workload.inference.new_token", "did you mean `new_tokens`?"],
+        ),
+        (
+            &format!(
+                r#"{{{m}, "workload": {{"mode": "training", "parallel": {{"strategy": "ddp", "worldsize": 2}}}}}}"#
+            ),
+            &["workload.parallel.worldsize", "did you mean `world_size`?"],
+        ),
+        (
+            r#"{"model": "esmfold-v1", "workload": {"mode": "inference", "esmfold": {"chunksize": 64}}}"#,
+            &["workload.esmfold.chunksize", "did you mean `chunk_size`?"],
+        ),
+        (
+            &format!(
+                r#"{{{m}, "workload": {{"mode": "training", "training": {{"lora": {{"rnk": 8}}}}}}}}"#
+            ),
+            &["workload.training.lora.rnk", "did you mean `rank`?"],
+        ),
+        (
+            &format!(r#"{{{m}, "worklaod": {{"mode": "inference"}}}}"#),
+            &["worklaod", "did you mean `workload`?"],
+        ),
+        (
+            r#"{"model": {"family": "decoder", "vocab_size": 100, "hidden_size": 64, "intermediate_size": 128, "num_layer": 2, "num_heads": 4, "num_kv_heads": 4, "head_dim": 16, "tie_word_embeddings": true, "mlp": "gated", "norm": "rms_norm"}, "workload": {"mode": "inference"}}"#,
+            &["model.num_layer", "did you mean `num_layers`?"],
+        ),
+        (
+            r#"{"model": {"hf_config": {"model_type": "gpt2"}, "nmae": "x"}, "workload": {"mode": "inference"}}"#,
+            &["model.nmae", "did you mean `name`?"],
+        ),
+        // Not a misspelling: no suggestion, the known keys listed.
+        (
+            &format!(
+                r#"{{{m}, "workload": {{"mode": "inference", "/home/alice/secret_project": 1}}}}"#
+            ),
+            &["unknown key; allowed: the keys \"mode\", \"batch\""],
+        ),
+    ];
+    for (json, expect) in cases {
+        check(json, expect);
+    }
+}
+
+#[test]
+fn a_workload_without_a_mode_is_refused() {
+    check(
+        r#"{"model": "llama-3.1-8b", "workload": {}}"#,
+        &[
+            "workload.mode",
+            "is missing",
+            "\"inference\" or \"training\"",
+        ],
+    );
+}
+
+#[test]
+fn the_measurement_formats_notes_are_known_keys() {
+    let case = r#"{"case": "x", "source": "lab notebook", "model": "llama-3.2-1b", "params": 1, "weight_bytes": 2, "attn_implementation": "sdpa", "loss": "ce", "snapshot": null,
+        "workload": {"mode": "training", "loss": "ce", "training": {"precision": "fp32", "zero_grad": "set_to_none"}, "parallel": {"strategy": "fsdp2", "world_size": 2, "wrap": "per layer", "init": "meta"}},
+        "runtime": {"gpu": "NVIDIA H200", "driver": "580", "torch": "2.11", "cuda": "13.0", "transformers": "5.17", "nccl": "2.27", "nccl_nvls": false, "gpus_per_node": 2},
+        "measured": {"driver_peak": 1, "anything": "goes"}, "predicted": {}, "collector": {"version": "0"}}"#;
+    Spec::from_json(case).unwrap();
+}
+
+#[test]
+fn lora_targets_must_name_modules_of_the_model() {
+    check(
+        r#"{"model": "llama-3.1-8b", "workload": {"mode": "training", "training": {"lora": {"rank": 8, "target_modules": ["nonexistent"]}}}}"#,
+        &[
+            "workload.training.lora.target_modules",
+            "`nonexistent` is not a module of this model",
+            "\"q_proj\", \"k_proj\", \"v_proj\", \"o_proj\", \"gate_proj\", \"up_proj\" or \"down_proj\"",
+        ],
+    );
+    // GPT-2 names its linears differently.
+    check(
+        r#"{"model": "gpt2", "workload": {"mode": "training", "training": {"lora": {"rank": 8, "target_modules": ["q_proj"]}}}}"#,
+        &[
+            "`q_proj` is not a module of this model",
+            "\"c_attn\", \"c_proj\" or \"c_fc\"",
+        ],
+    );
+}
+
+/// Parameters of a GPT-2 LoRA job (adapters included).
+fn gpt2_lora_params(targets: &str) -> i64 {
+    let json = format!(
+        r#"{{"model": "gpt2", "workload": {{"mode": "training", "seq_len": 128, "training": {{"lora": {{"rank": 8, "target_modules": {targets}}}}}}}}}"#
+    );
+    let s = Spec::from_json(&json).unwrap();
+    let e = estimate(&s.model.arch, &s.workload, &s.runtime).unwrap();
+    e.params as i64
+}
+
+#[test]
+fn lora_targets_adapt_the_modules_they_name() {
+    // An adapter of rank 8 on a linear in -> out has 8 x (in + out)
+    // parameters; GPT-2 has 12 layers of width 768, MLP 3072.
+    let adapters = |in_out: i64| 12 * 8 * in_out;
+    let base = gpt2_lora_params(r#"["c_attn"]"#) - adapters(768 + 2304);
+    // peft's default for GPT-2 is `c_attn`.
+    assert_eq!(gpt2_lora_params("[]"), base + adapters(768 + 2304));
+    assert_eq!(gpt2_lora_params(r#"["c_fc"]"#), base + adapters(768 + 3072));
+    // `c_proj` adapts both GPT-2 linears of that name: attention and MLP output.
+    assert_eq!(
+        gpt2_lora_params(r#"["c_proj"]"#),
+        base + adapters(768 + 768) + adapters(3072 + 768)
+    );
+    assert_eq!(
+        gpt2_lora_params(r#"["all-linear"]"#),
+        gpt2_lora_params(r#"["c_attn", "c_proj", "c_fc"]"#)
+    );
+}
+
+#[test]
+fn a_job_whose_live_tensors_together_pass_the_bound_is_refused_not_replayed() {
+    // Found by `extreme_shapes_never_panic`: each kind of tensor was under
+    // 2^60 bytes, the fp32 LoRA base's materialised attention scores of
+    // 1,024 layers together were not, and the replay ran out of addresses.
+    check(
+        r#"{"model": {"hf_config": {"model_type": "mixtral", "vocab_size": 1, "hidden_size": 8, "intermediate_size": 1, "num_hidden_layers": 1024, "num_attention_heads": 64, "num_key_value_heads": 32, "head_dim": 1, "num_local_experts": 1, "num_experts_per_tok": 1}}, "workload": {"mode": "training", "batch": 1, "seq_len": 4194304, "dtype": "fp32", "training": {"precision": "amp_bf16", "lora": {"rank": 8}}}}"#,
+        &["workload.batch x workload.seq_len", "2^60 bytes"],
     );
 }

@@ -247,11 +247,11 @@ mod tests {
             (r#"{"runtime": {"cuda_context_bytes": -1}}"#, "runtime"),
             (r#"{"runtime": {}, "points": 3}"#, "`points`"),
             (
-                r#"{"runtime": {}, "points": [{"model": "gpt2", "workload": {"batch": 0}, "measured": {"driver_peak": 1}}]}"#,
+                r#"{"runtime": {}, "points": [{"model": "gpt2", "workload": {"mode": "inference", "batch": 0}, "measured": {"driver_peak": 1}}]}"#,
                 "workload.batch",
             ),
             (
-                r#"{"runtime": {}, "points": [{"model": "gpt2", "workload": {}, "measured": {}}]}"#,
+                r#"{"runtime": {}, "points": [{"model": "gpt2", "workload": {"mode": "inference"}, "measured": {}}]}"#,
                 "points[0].measured.driver_peak",
             ),
             ("{", "malformed JSON"),
@@ -261,7 +261,7 @@ mod tests {
             assert!(err.contains(needle), "`{err}` lacks `{needle}`");
         }
         let ok = parse_profile(
-            r#"{"name": "my 4090", "runtime": {"cuda_context_bytes": 500000000, "allocator": "expandable_segments"}, "points": [{"case": "a", "model": "gpt2", "workload": {"seq_len": 512}, "measured": {"driver_peak": 2000000000}}]}"#,
+            r#"{"name": "my 4090", "runtime": {"cuda_context_bytes": 500000000, "allocator": "expandable_segments"}, "points": [{"case": "a", "model": "gpt2", "workload": {"mode": "inference", "seq_len": 512}, "measured": {"driver_peak": 2000000000}}]}"#,
             "loaded",
         )
         .unwrap();

@@ -286,7 +286,7 @@ async fn importing_a_profile_applies_its_runtime_and_overlays_its_points() {
         "points": [
             {"case": "a", "model": "llama-3.1-8b", "workload": {"mode": "inference", "batch": 1, "seq_len": 1000, "dtype": "bf16"}, "measured": {"driver_peak": 20000000000}},
             {"case": "b", "model": "llama-3.1-8b", "workload": {"mode": "inference", "batch": 1, "seq_len": 3000, "dtype": "bf16"}, "measured": {"driver_peak": 21000000000}},
-            {"case": "c", "model": "gpt2", "workload": {"seq_len": 3000}, "measured": {"driver_peak": 1000000000}}
+            {"case": "c", "model": "gpt2", "workload": {"mode": "inference", "seq_len": 3000}, "measured": {"driver_peak": 1000000000}}
         ]
     }"#;
     page.type_in("profile-paste", profile);

@@ -34,7 +34,7 @@ pub struct ReplaySummary {
 pub fn validate(arch: &Architecture, workload: &Workload) -> Result<(), Error> {
     crate::arch::validate_arch(arch)?;
     match arch {
-        Architecture::Decoder(_) => decoder::validate(workload),
+        Architecture::Decoder(a) => decoder::validate(a, workload),
         Architecture::Encoder(_) => encoder::validate(workload),
         Architecture::Vit(_) | Architecture::Cnn(_) => vit::validate_vision(workload),
         Architecture::EsmFold(_) => esmfold::validate(workload),
@@ -45,21 +45,28 @@ pub fn validate(arch: &Architecture, workload: &Workload) -> Result<(), Error> {
         Architecture::EsmFold(_) => "workload.batch x workload.seq_len (residues)",
         _ => "workload.batch x workload.seq_len",
     };
-    for (what, bytes) in job_bounds(arch, workload) {
-        if bytes > MAX_JOB_BYTES {
-            return Err(Error::invalid(
-                field,
-                alloc::format!("{what} would take more than 2^60 bytes"),
-                "a job whose tensors stay under 2^60 bytes (1 EiB): a shorter length or a smaller batch",
-            ));
-        }
+    // The kinds together, so that everything live at once stays under the
+    // bound; the message names the largest.
+    let bounds = job_bounds(arch, workload);
+    let total: f64 = bounds.iter().map(|(_, bytes)| bytes).sum();
+    if total > MAX_JOB_BYTES {
+        let (what, _) = bounds
+            .iter()
+            .fold(bounds[0], |big, b| if b.1 > big.1 { *b } else { big });
+        return Err(Error::invalid(
+            field,
+            alloc::format!("{what} would take more than 2^60 bytes"),
+            "a job whose tensors stay under 2^60 bytes (1 EiB): a shorter length or a smaller batch",
+        ));
     }
     Ok(())
 }
 
-/// Bytes no job may reach: 2^60 (1 EiB, millions of times any GPU). A
-/// replay keeps tensor sizes and running totals in `u64`; under this bound
-/// none of them can overflow, whatever the shapes within their ranges.
+/// Bytes no job may reach: 2^60 (1 EiB, millions of times any GPU), the
+/// sum of [`job_bounds`]. A replay keeps tensor sizes and running totals in
+/// `u64`; under this bound none of them can overflow, whatever the shapes
+/// within their ranges, and a replay without a card never needs more than
+/// the allocator's `UNBOUNDED_CAPACITY` (2^61).
 pub const MAX_JOB_BYTES: f64 = (1u64 << 60) as f64;
 
 /// Upper bounds on the bytes of a job's largest kinds of tensors, each at
@@ -74,10 +81,9 @@ fn job_bounds(arch: &Architecture, w: &Workload) -> [(&'static str, f64); 4] {
     );
     // Attention that materialises batch x heads x L x L scores: eager, and
     // fp32 (where SDPA can fall back to its math kernel).
-    let fp32 = match w.mode {
-        Mode::Training => w.training.precision == crate::workload::Precision::Fp32,
-        Mode::Inference => w.dtype == crate::arch::Dtype::Fp32,
-    };
+    // (A LoRA base keeps the workload's dtype whatever the precision.)
+    let fp32 = w.dtype == crate::arch::Dtype::Fp32
+        || (w.mode == Mode::Training && w.training.precision == crate::workload::Precision::Fp32);
     let materialised = w.attention == crate::workload::Attention::Eager || fp32;
     // Per layer: scores, probabilities and their gradients (4 bytes each).
     // A transformer of `layers` blocks over `len` tokens: activations of

@@ -42,8 +42,10 @@ mod mlp;
 mod training;
 mod weights;
 
-/// Rejects workloads the decoder family cannot run.
-pub fn validate(workload: &Workload) -> Result<(), Error> {
+/// Rejects workloads the decoder family cannot run, and LoRA targets that
+/// name no module of the model.
+pub fn validate(a: &DecoderArch, workload: &Workload) -> Result<(), Error> {
+    weights::validate_lora_targets(a, workload)?;
     if workload.mode == Mode::Inference
         && workload.inference.kind == InferenceKind::Generate
         && workload.inference.logits == Logits::None

@@ -3,6 +3,7 @@
 
 use super::{Layer, Mlp, Storage, Weights};
 use crate::arch::{DecoderArch, MlpKind, NormKind};
+use crate::error::Error;
 use crate::families::nn::{self, Linear, BF16, FP32};
 use crate::families::optim::Trainable;
 use crate::families::sharding::{Fsdp2, Fsdp2Options, Unit};
@@ -139,15 +140,88 @@ impl Builder<'_, '_> {
     }
 }
 
-fn lora_targets(workload: &Workload) -> Option<(u64, Vec<&str>)> {
+/// peft's `target_modules` value that adapts every linear but the output
+/// head.
+const ALL_LINEAR: &str = "all-linear";
+
+/// The linear modules of a decoder layer that LoRA can adapt, by the names
+/// transformers gives them (peft matches a target against the last part of
+/// a module's name): GPT-2's fused `c_attn` and its two `c_proj` (attention
+/// output and MLP output, both adapted by `c_proj`) and `c_fc`; the others'
+/// `q_proj`, `k_proj`, `v_proj`, `o_proj` and their MLP's linears. Routed
+/// experts are not adaptable here, so a mixture-of-experts model lists its
+/// dense MLP's linears only when it has dense layers.
+pub(crate) fn lora_modules(a: &DecoderArch) -> Vec<&'static str> {
+    let fused = fused_qkv(a);
+    let mut names = if fused {
+        alloc::vec!["c_attn", "c_proj"]
+    } else {
+        alloc::vec!["q_proj", "k_proj", "v_proj", "o_proj"]
+    };
+    let dense_mlp = a.moe.is_none_or(|m| m.first_dense_layers > 0);
+    if dense_mlp {
+        match (a.mlp, fused) {
+            (MlpKind::Gated, _) => names.extend(["gate_proj", "up_proj", "down_proj"]),
+            (MlpKind::Plain, true) => names.push("c_fc"),
+            (MlpKind::Plain, false) => names.extend(["fc1", "fc2"]),
+        }
+    }
+    names
+}
+
+/// GPT-2's attention is one fused linear (`c_attn`, h -> 3h) whose output
+/// q, k and v are views of; the LayerNorm decoders here are GPT-2 shaped.
+fn fused_qkv(a: &DecoderArch) -> bool {
+    a.norm == NormKind::LayerNorm
+}
+
+/// peft's default targets when `target_modules` is empty: `c_attn` for
+/// GPT-2, `q_proj` and `v_proj` for the Llama-style models.
+fn default_lora_targets(a: &DecoderArch) -> Vec<&'static str> {
+    if fused_qkv(a) {
+        alloc::vec!["c_attn"]
+    } else {
+        alloc::vec!["q_proj", "v_proj"]
+    }
+}
+
+/// Fails on a LoRA target that names no adaptable module of the model
+/// (peft refuses it too: "Target modules ... not found in the base model").
+pub(super) fn validate_lora_targets(a: &DecoderArch, workload: &Workload) -> Result<(), Error> {
+    let Some(lora) = &workload.training.lora else {
+        return Ok(());
+    };
+    let modules = lora_modules(a);
+    for target in &lora.target_modules {
+        if target != ALL_LINEAR && !modules.contains(&target.as_str()) {
+            let mut allowed = alloc::string::String::from("\"all-linear\" or the modules ");
+            allowed.push_str(&crate::keys::one_of(&modules));
+            return Err(Error::invalid(
+                "workload.training.lora.target_modules",
+                alloc::format!("`{target}` is not a module of this model"),
+                &allowed,
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The LoRA rank and the modules it adapts, for a training job with LoRA.
+fn lora_targets(a: &DecoderArch, workload: &Workload) -> Option<(u64, Vec<&'static str>)> {
     let lora = workload.training.lora.as_ref()?;
     if workload.mode != Mode::Training {
         return None;
     }
-    let targets: Vec<&str> = if lora.target_modules.is_empty() {
-        alloc::vec!["q_proj", "v_proj"]
+    let modules = lora_modules(a);
+    let targets = if lora.target_modules.is_empty() {
+        default_lora_targets(a)
+    } else if lora.target_modules.iter().any(|t| t == ALL_LINEAR) {
+        modules
     } else {
-        lora.target_modules.iter().map(|s| s.as_str()).collect()
+        modules
+            .into_iter()
+            .filter(|m| lora.target_modules.iter().any(|t| t == m))
+            .collect()
     };
     Some((lora.rank as u64, targets))
 }
@@ -161,7 +235,7 @@ pub(super) fn build(
     head_shards: u64,
 ) -> Weights {
     let training = workload.mode == Mode::Training;
-    let lora = lora_targets(workload);
+    let lora = lora_targets(a, workload);
     // LoRA freezes a base in the workload's dtype; otherwise the precision decides.
     let dsize = if training && lora.is_some() {
         if workload.dtype.is_float() {
@@ -181,11 +255,7 @@ pub(super) fn build(
     let qd = a.num_heads as u64 * a.head_dim as u64;
     let kvd = a.num_kv_heads as u64 * a.head_dim as u64;
     let (rank, targets) = lora.unwrap_or((0, Vec::new()));
-    let is = |name: &str| {
-        targets
-            .iter()
-            .any(|t| *t == name || (name == "c_attn" && (*t == "q_proj" || *t == "qkv_proj")))
-    };
+    let is = |name: &str| targets.contains(&name);
     let parallel = &workload.parallel;
     let shards = (parallel.strategy == Strategy::Fsdp2 && training).then(|| ShardBuild {
         world: parallel.world_size as u64,
@@ -226,11 +296,10 @@ pub(super) fn build(
     b.end_unit(false);
     let mut layers = Vec::with_capacity(a.num_layers as usize);
     for layer in 0..a.num_layers {
-        // GPT-2's c_attn is one fused linear (h -> 3h) whose output q, k and
-        // v are views of; it is stored in `q` (k and v then stay unused).
-        let fused = a.norm == NormKind::LayerNorm;
+        // GPT-2's c_attn is stored in `q` (k and v then stay unused).
+        let fused = fused_qkv(a);
         let q = if fused {
-            b.linear(h, qd + 2 * kvd, a.qkv_bias, is("q_proj"))
+            b.linear(h, qd + 2 * kvd, a.qkv_bias, is("c_attn"))
         } else {
             b.linear(h, qd, a.qkv_bias, is("q_proj"))
         };
@@ -244,7 +313,12 @@ pub(super) fn build(
         } else {
             b.linear(h, kvd, a.qkv_bias, is("v_proj"))
         };
-        let o = b.linear(qd, h, a.dense_bias, is("o_proj"));
+        let o = b.linear(
+            qd,
+            h,
+            a.dense_bias,
+            is(if fused { "c_proj" } else { "o_proj" }),
+        );
         let mlp = match (a.moe, a.mlp) {
             (Some(m), _) if layer >= m.first_dense_layers => {
                 let router = b.tensor(m.num_experts as u64, h, false);
@@ -282,8 +356,8 @@ pub(super) fn build(
             (_, MlpKind::Plain) => {
                 let i = a.intermediate_size as u64;
                 Mlp::Plain {
-                    fc: b.linear(h, i, a.dense_bias, is("c_fc") || is("fc1")),
-                    proj: b.linear(i, h, a.dense_bias, is("c_proj") || is("fc2")),
+                    fc: b.linear(h, i, a.dense_bias, is(if fused { "c_fc" } else { "fc1" })),
+                    proj: b.linear(i, h, a.dense_bias, is(if fused { "c_proj" } else { "fc2" })),
                 }
             }
         };

@@ -19,6 +19,7 @@ use crate::runtime::RuntimeProfile;
 use crate::workload::{
     Attention, InferenceKind, LoadPath, Logits, Mode, Optimizer, Precision, Workload,
 };
+pub mod known_keys;
 use alloc::format;
 use alloc::string::{String, ToString};
 use serde_json::{Map, Value};
@@ -52,6 +53,7 @@ impl Spec {
                 "an object with `model`, `workload` and optional `runtime`",
             )
         })?;
+        known_keys::check(obj, "", &[known_keys::SPEC, known_keys::CASE_NOTES])?;
         let model = parse_model(obj.get("model"))?;
         let mut workload = parse_workload(obj.get("workload"))?;
         infer_resident_optimizer_state(obj, &mut workload);
@@ -180,8 +182,15 @@ fn custom_arch(map: &serde_json::Map<String, Value>) -> Result<Architecture, Err
     fn read<T: serde::de::DeserializeOwned>(
         map: &serde_json::Map<String, Value>,
     ) -> Result<T, Error> {
-        serde_json::from_value(Value::Object(map.clone()))
-            .map_err(|e| Error::invalid("model", e.to_string(), ALLOWED_MODEL))
+        let mut shapes = map.clone();
+        for key in known_keys::CUSTOM_MODEL {
+            shapes.remove(*key);
+        }
+        serde_json::from_value(Value::Object(shapes)).map_err(|e| {
+            let message = e.to_string();
+            unknown_field("model", &message, known_keys::CUSTOM_MODEL)
+                .unwrap_or_else(|| Error::invalid("model", message, ALLOWED_MODEL))
+        })
     }
     Ok(match map.get("family").and_then(Value::as_str) {
         Some("decoder") => Architecture::Decoder(read(map)?),
@@ -212,6 +221,7 @@ pub fn parse_model(value: Option<&Value>) -> Result<Model, Error> {
         Some(Value::String(id)) => Ok(presets::find(id)?.model()),
         Some(Value::Object(map)) => {
             if let Some(config) = map.get("hf_config") {
+                known_keys::check(map, "model", &[known_keys::HF_MODEL])?;
                 let arch = crate::hf_config::import_value(config)?;
                 let name = map
                     .get("name")
@@ -252,9 +262,26 @@ fn field<T: serde::de::DeserializeOwned>(
     match map.get(key) {
         None => Ok(None),
         Some(v) => serde_json::from_value(v.clone()).map(Some).map_err(|e| {
-            Error::invalid(&format!("{prefix}.{key}"), clean(&e.to_string()), allowed)
+            let field = format!("{prefix}.{key}");
+            let message = clean(&e.to_string());
+            unknown_field(&field, &message, &[])
+                .unwrap_or_else(|| Error::invalid(&field, message, allowed))
         }),
     }
+}
+
+/// serde's `unknown field `x`, expected one of `a`, `b`` (from a struct
+/// that denies unknown fields) as the unknown-key error of the object at
+/// `prefix`, whose keys are those serde lists and `also`.
+fn unknown_field(prefix: &str, message: &str, also: &[&str]) -> Option<Error> {
+    let rest = message.strip_prefix("unknown field `")?;
+    let (key, expected) = rest.split_once('`')?;
+    let listed = expected.split('`').skip(1).step_by(2);
+    Some(known_keys::unknown_key(
+        prefix,
+        key,
+        listed.chain(also.iter().copied()),
+    ))
 }
 
 fn clean(message: &str) -> String {
@@ -328,6 +355,11 @@ pub fn parse_workload(value: Option<&Value>) -> Result<Workload, Error> {
     let value = value
         .ok_or_else(|| Error::missing("workload", "an object with mode, batch, seq_len, ..."))?;
     let map = object(value, "workload")?;
+    known_keys::check(
+        map,
+        "workload",
+        &[known_keys::WORKLOAD, known_keys::WORKLOAD_NOTES],
+    )?;
     let mut w = Workload::default();
     const INT: &str = "a positive integer";
     let p = "workload";
@@ -375,6 +407,7 @@ pub fn parse_workload(value: Option<&Value>) -> Result<Workload, Error> {
     if let Some(v) = map.get("inference") {
         let m = object(v, "workload.inference")?;
         let p = "workload.inference";
+        known_keys::check(m, p, &[known_keys::INFERENCE])?;
         let kind = key_field(
             m,
             p,
@@ -408,6 +441,7 @@ pub fn parse_workload(value: Option<&Value>) -> Result<Workload, Error> {
     if let Some(v) = map.get("training") {
         let m = object(v, "workload.training")?;
         let p = "workload.training";
+        known_keys::check(m, p, &[known_keys::TRAINING, known_keys::TRAINING_NOTES])?;
         let optimizer = key_field(
             m,
             p,
@@ -475,6 +509,7 @@ pub fn parse_workload(value: Option<&Value>) -> Result<Workload, Error> {
     if let Some(v) = map.get("esmfold") {
         let m = object(v, "workload.esmfold")?;
         let p = "workload.esmfold";
+        known_keys::check(m, p, &[known_keys::ESMFOLD])?;
         if let Some(Some(d)) = dtype_field(m, p, "stem_dtype", false, FLOAT_DTYPES)? {
             w.esmfold.stem_dtype = d;
         }
@@ -500,6 +535,11 @@ pub fn parse_workload(value: Option<&Value>) -> Result<Workload, Error> {
             w.esmfold.num_recycles = r.map(|r| r as u32);
         }
     }
+    // The one choice without a default: estimating inference when training
+    // was meant (or the reverse) would be silently wrong.
+    if !map.contains_key("mode") {
+        return Err(Error::missing("workload.mode", &one_of(Mode::KEYS)));
+    }
     Ok(w)
 }
 
@@ -509,6 +549,7 @@ pub fn parse_workload(value: Option<&Value>) -> Result<Workload, Error> {
 fn parse_parallel(value: &Value) -> Result<ParallelOptions, Error> {
     let m = object(value, "workload.parallel")?;
     let p = "workload.parallel";
+    known_keys::check(m, p, &[known_keys::PARALLEL, known_keys::PARALLEL_NOTES])?;
     let mut parallel = ParallelOptions::default();
     if let Some(strategy) = key_field(m, p, "strategy", Strategy::from_key, Strategy::KEYS, None)? {
         parallel.strategy = strategy;
@@ -543,7 +584,15 @@ fn parse_parallel(value: &Value) -> Result<ParallelOptions, Error> {
 
 /// Parses the `runtime` field (H200 defaults for absent coefficients).
 pub fn parse_runtime(value: &Value) -> Result<RuntimeProfile, Error> {
-    object(value, "runtime")?;
+    let map = object(value, "runtime")?;
+    known_keys::check(
+        map,
+        "runtime",
+        &[known_keys::RUNTIME, known_keys::RUNTIME_NOTES],
+    )?;
+    if let Some(Value::Object(allocator)) = map.get("allocator") {
+        known_keys::check(allocator, "runtime.allocator", &[known_keys::ALLOCATOR])?;
+    }
     serde_json::from_value(value.clone()).map_err(|e| {
         Error::invalid(
             "runtime",
@@ -623,38 +672,41 @@ mod tests {
     #[test]
     fn bad_inputs_name_the_field_and_range() {
         check_err(
-            r#"{"model": "llama-3.1-8b", "workload": {"batch": 0}}"#,
+            r#"{"model": "llama-3.1-8b", "workload": {"mode": "inference", "batch": 0}}"#,
             &["workload.batch", "1 to 65536"],
         );
         check_err(
-            r#"{"model": "llama-3.1-8b", "workload": {"batch": -3}}"#,
+            r#"{"model": "llama-3.1-8b", "workload": {"mode": "inference", "batch": -3}}"#,
             &["workload.batch", "1 to 65536"],
         );
         check_err(
-            r#"{"model": "llama-3.1-8b", "workload": {"seq_len": 1e30}}"#,
+            r#"{"model": "llama-3.1-8b", "workload": {"mode": "inference", "seq_len": 1e30}}"#,
             &["workload.seq_len"],
         );
         check_err(
-            r#"{"model": "llama-3.1-8b", "workload": {"seq_len": 99999999999}}"#,
+            r#"{"model": "llama-3.1-8b", "workload": {"mode": "inference", "seq_len": 99999999999}}"#,
             &["workload.seq_len", "4194304"],
         );
         check_err(
-            r#"{"model": "llama-3.1-8b", "workload": {"dtype": "fp8"}}"#,
+            r#"{"model": "llama-3.1-8b", "workload": {"mode": "inference", "dtype": "fp8"}}"#,
             &["workload.dtype", "fp16"],
         );
         check_err(
-            r#"{"model": "nope", "workload": {}}"#,
+            r#"{"model": "nope", "workload": {"mode": "inference"}}"#,
             &["unknown preset `nope`", "llama-3.1-8b"],
         );
         check_err(r#"{"model": "llama-3.1-8b""#, &["malformed JSON"]);
         check_err(
-            r#"{"model": "llama-3.1-8b", "workload": {"seq_len": NaN}}"#,
+            r#"{"model": "llama-3.1-8b", "workload": {"mode": "inference", "seq_len": NaN}}"#,
             &["malformed JSON"],
         );
-        check_err(r#"{"workload": {}}"#, &["`model` is missing"]);
+        check_err(
+            r#"{"workload": {"mode": "inference"}}"#,
+            &["`model` is missing"],
+        );
         check_err(r#"[1, 2]"#, &["not a JSON object"]);
         check_err(
-            r#"{"model": {"family": "decoder", "vocab_size": 100, "hidden_size": 64, "intermediate_size": 128, "num_layers": 2, "num_heads": 4, "num_kv_heads": 3, "head_dim": 16, "tie_word_embeddings": true, "mlp": "gated", "norm": "rms_norm"}, "workload": {}}"#,
+            r#"{"model": {"family": "decoder", "vocab_size": 100, "hidden_size": 64, "intermediate_size": 128, "num_layers": 2, "num_heads": 4, "num_kv_heads": 3, "head_dim": 16, "tie_word_embeddings": true, "mlp": "gated", "norm": "rms_norm"}, "workload": {"mode": "inference"}}"#,
             &["model.num_kv_heads", "divisor"],
         );
     }
