@@ -1,12 +1,15 @@
 //! The calibration profile: what `fit` writes, `upload` sends, `check
 //! --profile` applies and the page bundles from `calibration/profiles/`.
 //!
-//! Reading is strict: unknown fields, out-of-range numbers, oversized or
-//! control-character strings, file paths and the local host or user name are
+//! Reading is strict: files over [`MAX_PROFILE_BYTES`], unknown keys at any
+//! level, out-of-range numbers, oversized or control-character strings, and
+//! keys or values that look like file paths, home directories, e-mail
+//! addresses or `user@host`, or hold the local host or user name, are
 //! rejected with a message naming the field. The page reads the same file
 //! through `name`, `runtime` and `points`.
 
 use crate::cases::{classify, Classified, Origin, Record, Status};
+use crate::error::CollectorError;
 use crate::stats::Summary;
 use headroom_core::RuntimeProfile;
 use serde::{Deserialize, Serialize};
@@ -187,28 +190,58 @@ pub fn parse(text: &str, identity: &Identity) -> Result<Profile, ProfileError> {
     from_value(&value, identity)
 }
 
+/// Reads a profile file's text (`-`: standard input), refusing more than
+/// [`MAX_PROFILE_BYTES`]: a regular file by its size, before reading; a pipe,
+/// a device or standard input by reading at most one byte over the limit, so
+/// neither a huge file nor `/dev/urandom` is read into memory.
+pub fn read_text(path: &str) -> Result<String, CollectorError> {
+    use std::io::Read;
+    let limit = MAX_PROFILE_BYTES as u64;
+    let name = if path == "-" { "(stdin)" } else { path };
+    let allowed = format!("allowed: a profile of at most {MAX_PROFILE_BYTES} bytes (16 MiB)");
+    let mut bytes = Vec::new();
+    let read = if path == "-" {
+        std::io::stdin()
+            .lock()
+            .take(limit + 1)
+            .read_to_end(&mut bytes)
+    } else {
+        let file = std::fs::File::open(path).map_err(|e| CollectorError::io(path, e))?;
+        let meta = file.metadata().map_err(|e| CollectorError::io(path, e))?;
+        if meta.is_file() && meta.len() > limit {
+            return Err(CollectorError::input(format!(
+                "{name}: the file is {} bytes; {allowed}",
+                meta.len()
+            )));
+        }
+        file.take(limit + 1).read_to_end(&mut bytes)
+    };
+    read.map_err(|e| CollectorError::io(name, e))?;
+    if bytes.len() as u64 > limit {
+        return Err(CollectorError::input(format!(
+            "{name}: more than {MAX_PROFILE_BYTES} bytes (reading stopped there); {allowed}"
+        )));
+    }
+    String::from_utf8(bytes).map_err(|e| {
+        CollectorError::input(format!(
+            "{name}: not UTF-8 text (an invalid byte at offset {}); allowed: a JSON calibration profile",
+            e.utf8_error().valid_up_to()
+        ))
+    })
+}
+
 /// Validates a profile given as a JSON value.
 pub fn from_value(value: &Value, identity: &Identity) -> Result<Profile, ProfileError> {
-    let obj = value.as_object().ok_or_else(|| {
-        field_err(
+    if !value.is_object() {
+        return Err(field_err(
             "(document)",
             "is not a JSON object",
             "a calibration profile object",
-        )
-    })?;
-    // Checks serde would not make: runtime is lenient in the core.
-    if let Some(Value::Object(rt)) = obj.get("runtime") {
-        let known = runtime_keys();
-        for key in rt.keys() {
-            if !known.contains(key) {
-                return Err(field_err(
-                    &format!("runtime.{key}"),
-                    "unknown field",
-                    &known.join(", "),
-                ));
-            }
-        }
+        ));
     }
+    // Before serde: unknown keys at every level, including those the core's
+    // lenient parsers (runtime, workload) would skip.
+    check_shape(value, "", PROFILE_SHAPE)?;
     let profile: Profile = serde_path_to_error::deserialize(value).map_err(|e| {
         let path = e.path().to_string();
         let inner = clean(&e.into_inner().to_string());
@@ -516,14 +549,298 @@ fn only_keys(field: &str, v: &Value, allowed: &[&str]) -> Result<(), ProfileErro
     })?;
     for key in obj.keys() {
         if !allowed.contains(&key.as_str()) {
-            return Err(field_err(
-                &format!("{field}.{key}"),
-                "unknown field",
-                &allowed.join(", "),
-            ));
+            return Err(unknown_key(field, key, allowed.iter().copied()));
         }
     }
     Ok(())
+}
+
+/// Keys of the profile document.
+pub const PROFILE_KEYS: [&str; 14] = [
+    "schema_version",
+    "name",
+    "created",
+    "collector_version",
+    "gpu",
+    "driver",
+    "cuda",
+    "torch",
+    "transformers",
+    "runtime",
+    "coefficients",
+    "fit",
+    "summary",
+    "points",
+];
+/// Keys of `gpu`.
+pub const GPU_KEYS: [&str; 3] = ["name", "total_bytes", "compute_capability"];
+/// Keys of each `coefficients.X`.
+pub const COEFFICIENT_KEYS: [&str; 4] = ["value", "uncertainty", "source", "cases"];
+/// Keys of `fit`.
+pub const FIT_KEYS: [&str; 4] = [
+    "basis",
+    "points_used",
+    "points_skipped",
+    "residual_std_bytes",
+];
+/// Keys of a `runtime.allocator` object.
+pub const ALLOCATOR_KEYS: [&str; 2] = ["expandable_segments", "max_split_size"];
+/// Keys of a point's `workload` (the measurement format's; `loss` is a note).
+pub const WORKLOAD_KEYS: [&str; 12] = [
+    "mode",
+    "batch",
+    "seq_len",
+    "image_size",
+    "dtype",
+    "attention",
+    "load",
+    "loss",
+    "inference",
+    "training",
+    "parallel",
+    "esmfold",
+];
+/// Keys of `workload.inference`.
+pub const INFERENCE_KEYS: [&str; 5] = ["kind", "logits", "kv_cache", "new_tokens", "kv_dtype"];
+/// Keys of `workload.training` (`zero_grad` is a note).
+pub const TRAINING_KEYS: [&str; 9] = [
+    "optimizer",
+    "momentum",
+    "steps",
+    "precision",
+    "grad_checkpointing",
+    "use_cache",
+    "optimizer_state_resident",
+    "zero_grad",
+    "lora",
+];
+/// Keys of `workload.training.lora`.
+pub const LORA_KEYS: [&str; 4] = ["rank", "alpha", "target_modules", "dropout"];
+/// Keys of `workload.parallel` (`wrap` and `init` are notes).
+pub const PARALLEL_KEYS: [&str; 9] = [
+    "strategy",
+    "world_size",
+    "reshard_after_forward",
+    "param_dtype",
+    "reduce_dtype",
+    "bucket_cap_mb",
+    "gradient_as_bucket_view",
+    "wrap",
+    "init",
+];
+/// Keys of `workload.esmfold`.
+pub const ESMFOLD_KEYS: [&str; 3] = ["stem_dtype", "chunk_size", "num_recycles"];
+/// Longest note (`loss`, `zero_grad`, `wrap`, `init`, LoRA module names).
+pub const MAX_NOTE_CHARS: usize = 64;
+
+/// What one place of a profile may hold. Objects list their keys; anything
+/// else is refused, so no key or free text travels unvetted. Scalars' types
+/// and ranges are the parsers' business.
+#[derive(Clone, Copy)]
+enum Shape {
+    /// `null`, a boolean, a number or a string.
+    Scalar,
+    /// `null` or a name of at most [`MAX_NOTE_CHARS`] letters, digits, `_`,
+    /// `-` and `.`: the measurement format's notes, which no parser reads.
+    Name,
+    /// A list of one shape.
+    List(&'static Shape),
+    /// A scalar or an object with these keys; keys not in the second list
+    /// hold scalars.
+    Object(&'static [&'static str], &'static [(&'static str, Shape)]),
+    /// An object with these keys, every value of one shape.
+    Each(&'static [&'static str], &'static Shape),
+    /// An object with the keys a function gives (the core's own types, so a
+    /// field the core adds is accepted without a change here).
+    Keys(fn() -> Vec<String>, &'static [(&'static str, Shape)]),
+}
+
+const ALLOCATOR: (&str, Shape) = ("allocator", Shape::Object(&ALLOCATOR_KEYS, &[]));
+const COEFFICIENT_SHAPE: Shape =
+    Shape::Object(&COEFFICIENT_KEYS, &[("cases", Shape::List(&Shape::Scalar))]);
+const SUMMARY_SHAPE: Shape = Shape::Keys(summary_keys, &[]);
+const WORKLOAD_SHAPE: Shape = Shape::Object(
+    &WORKLOAD_KEYS,
+    &[
+        ("loss", Shape::Name),
+        ("inference", Shape::Object(&INFERENCE_KEYS, &[])),
+        (
+            "training",
+            Shape::Object(
+                &TRAINING_KEYS,
+                &[
+                    ("zero_grad", Shape::Name),
+                    (
+                        "lora",
+                        Shape::Object(&LORA_KEYS, &[("target_modules", Shape::List(&Shape::Name))]),
+                    ),
+                ],
+            ),
+        ),
+        (
+            "parallel",
+            Shape::Object(
+                &PARALLEL_KEYS,
+                &[("wrap", Shape::Name), ("init", Shape::Name)],
+            ),
+        ),
+        ("esmfold", Shape::Object(&ESMFOLD_KEYS, &[])),
+    ],
+);
+const POINT_SHAPE: Shape = Shape::Object(
+    &POINT_KEYS,
+    &[
+        ("workload", WORKLOAD_SHAPE),
+        ("runtime", Shape::Object(&POINT_RUNTIME_KEYS, &[ALLOCATOR])),
+        (
+            "measured",
+            Shape::Object(
+                &POINT_MEASURED_KEYS,
+                &[("status", Shape::Name), ("peak_window", Shape::Name)],
+            ),
+        ),
+        ("prediction", Shape::Object(&POINT_PREDICTION_KEYS, &[])),
+    ],
+);
+const PROFILE_SHAPE: Shape = Shape::Object(
+    &PROFILE_KEYS,
+    &[
+        ("gpu", Shape::Object(&GPU_KEYS, &[])),
+        ("runtime", Shape::Keys(runtime_keys, &[ALLOCATOR])),
+        (
+            "coefficients",
+            Shape::Each(&COEFFICIENTS, &COEFFICIENT_SHAPE),
+        ),
+        ("fit", Shape::Object(&FIT_KEYS, &[])),
+        ("summary", Shape::Each(&["before", "after"], &SUMMARY_SHAPE)),
+        ("points", Shape::List(&POINT_SHAPE)),
+    ],
+);
+
+/// The fields of an error summary, as `fit` writes them.
+fn summary_keys() -> Vec<String> {
+    match serde_json::to_value(Summary::of(&[])) {
+        Ok(Value::Object(map)) => map.keys().cloned().collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// `at.key`, or `key` at the top.
+fn join(at: &str, key: &str) -> String {
+    if at.is_empty() {
+        key.to_string()
+    } else {
+        format!("{at}.{key}")
+    }
+}
+
+fn unknown_key<'a>(at: &str, key: &str, allowed: impl Iterator<Item = &'a str>) -> ProfileError {
+    field_err(
+        &join(at, &printable(key, 80)),
+        "unknown field",
+        &allowed.collect::<Vec<_>>().join(", "),
+    )
+}
+
+/// Refuses any key the shape does not list, and objects or lists where a
+/// plain value belongs.
+fn check_shape(v: &Value, at: &str, shape: Shape) -> Result<(), ProfileError> {
+    let field = if at.is_empty() { "(document)" } else { at };
+    let describe = |shape: Shape| match shape {
+        Shape::Scalar => "a number, string, true, false or null".to_string(),
+        Shape::Name => {
+            format!("null or a name of 1 to {MAX_NOTE_CHARS} letters, digits, `_`, `-` and `.`")
+        }
+        Shape::List(_) => "a list".to_string(),
+        Shape::Object(..) | Shape::Each(..) | Shape::Keys(..) => "an object".to_string(),
+    };
+    let object = |map: &serde_json::Map<String, Value>,
+                  keys: &[&str],
+                  of: &dyn Fn(&str) -> Shape|
+     -> Result<(), ProfileError> {
+        for (key, item) in map {
+            if !keys.contains(&key.as_str()) {
+                return Err(unknown_key(at, key, keys.iter().copied()));
+            }
+            check_shape(item, &join(at, key), of(key))?;
+        }
+        Ok(())
+    };
+    let nested = |inner: &'static [(&'static str, Shape)]| {
+        move |key: &str| {
+            inner
+                .iter()
+                .find(|(k, _)| *k == key)
+                .map_or(Shape::Scalar, |(_, s)| *s)
+        }
+    };
+    match (shape, v) {
+        (Shape::List(item), Value::Array(items)) => {
+            for (i, x) in items.iter().enumerate() {
+                check_shape(x, &format!("{at}[{i}]"), *item)?;
+            }
+            Ok(())
+        }
+        (Shape::Object(keys, inner), Value::Object(map)) => object(map, keys, &nested(inner)),
+        (Shape::Each(keys, each), Value::Object(map)) => object(map, keys, &|_| *each),
+        (Shape::Keys(keys, inner), Value::Object(map)) => {
+            let owned = keys();
+            let keys: Vec<&str> = owned.iter().map(String::as_str).collect();
+            object(map, &keys, &nested(inner))
+        }
+        (Shape::Name, Value::String(s)) => {
+            let ok = !s.is_empty()
+                && s.chars().count() <= MAX_NOTE_CHARS
+                && s.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c));
+            if ok {
+                Ok(())
+            } else {
+                Err(field_err(
+                    field,
+                    format!("`{}` is not a name", printable(s, 80)),
+                    &describe(shape),
+                ))
+            }
+        }
+        (Shape::Name, Value::Null) => Ok(()),
+        (Shape::Name, _) => Err(field_err(field, "is not a name", &describe(shape))),
+        (_, Value::Array(_)) => Err(field_err(field, "is a list", &describe(shape))),
+        (_, Value::Object(_)) => Err(field_err(field, "is an object", &describe(shape))),
+        // Scalars: their types and ranges are checked by the parsers.
+        _ => Ok(()),
+    }
+}
+
+/// `s` safe to print on a terminal: control and invisible formatting
+/// characters (escape sequences, bidirectional overrides) written as
+/// `\u{1b}`, at most `max` characters.
+pub fn printable(s: &str, max: usize) -> String {
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i == max {
+            out.push_str("...");
+            break;
+        }
+        if is_unsafe_char(c) {
+            out.push_str(&format!("\\u{{{:x}}}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Control characters (C0, DEL, C1) and the invisible ones that reorder or
+/// hide text (bidirectional controls, zero-width characters, BOM).
+pub fn is_unsafe_char(c: char) -> bool {
+    c.is_control()
+        || matches!(c,
+            '\u{200b}'..='\u{200f}'
+            | '\u{2028}'..='\u{202e}'
+            | '\u{2060}'..='\u{2069}'
+            | '\u{feff}'
+            | '\u{061c}')
 }
 
 fn validate_point(at: &str, point: &Value, gpu_total: u64) -> Result<(), ProfileError> {
@@ -643,12 +960,124 @@ fn validate_point(at: &str, point: &Value, gpu_total: u64) -> Result<(), Profile
     Ok(())
 }
 
-/// True when `s` looks like a file-system path.
-pub fn looks_like_path(s: &str) -> bool {
+/// What makes a string identifying.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Identifying {
+    /// An absolute or relative file path, or a file name.
+    Path,
+    /// A home directory (`~`, `~alice`, `$HOME`, `%USERPROFILE%`).
+    Home,
+    /// An e-mail address or `user@host`.
+    Email,
+}
+
+impl Identifying {
+    fn problem(self) -> &'static str {
+        match self {
+            Identifying::Path => "looks like a file path",
+            Identifying::Home => "names a home directory",
+            Identifying::Email => "looks like an e-mail address or user@host",
+        }
+    }
+}
+
+/// File name endings that mark a word as a file name.
+const FILE_EXTENSIONS: [&str; 30] = [
+    "py",
+    "sh",
+    "bash",
+    "zsh",
+    "ipynb",
+    "csv",
+    "tsv",
+    "json",
+    "jsonl",
+    "txt",
+    "log",
+    "out",
+    "err",
+    "yaml",
+    "yml",
+    "toml",
+    "ini",
+    "cfg",
+    "conf",
+    "pt",
+    "pth",
+    "bin",
+    "ckpt",
+    "safetensors",
+    "gguf",
+    "npy",
+    "npz",
+    "pkl",
+    "parquet",
+    "h5",
+];
+
+/// Characters of a path component (`data`, `x.csv`, `..`, `~alice`).
+fn is_path_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || "._-~+%:@".contains(c)
+}
+
+/// One word of a text: is it a path, a home directory or an address?
+fn identifying_word(word: &str) -> Option<Identifying> {
+    let w = word.trim_end_matches(['.', ',', ':', '!', '?']);
+    if w.is_empty() {
+        return None;
+    }
+    let lower = w.to_ascii_lowercase();
+    if let Some(rest) = w.strip_prefix('~') {
+        if rest
+            .chars()
+            .next()
+            .is_none_or(|c| c == '/' || c == '\\' || c.is_alphabetic() || c == '_')
+        {
+            return Some(Identifying::Home);
+        }
+    }
+    if [
+        "$home",
+        "${home}",
+        "%userprofile%",
+        "%homepath%",
+        "%homedrive%",
+    ]
+    .iter()
+    .any(|m| lower.contains(m))
+    {
+        return Some(Identifying::Home);
+    }
+    if let Some((user, host)) = w.split_once('@') {
+        let near = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || "_.-+".contains(c));
+        if near(user.chars().next_back()) && near(host.chars().next()) {
+            return Some(Identifying::Email);
+        }
+    }
+    if w.contains(['/', '\\']) {
+        let named = w.split(['/', '\\']).any(|part| {
+            (part == "." || part == ".." || part.chars().any(|c| c.is_alphabetic()))
+                && part.chars().all(is_path_char)
+        });
+        if named {
+            return Some(Identifying::Path);
+        }
+    }
+    if let Some((stem, ext)) = lower.rsplit_once('.') {
+        if !stem.is_empty() && FILE_EXTENSIONS.contains(&ext) {
+            return Some(Identifying::Path);
+        }
+    }
+    None
+}
+
+/// Whether `s` holds a file path (absolute or relative, Unix or Windows, or
+/// a file name such as `run.sh`), a home directory, an e-mail address or a
+/// `user@host`.
+pub fn identifying(s: &str) -> Option<Identifying> {
     let t = s.trim();
     let bytes = t.as_bytes();
-    t.starts_with('/')
-        || t.starts_with("~/")
+    if t.starts_with('/')
         || t.starts_with("./")
         || t.starts_with("../")
         || t.starts_with("\\\\")
@@ -670,6 +1099,16 @@ pub fn looks_like_path(s: &str) -> bool {
         ]
         .iter()
         .any(|m| t.contains(m))
+    {
+        return Some(Identifying::Path);
+    }
+    t.split(|c: char| c.is_whitespace() || "\"'`,;()[]{}<>|=".contains(c))
+        .find_map(identifying_word)
+}
+
+/// True when `s` looks like a file-system path (or a home directory).
+pub fn looks_like_path(s: &str) -> bool {
+    matches!(identifying(s), Some(Identifying::Path | Identifying::Home))
 }
 
 fn contains_word(hay: &str, needle: &str) -> bool {
@@ -693,33 +1132,45 @@ fn contains_word(hay: &str, needle: &str) -> bool {
 /// Names too common to be identifying.
 const GENERIC_NAMES: [&str; 6] = ["root", "user", "admin", "localhost", "ubuntu", "debian"];
 
-/// Rejects any string that looks like a path or holds the host or user name.
+/// Why `s` may not travel: a path, a home directory, an address, or this
+/// machine's host or user name; `(problem, allowed)`.
+fn refusal(s: &str, id: &Identity) -> Option<(String, &'static str)> {
+    if let Some(kind) = identifying(s) {
+        let allowed = match kind {
+            Identifying::Path => "no file paths in a profile (it is uploaded as is)",
+            Identifying::Home => "no home directories in a profile (it is uploaded as is)",
+            Identifying::Email => {
+                "no e-mail addresses or user@host names in a profile (it is uploaded as is)"
+            }
+        };
+        return Some((kind.problem().to_string(), allowed));
+    }
+    for (what, name) in [("host name", &id.host), ("user name", &id.user)] {
+        if let Some(name) = name {
+            if name.len() >= 3
+                && !GENERIC_NAMES.contains(&name.to_lowercase().as_str())
+                && contains_word(s, name)
+            {
+                return Some((
+                    format!("contains this machine's {what}"),
+                    "no host or user names in a profile",
+                ));
+            }
+        }
+    }
+    None
+}
+
+/// Rejects any key or string that looks like a path, a home directory, an
+/// e-mail address or `user@host`, or holds the host or user name.
 pub fn scan_strings(v: &Value, at: &str, id: &Identity) -> Result<(), ProfileError> {
     match v {
         Value::String(s) => {
             let field = if at.is_empty() { "(document)" } else { at };
-            if looks_like_path(s) {
-                return Err(field_err(
-                    field,
-                    "looks like a file path",
-                    "no file paths in a profile (it is uploaded as is)",
-                ));
+            match refusal(s, id) {
+                Some((problem, allowed)) => Err(field_err(field, problem, allowed)),
+                None => Ok(()),
             }
-            for (what, name) in [("host name", &id.host), ("user name", &id.user)] {
-                if let Some(name) = name {
-                    if name.len() >= 3
-                        && !GENERIC_NAMES.contains(&name.to_lowercase().as_str())
-                        && contains_word(s, name)
-                    {
-                        return Err(field_err(
-                            field,
-                            format!("contains this machine's {what}"),
-                            "no host or user names in a profile",
-                        ));
-                    }
-                }
-            }
-            Ok(())
         }
         Value::Array(items) => {
             for (i, item) in items.iter().enumerate() {
@@ -729,11 +1180,14 @@ pub fn scan_strings(v: &Value, at: &str, id: &Identity) -> Result<(), ProfileErr
         }
         Value::Object(map) => {
             for (k, item) in map {
-                let path = if at.is_empty() {
-                    k.clone()
-                } else {
-                    format!("{at}.{k}")
-                };
+                let path = join(at, k);
+                if let Some((problem, allowed)) = refusal(k, id) {
+                    return Err(field_err(
+                        &printable(&path, 200),
+                        format!("the key {problem}"),
+                        allowed,
+                    ));
+                }
                 scan_strings(item, &path, id)?;
             }
             Ok(())

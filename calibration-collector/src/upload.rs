@@ -5,32 +5,56 @@
 //! body = the validated profile re-serialised (schema_version 1; nothing but
 //! the schema's fields: no host name, user name or file path). 200, 201 or
 //! 202 = accepted; 408, 429 and 5xx = retried (honouring `Retry-After`);
-//! any other status = rejected, not retried.
+//! a redirect (3xx) is never followed; any other status = rejected, not
+//! retried. Credentials in the URL are sent (HTTP Basic) but never shown,
+//! and what the server says is shown escaped and cut.
 
-use crate::cases::read_text;
 use crate::error::{CollectorError, Result};
-use crate::profile::{self, Identity, Profile, MAX_PROFILE_BYTES};
+use crate::profile::{self, printable, Identity, Profile};
+use std::io::Read;
 use std::time::Duration;
+
+/// Most retries (`--retries`).
+pub const MAX_RETRIES: u64 = 20;
+/// Longest per-attempt timeout, seconds (`--timeout-s`).
+pub const MAX_TIMEOUT_S: u64 = 600;
+/// Longest `--to` URL.
+pub const MAX_URL_CHARS: usize = 2048;
+/// Most bytes of a server's answer read.
+pub const MAX_RESPONSE_BYTES: u64 = 64 << 10;
+/// Most bytes of a server's answer printed (escaped).
+pub const MAX_SHOWN_BYTES: usize = 2048;
+
+/// A whole number for a count flag; one too large for 64 bits reads as
+/// `u64::MAX`, so that the range check names the flag and its bounds.
+fn whole_number(text: &str) -> std::result::Result<u64, String> {
+    let t = text.trim();
+    if t.is_empty() || !t.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!("`{}` is not a whole number", printable(t, 40)));
+    }
+    Ok(t.parse().unwrap_or(u64::MAX))
+}
 
 /// Options of `upload` (its command-line flags).
 #[derive(Clone, Debug, clap::Args)]
 pub struct UploadArgs {
-    /// The profile file.
+    /// The profile file (`-`: standard input; at most 16 MiB).
     pub profile: String,
-    /// Where to POST it.
+    /// Where to POST it: http(s)://host[:port]/path (credentials as
+    /// user:password@host are sent, never shown).
     #[arg(long)]
     pub to: String,
     /// Show what would be sent; send nothing.
     #[arg(long)]
     pub dry_run: bool,
-    /// Retries after the first attempt (on connection errors, 408, 429, 5xx).
-    #[arg(long, default_value_t = 4)]
-    pub retries: u32,
+    /// Retries after the first attempt (on connection errors, 408, 429, 5xx): 0 to 20.
+    #[arg(long, default_value_t = 4, value_parser = whole_number)]
+    pub retries: u64,
     /// First backoff in milliseconds (doubles each retry, at most 30 s).
     #[arg(long, default_value_t = 1000)]
     pub backoff_ms: u64,
-    /// Per-attempt timeout in seconds.
-    #[arg(long, default_value_t = 30)]
+    /// Per-attempt timeout in seconds: 1 to 600.
+    #[arg(long, default_value_t = 30, value_parser = whole_number)]
     pub timeout_s: u64,
     /// Print the outcome as JSON.
     #[arg(long)]
@@ -54,13 +78,14 @@ impl Default for UploadArgs {
 /// What happened.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct UploadOutcome {
-    /// The URL.
+    /// The URL, credentials shown as `***`.
     pub url: String,
     /// Attempts made.
     pub attempts: u32,
     /// Final HTTP status.
     pub status: u16,
-    /// The server's answer (JSON if it was JSON, else text).
+    /// The server's answer (JSON if it was JSON of at most 2 KB, else text),
+    /// control characters escaped.
     pub response: serde_json::Value,
     /// Bytes sent.
     pub payload_bytes: usize,
@@ -81,40 +106,180 @@ pub fn digest(bytes: &[u8]) -> String {
     format!("{h:016x}")
 }
 
-fn check_url(url: &str) -> Result<()> {
-    let ok = (url.starts_with("https://") || url.starts_with("http://"))
-        && url.len() <= 2048
-        && !url.chars().any(|c| c.is_whitespace() || c.is_control());
-    if ok {
-        Ok(())
-    } else {
-        Err(CollectorError::input(format!(
-            "--to: `{url}` is not a URL; allowed: an http:// or https:// URL"
-        )))
+/// `--to`, checked: the URL to send to, the URL to show and the
+/// credentials it carries (never printed).
+#[derive(Clone, Debug)]
+pub struct Target {
+    /// As given.
+    pub url: String,
+    /// With any `user:password@` shown as `***@`.
+    pub shown: String,
+    /// `user:password`, the password: scrubbed from any message.
+    secrets: Vec<String>,
+}
+
+impl Target {
+    /// `text` with the URL's credentials replaced by `***`.
+    pub fn scrub(&self, text: &str) -> String {
+        let mut out = text.to_string();
+        for s in &self.secrets {
+            out = out.replace(s.as_str(), "***");
+        }
+        out
+    }
+
+    /// Whether the URL carries credentials.
+    pub fn has_credentials(&self) -> bool {
+        !self.secrets.is_empty()
     }
 }
 
-/// Reads and validates the profile (the file is never written).
-pub fn load(path: &str, identity: &Identity) -> Result<Profile> {
-    if path != "-" {
-        let len = std::fs::metadata(path)
-            .map_err(|e| CollectorError::io(path, e))?
-            .len();
-        if len > MAX_PROFILE_BYTES as u64 {
-            return Err(CollectorError::input(format!(
-                "{path}: the profile is {len} bytes; allowed: at most {MAX_PROFILE_BYTES} bytes"
-            )));
+/// `url` with anything before an `@` in its host part shown as `***`
+/// (works on malformed input too).
+pub fn redact_url(url: &str) -> String {
+    let (scheme, rest) = match url.find("://") {
+        Some(i) => url.split_at(i + 3),
+        None => ("", url),
+    };
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    match rest[..end].rfind('@') {
+        Some(at) => format!("{scheme}***{}", &rest[at..]),
+        None => url.to_string(),
+    }
+}
+
+/// Checks `--to`: http(s)://host[:port]/path, nothing else.
+pub fn parse_target(url: &str) -> Result<Target> {
+    let shown = redact_url(url);
+    let bad = |why: &str| {
+        CollectorError::input(format!(
+            "--to: `{}` is not a URL to upload to: {why}; allowed: http(s)://host[:port]/path",
+            printable(&shown, 200)
+        ))
+    };
+    if url.chars().count() > MAX_URL_CHARS {
+        return Err(bad(&format!("longer than {MAX_URL_CHARS} characters")));
+    }
+    if url.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(bad("it contains spaces or control characters"));
+    }
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return Err(bad("no scheme (http:// or https://)"));
+    };
+    if !scheme.eq_ignore_ascii_case("http") && !scheme.eq_ignore_ascii_case("https") {
+        return Err(bad(&format!(
+            "the scheme is `{}`, not http or https",
+            printable(scheme, 20)
+        )));
+    }
+    if rest.contains('#') {
+        return Err(bad("a fragment (#...) is not sent"));
+    }
+    let end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let authority = &rest[..end];
+    let (userinfo, host_port) = match authority.rsplit_once('@') {
+        Some((u, h)) => (Some(u), h),
+        None => (None, authority),
+    };
+    let (host, port) = if let Some(v6) = host_port.strip_prefix('[') {
+        let Some((addr, after)) = v6.split_once(']') else {
+            return Err(bad("an IPv6 address without its closing `]`"));
+        };
+        if addr.is_empty()
+            || !addr
+                .chars()
+                .all(|c| c.is_ascii_hexdigit() || c == ':' || c == '.')
+        {
+            return Err(bad("not an IPv6 address in [...]"));
+        }
+        match after {
+            "" => (host_port, None),
+            p => match p.strip_prefix(':') {
+                Some(port) => (&host_port[..host_port.len() - p.len()], Some(port)),
+                None => return Err(bad("text after the IPv6 address")),
+            },
+        }
+    } else {
+        match host_port.split_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (host_port, None),
+        }
+    };
+    if host.is_empty() {
+        return Err(bad("no host"));
+    }
+    if !host.starts_with('[')
+        && !host
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-._".contains(c))
+    {
+        return Err(bad("the host has characters a host name cannot have"));
+    }
+    if let Some(p) = port {
+        let ok = !p.is_empty()
+            && p.len() <= 5
+            && p.bytes().all(|b| b.is_ascii_digit())
+            && (1..=65535).contains(&p.parse::<u32>().unwrap_or(0));
+        if !ok {
+            return Err(bad("the port is not a number from 1 to 65535"));
         }
     }
-    let text = read_text(path)?;
-    profile::parse(&text, identity).map_err(|e| CollectorError::input(format!("{path}: {e}")))
+    if url.parse::<ureq::http::Uri>().is_err() {
+        return Err(bad("it does not parse as a URI"));
+    }
+    let mut secrets = Vec::new();
+    if let Some(info) = userinfo.filter(|u| !u.is_empty()) {
+        secrets.push(info.to_string());
+        if let Some((_, password)) = info.split_once(':') {
+            if password.len() >= 3 {
+                secrets.push(password.to_string());
+            }
+        }
+    }
+    Ok(Target {
+        url: url.to_string(),
+        shown,
+        secrets,
+    })
 }
 
-/// The `--dry-run` text.
+/// Checks `--retries` and `--timeout-s`.
+fn check_limits(args: &UploadArgs) -> Result<()> {
+    if !(1..=MAX_TIMEOUT_S).contains(&args.timeout_s) {
+        return Err(CollectorError::input(format!(
+            "--timeout-s: {} is out of range; allowed: 1 to {MAX_TIMEOUT_S} (seconds per attempt)",
+            args.timeout_s
+        )));
+    }
+    if args.retries > MAX_RETRIES {
+        return Err(CollectorError::input(format!(
+            "--retries: {} is out of range; allowed: 0 to {MAX_RETRIES}",
+            args.retries
+        )));
+    }
+    Ok(())
+}
+
+/// Reads and validates the profile (the file is never written; at most
+/// [`profile::MAX_PROFILE_BYTES`] are read).
+pub fn load(path: &str, identity: &Identity) -> Result<Profile> {
+    let text = profile::read_text(path)?;
+    let name = if path == "-" { "(stdin)" } else { path };
+    profile::parse(&text, identity).map_err(|e| CollectorError::input(format!("{name}: {e}")))
+}
+
+/// The `--dry-run` text (any credentials in `url` shown as `***`).
 pub fn render_dry_run(url: &str, body: &[u8]) -> String {
     let pretty: serde_json::Value = serde_json::from_slice(body).expect("our own JSON");
+    let shown = redact_url(url);
+    let auth = if shown != url {
+        "Authorization: Basic *** (the URL's credentials)\n"
+    } else {
+        ""
+    };
     format!(
-        "POST {url}\nContent-Type: application/json\nUser-Agent: {}\nIdempotency-Key: {}\nContent-Length: {}\n\n{}\n",
+        "POST {}\nContent-Type: application/json\nUser-Agent: {}\nIdempotency-Key: {}\nContent-Length: {}\n{auth}\n{}\n",
+        printable(&shown, MAX_URL_CHARS),
         user_agent(),
         digest(body),
         body.len(),
@@ -130,9 +295,10 @@ fn user_agent() -> String {
 }
 
 enum Attempt {
-    Done(u16, String),
+    Done(u16, Vec<u8>),
     Retry(String, Option<Duration>),
-    Rejected(u16, String),
+    Rejected(u16, Vec<u8>),
+    Redirected(u16, Option<String>),
 }
 
 fn retry_after(resp: &ureq::http::Response<ureq::Body>) -> Option<Duration> {
@@ -145,6 +311,17 @@ fn retry_after(resp: &ureq::http::Response<ureq::Body>) -> Option<Duration> {
         .parse()
         .ok()?;
     Some(Duration::from_secs(secs.min(30)))
+}
+
+/// The agent: one timeout per attempt, statuses as answers, no redirects
+/// followed (a 3xx comes back as it is).
+fn agent(timeout_s: u64) -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .timeout_global(Some(Duration::from_secs(timeout_s)))
+        .http_status_as_error(false)
+        .max_redirects(0)
+        .build()
+        .into()
 }
 
 fn attempt(agent: &ureq::Agent, url: &str, body: &[u8]) -> Attempt {
@@ -160,16 +337,22 @@ fn attempt(agent: &ureq::Agent, url: &str, body: &[u8]) -> Attempt {
         Ok(mut resp) => {
             let status = resp.status().as_u16();
             let wait = retry_after(&resp);
-            let text = resp
+            let location = resp
+                .headers()
+                .get("location")
+                .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+            let mut text = Vec::new();
+            // What was read before an error is kept; the rest is not needed.
+            let _ = resp
                 .body_mut()
-                .with_config()
-                .limit(1 << 20)
-                .read_to_string()
-                .unwrap_or_default();
+                .as_reader()
+                .take(MAX_RESPONSE_BYTES)
+                .read_to_end(&mut text);
             match status {
                 200..=202 => Attempt::Done(status, text),
+                301..=303 | 307 | 308 => Attempt::Redirected(status, location),
                 408 | 429 | 500..=599 => {
-                    Attempt::Retry(format!("HTTP {status}: {}", excerpt(&text)), wait)
+                    Attempt::Retry(format!("HTTP {status}: {}", server_text(&text)), wait)
                 }
                 _ => Attempt::Rejected(status, text),
             }
@@ -177,13 +360,69 @@ fn attempt(agent: &ureq::Agent, url: &str, body: &[u8]) -> Attempt {
     }
 }
 
-fn excerpt(text: &str) -> String {
-    let t: String = text.trim().chars().take(300).collect();
-    if t.is_empty() {
-        "(empty body)".into()
-    } else {
-        t
+/// What a server said, safe to print: control and invisible characters
+/// escaped, at most [`MAX_SHOWN_BYTES`] printed, and a note when cut.
+pub fn server_text(body: &[u8]) -> String {
+    let text = String::from_utf8_lossy(body);
+    let text = text.trim();
+    if text.is_empty() {
+        return "(empty body)".into();
     }
+    let mut out = String::new();
+    let mut used = 0;
+    for c in text.chars() {
+        let piece = printable(c.encode_utf8(&mut [0; 4]), 1);
+        if out.len() + piece.len() > MAX_SHOWN_BYTES {
+            break;
+        }
+        out.push_str(&piece);
+        used += c.len_utf8();
+    }
+    if used < text.len() {
+        let total = if body.len() as u64 >= MAX_RESPONSE_BYTES {
+            format!("more than {MAX_RESPONSE_BYTES}")
+        } else {
+            text.len().to_string()
+        };
+        out.push_str(&format!(
+            " [cut: {used} of {total} bytes of the answer shown]"
+        ));
+    }
+    out
+}
+
+/// A JSON answer with the characters a terminal would act on (and which
+/// JSON printing leaves raw: DEL, C1 controls, bidirectional overrides)
+/// escaped in its strings and keys.
+fn inert(v: serde_json::Value) -> serde_json::Value {
+    use serde_json::Value;
+    let clean = |s: &str| {
+        if s.chars().any(profile::is_unsafe_char) {
+            printable(s, usize::MAX)
+        } else {
+            s.to_string()
+        }
+    };
+    match v {
+        Value::String(s) => Value::String(clean(&s)),
+        Value::Array(items) => Value::Array(items.into_iter().map(inert).collect()),
+        Value::Object(map) => Value::Object(
+            map.into_iter()
+                .map(|(k, v)| (clean(&k), inert(v)))
+                .collect(),
+        ),
+        other => other,
+    }
+}
+
+/// The accepted answer as the outcome shows it.
+fn response_value(body: &[u8]) -> serde_json::Value {
+    if body.len() <= MAX_SHOWN_BYTES {
+        if let Ok(v) = serde_json::from_slice::<serde_json::Value>(body) {
+            return inert(v);
+        }
+    }
+    serde_json::Value::String(server_text(body))
 }
 
 /// Runs `upload`: `Ok(None)` with the dry-run text, `Ok(Some)` once accepted.
@@ -191,44 +430,50 @@ pub fn run(
     args: &UploadArgs,
     identity: &Identity,
 ) -> Result<(Option<UploadOutcome>, Option<String>)> {
-    check_url(&args.to)?;
+    check_limits(args)?;
+    let target = parse_target(&args.to)?;
     let profile = load(&args.profile, identity)?;
     let body = payload(&profile);
     if args.dry_run {
-        return Ok((None, Some(render_dry_run(&args.to, &body))));
+        return Ok((None, Some(render_dry_run(&target.url, &body))));
     }
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .timeout_global(Some(Duration::from_secs(args.timeout_s.max(1))))
-        .http_status_as_error(false)
-        .build()
-        .into();
-    let attempts = args.retries + 1;
+    let agent = agent(args.timeout_s);
+    let attempts = args.retries as u32 + 1;
+    let shown = printable(&target.shown, MAX_URL_CHARS);
     let mut last = String::new();
     for n in 1..=attempts {
-        match attempt(&agent, &args.to, &body) {
+        match attempt(&agent, &target.url, &body) {
             Attempt::Done(status, text) => {
-                let response =
-                    serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text));
                 return Ok((
                     Some(UploadOutcome {
-                        url: args.to.clone(),
+                        url: shown,
                         attempts: n,
                         status,
-                        response,
+                        response: response_value(&text),
                         payload_bytes: body.len(),
                     }),
                     None,
                 ));
             }
             Attempt::Rejected(status, text) => {
-                return Err(CollectorError::Upload(format!(
+                return Err(CollectorError::Upload(target.scrub(&format!(
                     "the server rejected the profile (HTTP {status}): {}; {} was not changed",
-                    excerpt(&text),
+                    server_text(&text),
                     args.profile
-                )))
+                ))))
+            }
+            Attempt::Redirected(status, location) => {
+                let to = match location {
+                    Some(l) => format!("to `{}`", printable(&redact_url(&l), 300)),
+                    None => "without a Location header".to_string(),
+                };
+                return Err(CollectorError::Upload(target.scrub(&format!(
+                    "the server answered with a redirect (HTTP {status}) {to}; redirects are not followed (the profile is sent only where --to says); if that is the server, pass it as --to; {} was not changed",
+                    args.profile
+                ))));
             }
             Attempt::Retry(why, wait) => {
-                last = why;
+                last = printable(&target.scrub(&why), MAX_SHOWN_BYTES + 100);
                 if n < attempts {
                     let backoff =
                         Duration::from_millis(args.backoff_ms.saturating_mul(1 << (n - 1).min(16)))
@@ -254,10 +499,26 @@ mod tests {
 
     #[test]
     fn urls_are_checked() {
-        assert!(check_url("https://example.org/api/profiles").is_ok());
-        assert!(check_url("http://127.0.0.1:8080/x").is_ok());
-        assert!(check_url("ftp://x").is_err());
-        assert!(check_url("https://a b").is_err());
+        assert!(parse_target("https://example.org/api/profiles").is_ok());
+        assert!(parse_target("http://127.0.0.1:8080/x").is_ok());
+        assert!(parse_target("http://[::1]:8080/x").is_ok());
+        assert!(parse_target("ftp://x").is_err());
+        assert!(parse_target("https://a b").is_err());
+        assert!(parse_target("http://").is_err());
+        assert!(parse_target("http:/x").is_err());
+        let t = parse_target("http://alice:pw123@example.org:8080/x").unwrap();
+        assert_eq!(t.shown, "http://***@example.org:8080/x");
+        assert!(t.has_credentials());
+        assert_eq!(t.scrub("at alice:pw123 and pw123"), "at *** and ***");
+    }
+
+    #[test]
+    fn server_text_is_inert_and_short() {
+        let shown = server_text("\u{1b}[2Jhi\u{9b}".as_bytes());
+        assert_eq!(shown, "\\u{1b}[2Jhi\\u{9b}");
+        let long = server_text(&[b'x'; 5000]);
+        assert!(long.len() < MAX_SHOWN_BYTES + 100 && long.contains("cut: 2048 of 5000"));
+        assert_eq!(server_text(b"  "), "(empty body)");
     }
 
     #[test]
