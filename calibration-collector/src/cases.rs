@@ -37,23 +37,66 @@ pub struct Record {
     pub value: Value,
 }
 
-/// Reads a whole file, or stdin for `-`.
+/// Largest spec `estimate`, `gpus` and `run --spec` read: 4 MiB (a spec
+/// with a pasted `config.json` is a few kilobytes).
+pub const MAX_SPEC_BYTES: u64 = 4 << 20;
+/// Largest measurement file `check` and `fit` read: 256 MiB (about 400,000
+/// cases; the committed sets are under 1 MiB each).
+pub const MAX_MEASUREMENT_FILE_BYTES: u64 = 256 << 20;
+/// Largest line of a measurement file: 1 MiB (a case is under 2 KB).
+pub const MAX_CASE_LINE_BYTES: usize = 1 << 20;
+
+/// Reads a spec file, or stdin for `-`, refusing more than
+/// [`MAX_SPEC_BYTES`].
 pub fn read_text(path: &str) -> Result<String> {
-    if path == "-" {
-        let mut text = String::new();
+    read_limited(path, MAX_SPEC_BYTES, "a spec")
+}
+
+/// Reads a whole file, or stdin for `-`, refusing more than `limit` bytes
+/// (`what` names the kind of file in the error): a regular file by its size
+/// before reading, a pipe, a device or stdin by reading at most one byte
+/// over the limit, so neither a huge file nor `/dev/urandom` is read into
+/// memory. Text that is not UTF-8 is refused too.
+pub fn read_limited(path: &str, limit: u64, what: &str) -> Result<String> {
+    let name = if path == "-" { "(stdin)" } else { path };
+    let too_large = |size: &str| {
+        CollectorError::input(format!(
+            "{name}: {size}; allowed: {what} of at most {limit} bytes ({} MiB)",
+            limit >> 20
+        ))
+    };
+    let mut bytes = Vec::new();
+    let read = if path == "-" {
         std::io::stdin()
-            .read_to_string(&mut text)
-            .map_err(|e| CollectorError::io("(stdin)", e))?;
-        Ok(text)
+            .lock()
+            .take(limit + 1)
+            .read_to_end(&mut bytes)
     } else {
-        std::fs::read_to_string(path).map_err(|e| CollectorError::io(path, e))
+        let file = std::fs::File::open(path).map_err(|e| CollectorError::io(path, e))?;
+        let meta = file.metadata().map_err(|e| CollectorError::io(path, e))?;
+        if meta.is_file() && meta.len() > limit {
+            return Err(too_large(&format!("the file is {} bytes", meta.len())));
+        }
+        file.take(limit + 1).read_to_end(&mut bytes)
+    };
+    read.map_err(|e| CollectorError::io(name, e))?;
+    if bytes.len() as u64 > limit {
+        return Err(too_large(&format!(
+            "more than {limit} bytes (reading stopped there)"
+        )));
     }
+    String::from_utf8(bytes).map_err(|e| {
+        CollectorError::input(format!(
+            "{name}: not UTF-8 text (invalid byte at offset {}); allowed: {what} as JSON text",
+            e.utf8_error().valid_up_to()
+        ))
+    })
 }
 
 /// Reads measurement records: JSON lines (blank lines and `#` comments
 /// skipped), a JSON array of cases, or a calibration profile (its `points`).
 pub fn read_records(path: &str) -> Result<Vec<Record>> {
-    let text = read_text(path)?;
+    let text = read_limited(path, MAX_MEASUREMENT_FILE_BYTES, "a measurement file")?;
     parse_records(path, &text)
 }
 
@@ -97,6 +140,12 @@ pub fn parse_records(file: &str, text: &str) -> Result<Vec<Record>> {
         let line = line.trim();
         if line.is_empty() || line.starts_with('#') {
             continue;
+        }
+        if line.len() > MAX_CASE_LINE_BYTES {
+            return Err(CollectorError::input(format!(
+                "{origin}: the line is {} bytes; allowed: a case of at most {MAX_CASE_LINE_BYTES} bytes (1 MiB) per line",
+                line.len()
+            )));
         }
         let value: Value = serde_json::from_str(line)
             .map_err(|e| CollectorError::input(format!("{origin}: malformed JSON: {e}")))?;

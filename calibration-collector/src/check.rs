@@ -2,8 +2,7 @@
 //! case, and the summary line.
 
 use crate::cases::{
-    classify, predict, read_records, read_text, refuse_repeated_files, Classified, Origin,
-    Prediction, Status,
+    classify, predict, read_records, refuse_repeated_files, Classified, Origin, Prediction, Status,
 };
 use crate::error::{CollectorError, Result};
 use crate::profile;
@@ -59,7 +58,7 @@ pub fn run(args: &CheckArgs) -> Result<String> {
 /// `--profile`: a calibration profile, or any object with `runtime`, or a
 /// bare runtime object.
 pub fn load_runtime(path: &str) -> Result<RuntimeProfile> {
-    let text = read_text(path)?;
+    let text = profile::read_text(path)?;
     let value: serde_json::Value = serde_json::from_str(&text)
         .map_err(|e| CollectorError::input(format!("{path}: malformed JSON: {e}")))?;
     if value.get("schema_version").is_some() {

@@ -10,6 +10,9 @@ pub const EXIT_NO_GPU: i32 = 2;
 pub const EXIT_GPU: i32 = 3;
 /// Exit code: the upload failed (the local file is untouched).
 pub const EXIT_UPLOAD: i32 = 4;
+/// Exit code: the command line itself is wrong (an unknown flag, a missing
+/// argument): 64, `EX_USAGE` of BSD's sysexits, apart from 2 (no driver).
+pub const EXIT_USAGE: i32 = 64;
 /// Exit code: interrupted by Ctrl-C (finished work is kept).
 pub const EXIT_INTERRUPTED: i32 = 130;
 
@@ -31,13 +34,14 @@ pub enum CollectorError {
     /// Ctrl-C: what finished is kept.
     #[error("{0}")]
     Interrupted(String),
-    /// A file could not be read or written.
-    #[error("{path}: {source}")]
+    /// A file could not be read or written. (Not a `source`: the message
+    /// says what the OS said once, not again as its cause.)
+    #[error("{path}: {reason}")]
     Io {
         /// The file.
         path: String,
         /// What the OS said.
-        source: std::io::Error,
+        reason: std::io::Error,
     },
 }
 
@@ -57,7 +61,7 @@ impl CollectorError {
     pub fn io(path: impl AsRef<Path>, source: std::io::Error) -> Self {
         CollectorError::Io {
             path: path.as_ref().display().to_string(),
-            source,
+            reason: source,
         }
     }
 
@@ -69,3 +73,39 @@ impl CollectorError {
 
 /// Result with [`CollectorError`].
 pub type Result<T, E = CollectorError> = std::result::Result<T, E>;
+
+/// `text` with control characters written as escapes (`\u{1b}`), except
+/// newlines and tabs: what files and servers say (case names, a server's
+/// error body) reaches the terminal as text, never as a command that
+/// moves the cursor, recolours or retitles it.
+pub fn escape_controls(text: &str) -> std::borrow::Cow<'_, str> {
+    let is_hostile = |c: char| c.is_control() && c != '\n' && c != '\t';
+    if !text.chars().any(is_hostile) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        if is_hostile(c) {
+            out.push_str(&c.escape_unicode().to_string());
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::escape_controls;
+
+    #[test]
+    fn control_characters_are_escaped_and_text_kept() {
+        assert_eq!(escape_controls("plain\ttext\n"), "plain\ttext\n");
+        assert_eq!(escape_controls("\u{1b}[31mred"), "\\u{1b}[31mred");
+        assert_eq!(
+            escape_controls("a\rb\u{7f}\u{9b}"),
+            "a\\u{d}b\\u{7f}\\u{9b}"
+        );
+        assert_eq!(escape_controls("héllo ✓"), "héllo ✓");
+    }
+}

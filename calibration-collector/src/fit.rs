@@ -662,6 +662,15 @@ pub fn run(args: &FitArgs) -> Result<FitOutput> {
                 .and_then(Value::as_u64)
         })
         .unwrap_or(0);
+    // Named as the user wrote it (the profile's `gpu.total_bytes` derives
+    // from it).
+    if !(1 << 30..=1 << 44).contains(&total) {
+        return Err(CollectorError::input(format!(
+            "case {}: `runtime.gpu_total_bytes` is {}; allowed: the card's total memory, a whole number of bytes from 1073741824 to 17592186044416 (as `run` writes it), or `--probe FILE` from `probe --json`",
+            first["case"],
+            if total == 0 { "missing or not a whole number".to_string() } else { format!("{total}, out of range") }
+        )));
+    }
     let torch = string_of(first, "torch");
     let driver = probe
         .as_ref()

@@ -2,10 +2,11 @@
 //!
 //! Exit codes: 0 ok; 1 bad input (the message names the file, line or
 //! field); 2 no NVIDIA driver or GPU; 3 a GPU or measurement step failed;
-//! 4 the upload failed; 130 interrupted (finished points are kept).
+//! 4 the upload failed; 64 a wrong command line (unknown flag, missing
+//! argument); 130 interrupted (finished points are kept).
 
 use anyhow::Result;
-use calibration_collector::error::CollectorError;
+use calibration_collector::error::{escape_controls, CollectorError, EXIT_USAGE};
 use calibration_collector::{check, estimate_cmd, fit, gpu, gpus_cmd, probe, profile, run, upload};
 use clap::{Parser, Subcommand};
 use std::io::Write;
@@ -16,7 +17,7 @@ use std::path::PathBuf;
     name = "calibration-collector",
     version,
     about = "Predict, check and calibrate the peak GPU memory of PyTorch jobs (headroom).",
-    after_help = "Exit codes: 0 ok, 1 bad input, 2 no NVIDIA driver/GPU, 3 GPU or measurement failure, 4 upload failed, 130 interrupted."
+    after_help = "Exit codes: 0 ok, 1 bad input, 2 no NVIDIA driver/GPU, 3 GPU or measurement failure, 4 upload failed, 64 wrong command line, 130 interrupted."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -59,22 +60,32 @@ struct ProbeChildArgs {
 }
 
 fn main() {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            // `--help` and `--version` are answers; anything else is a wrong
+            // command line, with its own exit code (2 means "no driver").
+            let _ = e.print();
+            std::process::exit(if e.use_stderr() { EXIT_USAGE } else { 0 });
+        }
+    };
     match dispatch(cli) {
         Ok(code) => std::process::exit(code),
         Err(e) => {
             let code = e
                 .downcast_ref::<CollectorError>()
                 .map_or(1, CollectorError::exit_code);
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", escape_controls(&format!("{e:#}")));
             std::process::exit(code);
         }
     }
 }
 
+/// Writes `text` to stdout, control characters escaped (it may hold case
+/// names and messages from files).
 fn print(text: &str) -> Result<()> {
     let mut out = std::io::stdout().lock();
-    out.write_all(text.as_bytes())?;
+    out.write_all(escape_controls(text).as_bytes())?;
     out.flush()?;
     Ok(())
 }

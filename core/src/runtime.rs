@@ -258,7 +258,7 @@ fn allocator_setting<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Allocator
                 max_split_size: None,
             }),
             other => Err(D::Error::custom(alloc::format!(
-                "`runtime.allocator`: unknown setting `{other}`; allowed: \"default\", \"expandable_segments\" or an object {{expandable_segments, max_split_size}}"
+                "unknown setting `{other}`"
             ))),
         },
     }

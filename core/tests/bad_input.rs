@@ -168,11 +168,11 @@ fn bad_documents_and_models_are_named() {
     );
     check(
         r#"{"model": "llama-3.1-8b", "workload": {"mode": "inference"}, "runtime": {"cuda_context_bytes": -1}}"#,
-        &["runtime"],
+        &["runtime.cuda_context_bytes", "a whole number of bytes"],
     );
     check(
         r#"{"model": "llama-3.1-8b", "workload": {"mode": "inference"}, "runtime": {"allocator": "magic"}}"#,
-        &["runtime", "allocator"],
+        &["runtime.allocator", "unknown setting `magic`", "\"expandable_segments\""],
     );
     check(
         r#"{"model": "resnet-50", "workload": {"mode": "inference"}, "runtime": {"cudnn_workspace_scale": -1}}"#,

@@ -594,6 +594,25 @@ pub fn parse_runtime(value: &Value) -> Result<RuntimeProfile, Error> {
         known_keys::check(allocator, "runtime.allocator", &[known_keys::ALLOCATOR])?;
     }
     serde_json::from_value(value.clone()).map_err(|e| {
+        // Name the field: the first key that fails on its own.
+        let culprit = map.iter().find_map(|(key, v)| {
+            let mut alone = Map::new();
+            alone.insert(key.clone(), v.clone());
+            serde_json::from_value::<RuntimeProfile>(Value::Object(alone))
+                .err()
+                .map(|e| (key, e))
+        });
+        if let Some((key, e)) = culprit {
+            let allowed = match key.as_str() {
+                "allocator" => "\"default\", \"expandable_segments\" or {expandable_segments, max_split_size}",
+                "cudnn_workspace_scale" => "a number from 0 to 16",
+                "process_ran_backward" => "true or false",
+                "multiprocessors" | "threads_per_multiprocessor" => "a whole number",
+                "gpu" | "driver" | "torch" | "cuda" | "transformers" | "nccl" => "a string",
+                _ => "a whole number of bytes",
+            };
+            return Error::invalid(&format!("runtime.{key}"), clean(&e.to_string()), allowed);
+        }
         Error::invalid(
             "runtime",
             clean(&e.to_string()),

@@ -1,0 +1,196 @@
+//! The CLI under careless and hostile input: misspelled keys, wrong command
+//! lines, unbounded files, control characters, IO errors. Each case once
+//! printed a wrong answer with exit 0, panicked, or grew without bound.
+
+mod common;
+use common::{run, text};
+use std::io::Write;
+
+fn temp_file(name: &str, contents: &[u8]) -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(name);
+    std::fs::File::create(&path)
+        .unwrap()
+        .write_all(contents)
+        .unwrap();
+    let path = path.to_str().unwrap().to_string();
+    (dir, path)
+}
+
+#[track_caller]
+fn fails_with(args: &[&str], stdin: Option<&str>, code: i32, needles: &[&str]) -> String {
+    let out = run(args, stdin);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(code), "{args:?}: {err}");
+    for needle in needles {
+        assert!(err.contains(needle), "{args:?}: `{err}` lacks `{needle}`");
+    }
+    assert!(!err.contains("panicked"), "{err}");
+    err
+}
+
+#[test]
+fn a_misspelled_key_is_an_error_not_the_default() {
+    fails_with(
+        &["estimate"],
+        Some(r#"{"model":"llama-3.1-8b","workload":{"mode":"training","batch":8,"seqlen":32768}}"#),
+        1,
+        &["`workload.seqlen`: unknown key; did you mean `seq_len`?"],
+    );
+    fails_with(
+        &["gpus"],
+        Some(
+            r#"{"model":"llama-3.1-8b","workload":{"mode":"training","training":{"optimiser":"sgd"}}}"#,
+        ),
+        1,
+        &["`workload.training.optimiser`", "did you mean `optimizer`?"],
+    );
+    fails_with(
+        &["estimate"],
+        Some(r#"{"model":"llama-3.1-8b","workload":{}}"#),
+        1,
+        &["`workload.mode` is missing"],
+    );
+    fails_with(
+        &["estimate"],
+        Some(
+            r#"{"model":"llama-3.1-8b","workload":{"mode":"training","training":{"lora":{"rank":8,"target_modules":["nonexistent"]}}}}"#,
+        ),
+        1,
+        &[
+            "`workload.training.lora.target_modules`",
+            "`nonexistent`",
+            "\"q_proj\"",
+        ],
+    );
+}
+
+#[test]
+fn a_wrong_command_line_has_its_own_exit_code() {
+    let err = fails_with(&["estimate", "--bogus"], None, 64, &["--bogus"]);
+    assert!(err.contains("Usage:"), "{err}");
+    fails_with(&["no-such-command"], None, 64, &["no-such-command"]);
+    fails_with(&["check"], None, 64, &[]);
+    // Help and version are answers, not errors.
+    assert_eq!(run(&["--help"], None).status.code(), Some(0));
+    assert_eq!(run(&["--version"], None).status.code(), Some(0));
+    let help = text(&run(&["--help"], None).stdout);
+    assert!(help.contains("64 wrong command line"), "{help}");
+}
+
+#[test]
+fn an_io_error_says_what_failed_once() {
+    let err = fails_with(
+        &["estimate", "/nonexistent/spec.json"],
+        None,
+        1,
+        &["/nonexistent/spec.json: No such file or directory (os error 2)"],
+    );
+    assert_eq!(err.matches("No such file").count(), 1, "{err}");
+}
+
+#[test]
+fn inputs_are_capped_before_parsing() {
+    // An endless device: refused after reading just past the limit.
+    fails_with(
+        &["estimate", "/dev/urandom"],
+        None,
+        1,
+        &[
+            "/dev/urandom: more than 4194304 bytes",
+            "a spec of at most 4194304 bytes (4 MiB)",
+        ],
+    );
+    let measurements = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../measurements/public/h200-public.jsonl"
+    );
+    fails_with(
+        &["check", measurements, "--profile", "/dev/urandom"],
+        None,
+        1,
+        &["/dev/urandom: more than"],
+    );
+    // A regular file by its size, before reading it.
+    let (_dir, big) = temp_file("big.json", &vec![b' '; 5 << 20]);
+    fails_with(
+        &["estimate", &big],
+        None,
+        1,
+        &["the file is 5242880 bytes", "at most 4194304 bytes"],
+    );
+    // One enormous line of a measurement file.
+    let mut line = br#"{"case": ""#.to_vec();
+    line.extend(std::iter::repeat_n(b'x', 2 << 20));
+    line.extend(br#"", "model": "gpt2", "workload": {"mode": "inference"}, "measured": {"driver_peak": 1}}"#);
+    let (_dir2, long) = temp_file("long.jsonl", &line);
+    fails_with(
+        &["check", &long],
+        None,
+        1,
+        &[":1: the line is", "at most 1048576 bytes (1 MiB) per line"],
+    );
+    // Bytes that are not text.
+    let (_dir3, binary) = temp_file("binary.json", &[0xff, 0xfe, 0x00, 0x7b]);
+    fails_with(&["estimate", &binary], None, 1, &["not UTF-8 text"]);
+}
+
+#[test]
+fn text_from_files_cannot_drive_the_terminal() {
+    let case = "{\"case\": \"\\u001b]0;owned\\u0007\\u001b[2J\", \"model\": \"gpt2\", \"workload\": {\"mode\": \"inference\"}, \"measured\": {\"driver_peak\": 1000000000}}\n";
+    let (_dir, file) = temp_file("ctl.jsonl", case.as_bytes());
+    let out = run(&["check", &file], None);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(
+        !stdout.contains('\u{1b}') && !stdout.contains('\u{7}'),
+        "{stdout:?}"
+    );
+    assert!(stdout.contains("\\u{1b}]0;owned\\u{7}"), "{stdout}");
+    // In an error message too.
+    let bad = "{\"case\": \"\\u001b[2J\", \"model\": \"gpt2\", \"workload\": {\"mode\": \"inference\", \"batch\": 0}, \"measured\": {\"driver_peak\": 1}}\n";
+    let (_dir2, file) = temp_file("ctl-bad.jsonl", bad.as_bytes());
+    let err = fails_with(
+        &["check", &file],
+        None,
+        1,
+        &["\\u{1b}[2J", "workload.batch"],
+    );
+    assert!(!err.contains('\u{1b}'), "{err:?}");
+}
+
+#[test]
+fn a_bad_profile_is_blamed_on_the_profile() {
+    let (_dir, profile) = temp_file(
+        "profile.json",
+        br#"{"runtime": {"cuda_context_bytes": -5}}"#,
+    );
+    let measurements = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../measurements/public/h200-public.jsonl"
+    );
+    let err = fails_with(
+        &["check", measurements, "--profile", &profile],
+        None,
+        1,
+        &[
+            "profile.json: `runtime.cuda_context_bytes`",
+            "a whole number of bytes",
+        ],
+    );
+    assert!(!err.contains("h200-public.jsonl"), "{err}");
+}
+
+#[test]
+fn fit_names_the_field_the_user_wrote() {
+    let case = br#"{"case": "a", "model": "gpt2", "workload": {"mode": "inference"}, "measured": {"driver_peak": 1000000000}}"#;
+    let (dir, file) = temp_file("points.jsonl", case);
+    let out_path = dir.path().join("profile.json");
+    let err = fails_with(
+        &["fit", &file, "--out", out_path.to_str().unwrap()],
+        None,
+        1,
+        &["`runtime.gpu_total_bytes` is missing"],
+    );
+    assert!(!err.contains("gpu.total_bytes`"), "{err}");
+}
