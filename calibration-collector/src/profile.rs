@@ -195,39 +195,7 @@ pub fn parse(text: &str, identity: &Identity) -> Result<Profile, ProfileError> {
 /// a device or standard input by reading at most one byte over the limit, so
 /// neither a huge file nor `/dev/urandom` is read into memory.
 pub fn read_text(path: &str) -> Result<String, CollectorError> {
-    use std::io::Read;
-    let limit = MAX_PROFILE_BYTES as u64;
-    let name = if path == "-" { "(stdin)" } else { path };
-    let allowed = format!("allowed: a profile of at most {MAX_PROFILE_BYTES} bytes (16 MiB)");
-    let mut bytes = Vec::new();
-    let read = if path == "-" {
-        std::io::stdin()
-            .lock()
-            .take(limit + 1)
-            .read_to_end(&mut bytes)
-    } else {
-        let file = std::fs::File::open(path).map_err(|e| CollectorError::io(path, e))?;
-        let meta = file.metadata().map_err(|e| CollectorError::io(path, e))?;
-        if meta.is_file() && meta.len() > limit {
-            return Err(CollectorError::input(format!(
-                "{name}: the file is {} bytes; {allowed}",
-                meta.len()
-            )));
-        }
-        file.take(limit + 1).read_to_end(&mut bytes)
-    };
-    read.map_err(|e| CollectorError::io(name, e))?;
-    if bytes.len() as u64 > limit {
-        return Err(CollectorError::input(format!(
-            "{name}: more than {MAX_PROFILE_BYTES} bytes (reading stopped there); {allowed}"
-        )));
-    }
-    String::from_utf8(bytes).map_err(|e| {
-        CollectorError::input(format!(
-            "{name}: not UTF-8 text (an invalid byte at offset {}); allowed: a JSON calibration profile",
-            e.utf8_error().valid_up_to()
-        ))
-    })
+    crate::cases::read_limited(path, MAX_PROFILE_BYTES as u64, "a profile")
 }
 
 /// Validates a profile given as a JSON value.
