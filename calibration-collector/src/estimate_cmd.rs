@@ -53,34 +53,151 @@ pub fn run(args: &EstimateArgs) -> Result<String> {
         capacity: gpu.map(|g| g.usable_bytes),
         ..EstimateOptions::default()
     };
-    let est = match &args.after {
-        None => estimate_with(&spec.model.arch, &spec.workload, &spec.runtime, options)
-            .map_err(|e| CollectorError::input(format!("{name}: {e}")))?,
-        Some(earlier_path) => {
-            let earlier = Spec::from_json(&read_text(earlier_path)?)
-                .map_err(|e| CollectorError::input(format!("--after {earlier_path}: {e}")))?;
-            if earlier.model.arch != spec.model.arch {
-                return Err(CollectorError::input(format!(
-                    "--after {earlier_path}: its model ({}) is not the model of {name} ({}); allowed: a spec of the same model that ran earlier in the same process",
-                    earlier.model.name, spec.model.name
-                )));
+    let compute = |options: EstimateOptions| -> Result<Estimate> {
+        match &args.after {
+            None => estimate_with(&spec.model.arch, &spec.workload, &spec.runtime, options)
+                .map_err(|e| CollectorError::input(format!("{name}: {e}"))),
+            Some(earlier_path) => {
+                let earlier = Spec::from_json(&read_text(earlier_path)?)
+                    .map_err(|e| CollectorError::input(format!("--after {earlier_path}: {e}")))?;
+                if earlier.model.arch != spec.model.arch {
+                    return Err(CollectorError::input(format!(
+                        "--after {earlier_path}: its model ({}) is not the model of {name} ({}); allowed: a spec of the same model that ran earlier in the same process",
+                        earlier.model.name, spec.model.name
+                    )));
+                }
+                estimate_after_with(
+                    &spec.model.arch,
+                    &earlier.workload,
+                    &spec.workload,
+                    &spec.runtime,
+                    options,
+                )
+                .map_err(|e| CollectorError::input(format!("{name} after {earlier_path}: {e}")))
             }
-            estimate_after_with(
-                &spec.model.arch,
-                &earlier.workload,
-                &spec.workload,
-                &spec.runtime,
-                options,
-            )
-            .map_err(|e| CollectorError::input(format!("{name} after {earlier_path}: {e}")))?
         }
     };
+    let mut est = compute(options)?;
+    let mut no_card = None;
+    if gpu.is_none() {
+        no_card = without_a_card(&est, |capacity| {
+            compute(EstimateOptions {
+                capacity: Some(capacity),
+                ..options
+            })
+        })?;
+        if let Some(NoCard::OnLargest { bounded, .. }) = &no_card {
+            est = bounded.clone();
+        }
+    }
+    let note = no_card.as_ref().map(NoCard::note);
     if args.table {
-        Ok(table(&spec, &est, gpu))
+        let mut text = table(&spec, &est, gpu);
+        if let Some(note) = &note {
+            let _ = writeln!(text, "note      {note}");
+        }
+        Ok(text)
     } else {
-        let value = to_json(&spec, &est, gpu);
+        let mut value = to_json(&spec, &est, gpu);
+        if let Some(no_card) = &no_card {
+            value["without_a_card"] = no_card.to_json();
+        }
         Ok(serde_json::to_string_pretty(&value).expect("estimate serialises") + "\n")
     }
+}
+
+/// What an estimate without `--gpu` means when its figures pass every card.
+/// Without a card the replay's allocator never runs out, so it never
+/// releases its cache: a job of many growing allocations (a million decode
+/// steps) ends up "reserving" terabytes no card has, though it runs on one.
+#[derive(Clone, Debug)]
+pub enum NoCard {
+    /// The job fits the largest card of the catalog, where the allocator
+    /// releases its cache as it runs out: `bounded` is the estimate there.
+    OnLargest {
+        /// The largest card.
+        card: &'static gpus::Gpu,
+        /// The estimate on it.
+        bounded: Estimate,
+        /// The driver-level peak of a card of unlimited size.
+        unlimited_driver_peak: u64,
+    },
+    /// The job runs out of memory even on the largest card: the figures
+    /// are those of a card of unlimited size.
+    FitsNoCard {
+        /// The largest card.
+        card: &'static gpus::Gpu,
+    },
+}
+
+impl NoCard {
+    /// One line for the table.
+    pub fn note(&self) -> String {
+        match self {
+            NoCard::OnLargest {
+                card,
+                unlimited_driver_peak,
+                ..
+            } => format!(
+                "no --gpu given: on a card of unlimited size the driver-level peak would be {:.1} GB, mostly cache the allocator never had to release; the figures above are on the largest card of the catalog, {} ({:.2} GB usable), where the allocator releases its cache when it runs out; `gpus` lists the smaller cards the job fits",
+                Bytes(*unlimited_driver_peak).as_gb(),
+                card.name,
+                Bytes(card.usable_bytes).as_gb()
+            ),
+            NoCard::FitsNoCard { card } => format!(
+                "does not fit any single card of the catalog: it runs out of memory even on the largest, {} ({:.2} GB usable); the figures above are a card of unlimited size's, which never releases its cache; spread it over several GPUs (--strategy, --world-size) or shrink it",
+                card.name,
+                Bytes(card.usable_bytes).as_gb()
+            ),
+        }
+    }
+
+    /// The JSON form (`without_a_card`).
+    pub fn to_json(&self) -> Value {
+        match self {
+            NoCard::OnLargest {
+                card,
+                unlimited_driver_peak,
+                ..
+            } => json!({
+                "estimated_on": {"id": card.id, "name": card.name, "usable_bytes": card.usable_bytes},
+                "unlimited_card_driver_peak": unlimited_driver_peak,
+                "note": self.note(),
+            }),
+            NoCard::FitsNoCard { card } => json!({
+                "fits_any_card": false,
+                "largest_card": {"id": card.id, "name": card.name, "usable_bytes": card.usable_bytes},
+                "note": self.note(),
+            }),
+        }
+    }
+}
+
+/// For an estimate made without a card: `None` when its driver-level peak
+/// fits the largest card of the catalog (then every card large enough
+/// shows the same figures), else the estimate on that card, made by
+/// `on_card(usable bytes)`.
+pub fn without_a_card(
+    unlimited: &Estimate,
+    on_card: impl Fn(u64) -> Result<Estimate>,
+) -> Result<Option<NoCard>> {
+    let card = gpus::CATALOG
+        .iter()
+        .max_by_key(|g| g.usable_bytes)
+        .expect("the catalog lists cards");
+    if unlimited.driver_peak.0 <= card.usable_bytes {
+        return Ok(None);
+    }
+    let bounded = on_card(card.usable_bytes)?;
+    Ok(Some(if bounded.fits {
+        NoCard::OnLargest {
+            card,
+            bounded,
+            unlimited_driver_peak: unlimited.driver_peak.0,
+        }
+    } else {
+        NoCard::FitsNoCard { card }
+    }))
 }
 
 /// The JSON form: the estimate's fields, plus the model and the inputs echoed.

@@ -372,7 +372,11 @@ fn estimate_after_an_earlier_job_in_the_same_process() {
     assert!(after > alone, "after {after} <= alone {alone}");
 
     let other = dir.path().join("other.json");
-    std::fs::write(&other, r#"{"model": "llama-3.2-1b", "workload": {"mode": "inference"}}"#).unwrap();
+    std::fs::write(
+        &other,
+        r#"{"model": "llama-3.2-1b", "workload": {"mode": "inference"}}"#,
+    )
+    .unwrap();
     let out = run(
         &["estimate", "--after", other.to_str().unwrap()],
         Some(later),

@@ -194,3 +194,42 @@ fn fit_names_the_field_the_user_wrote() {
     );
     assert!(!err.contains("gpu.total_bytes`"), "{err}");
 }
+
+#[test]
+fn an_estimate_without_a_card_shows_no_figure_a_card_could_not() {
+    // Without a card the allocator never runs out, so it never releases its
+    // cache: 131,072 decode steps of GPT-2 "reserve" about 250 GB while the
+    // job needs a few. The figures are then those of the largest card.
+    let spec = r#"{"model": "gpt2", "workload": {"mode": "inference", "seq_len": 128, "inference": {"kind": "generate", "new_tokens": 131072}}}"#;
+    let out = run(&["estimate"], Some(spec));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let card = &json["without_a_card"];
+    let usable = card["estimated_on"]["usable_bytes"].as_u64().unwrap();
+    let largest = headroom_core::gpus::CATALOG
+        .iter()
+        .map(|g| g.usable_bytes)
+        .max()
+        .unwrap();
+    assert_eq!(usable, largest);
+    assert!(card["unlimited_card_driver_peak"].as_u64().unwrap() > largest);
+    assert!(json["driver_peak"].as_u64().unwrap() <= largest, "{json}");
+    // A job no card holds says so.
+    let out = run(
+        &["estimate", "--table"],
+        Some(r#"{"model": "llama-3.1-70b", "workload": {"mode": "training", "seq_len": 512}}"#),
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("does not fit any single card of the catalog"),
+        "{}",
+        text(&out.stdout)
+    );
+    // A job that fits every large card has no note.
+    let out = run(
+        &["estimate"],
+        Some(r#"{"model": "gpt2", "workload": {"mode": "inference"}}"#),
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(json.get("without_a_card").is_none(), "{json}");
+}

@@ -26,11 +26,9 @@ fn fields() -> Vec<Field> {
     let gpt2 = json!({"model": "gpt2", "workload": {"mode": "inference", "seq_len": 128}});
     let training =
         json!({"model": "gpt2", "workload": {"mode": "training", "batch": 2, "seq_len": 128}});
-    let forward =
-        json!({"model": "gpt2", "workload": {"mode": "inference", "seq_len": 128, "inference": {"kind": "forward"}}});
+    let forward = json!({"model": "gpt2", "workload": {"mode": "inference", "seq_len": 128, "inference": {"kind": "forward"}}});
     let quantisable = json!({"model": "llama-3.2-1b", "workload": {"mode": "inference", "seq_len": 128, "inference": {"new_tokens": 2}}});
-    let esmfold =
-        json!({"model": "esmfold-v1", "workload": {"mode": "inference", "seq_len": 64, "esmfold": {"num_recycles": 0}}});
+    let esmfold = json!({"model": "esmfold-v1", "workload": {"mode": "inference", "seq_len": 64, "esmfold": {"num_recycles": 0}}});
     // The ESM-2 stem runs in a float dtype only.
     let float_dtypes: Vec<&'static str> = Dtype::ALL
         .iter()
@@ -184,7 +182,9 @@ fn every_strategy_key_is_tried() {
 #[test]
 fn the_strategy_flag_takes_the_cores_keys() {
     let training = json!({"model": "llama-3.2-1b", "workload": {"mode": "training", "seq_len": 64, "training": {"precision": "fp32"}}}).to_string();
-    let inference = json!({"model": "llama-3.2-1b", "workload": {"mode": "inference", "seq_len": 64}}).to_string();
+    let inference =
+        json!({"model": "llama-3.2-1b", "workload": {"mode": "inference", "seq_len": 64}})
+            .to_string();
     for key in Strategy::KEYS {
         let spec = if *key == "tp" { &inference } else { &training };
         let world = if *key == "none" { "1" } else { "2" };

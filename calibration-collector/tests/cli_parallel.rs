@@ -235,7 +235,10 @@ fn gpus_gives_the_fewest_cards_per_strategy() {
     // ESMFold has no strategy: no such column.
     let out = run(
         &["gpus"],
-        Some(&json!({"model": "esmfold-v1", "workload": {"mode": "inference", "seq_len": 64}}).to_string()),
+        Some(
+            &json!({"model": "esmfold-v1", "workload": {"mode": "inference", "seq_len": 64}})
+                .to_string(),
+        ),
     );
     assert!(
         !text(&out.stdout).contains("gpus "),

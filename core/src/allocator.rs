@@ -250,6 +250,40 @@ impl CachingAllocator {
         self.stats
     }
 
+    /// What the next allocations and frees depend on, as numbers: every
+    /// block of every segment (address, size, allocated, pool), the free
+    /// address ranges, each pool's expandable segment and the current
+    /// totals. Two equal signatures behave alike under the same requests
+    /// (block ids aside, which decide nothing). The peaks are left out.
+    pub fn state_signature(&self) -> Vec<u64> {
+        let mut blocks: Vec<[u64; 3]> = Vec::with_capacity(self.blocks.len());
+        for segment in self.segments.iter().filter(|s| s.live) {
+            let mut b = segment.head;
+            while b != NONE {
+                let block = &self.blocks[b as usize];
+                let flags = u64::from(block.allocated)
+                    | (u64::from(block.small) << 1)
+                    | (u64::from(block.stream.0) << 2);
+                blocks.push([block.address, block.size, flags]);
+                b = block.next;
+            }
+        }
+        blocks.sort_unstable();
+        let mut va_free = self.va_free.clone();
+        va_free.sort_unstable();
+        let mut out: Vec<u64> = blocks.into_iter().flatten().collect();
+        out.extend(va_free.into_iter().flat_map(|(start, len)| [start, len]));
+        out.push(self.va_bottom);
+        for seg in self.expandable {
+            out.push(match seg {
+                NONE => u64::MAX,
+                s => self.blocks[self.segments[s as usize].head as usize].address,
+            });
+        }
+        out.extend([self.stats.allocated, self.stats.reserved]);
+        out
+    }
+
     /// Starts a new peak window (`reset_peak_memory_stats`).
     pub fn reset_peaks(&mut self) {
         self.stats.peak_allocated = self.stats.allocated;

@@ -54,6 +54,7 @@ pub struct Replay {
     peak: PeakMoment,
     oom: Option<(OutOfMemory, Op)>,
     allocations: u64,
+    stop_at_steady_state: bool,
     /// Diagnostics: record who allocated each block and list the live
     /// blocks right after allocation number `inspect_at`.
     #[cfg(feature = "diagnostics")]
@@ -102,6 +103,7 @@ impl Replay {
             peak: PeakMoment::default(),
             oom: None,
             allocations: 0,
+            stop_at_steady_state: true,
             #[cfg(feature = "diagnostics")]
             inspect_at: None,
             #[cfg(feature = "diagnostics")]
@@ -405,6 +407,26 @@ impl Replay {
     /// `torch.cuda.empty_cache()`.
     pub fn empty_cache(&mut self) {
         self.allocator.empty_cache();
+    }
+
+    /// [`CachingAllocator::state_signature`] and the live bytes of each
+    /// component: equal between the ends of two training steps, every later
+    /// step replays like the last one.
+    pub fn state_signature(&self) -> alloc::vec::Vec<u64> {
+        let mut out = self.allocator.state_signature();
+        out.extend(self.live);
+        out
+    }
+
+    /// Whether training replays stop once a step leaves the state it found
+    /// (see [`crate::families::ReplayOptions::steady_state_shortcut`]).
+    pub fn stops_at_steady_state(&self) -> bool {
+        self.stop_at_steady_state
+    }
+
+    /// Sets [`Replay::stops_at_steady_state`].
+    pub fn set_stop_at_steady_state(&mut self, stop: bool) {
+        self.stop_at_steady_state = stop;
     }
 
     /// `torch.cuda.reset_peak_memory_stats()`: the peak window restarts here.

@@ -3,7 +3,8 @@
 #![allow(clippy::field_reassign_with_default)]
 
 use headroom_core::estimate::{estimate_with, EstimateOptions, ReplayOptions};
-use headroom_core::workload::{InferenceKind, Mode};
+use headroom_core::parallel::Strategy;
+use headroom_core::workload::{InferenceKind, Mode, Optimizer, Precision};
 use headroom_core::{estimate, presets, RuntimeProfile, Workload};
 
 #[test]
@@ -35,6 +36,7 @@ fn decode_shortcut_matches_full_replay() {
             let full_replay = EstimateOptions {
                 replay: ReplayOptions {
                     decode_shortcut: false,
+                    ..ReplayOptions::default()
                 },
                 ..EstimateOptions::default()
             };
@@ -51,4 +53,127 @@ fn decode_shortcut_matches_full_replay() {
             );
         }
     }
+}
+
+/// Every later step is replayed in full (the reference).
+fn every_step() -> EstimateOptions {
+    EstimateOptions {
+        replay: ReplayOptions {
+            steady_state_shortcut: false,
+            ..ReplayOptions::default()
+        },
+        ..EstimateOptions::default()
+    }
+}
+
+#[test]
+fn steady_state_shortcut_matches_replaying_every_step() {
+    let runtime = RuntimeProfile::h200();
+    let mut expandable = RuntimeProfile::h200();
+    expandable.allocator.expandable_segments = true;
+    let jobs: &[(&str, Precision, Optimizer, bool, Strategy)] = &[
+        (
+            "gpt2",
+            Precision::AmpBf16,
+            Optimizer::Adamw,
+            false,
+            Strategy::None,
+        ),
+        (
+            "gpt2",
+            Precision::Fp32,
+            Optimizer::SgdMomentum,
+            true,
+            Strategy::None,
+        ),
+        (
+            "llama-3.2-1b",
+            Precision::Bf16,
+            Optimizer::Adamw,
+            false,
+            Strategy::None,
+        ),
+        (
+            "llama-3.2-1b",
+            Precision::AmpBf16,
+            Optimizer::Adamw,
+            true,
+            Strategy::Ddp,
+        ),
+        (
+            "llama-3.2-1b",
+            Precision::Fp32,
+            Optimizer::Adamw,
+            false,
+            Strategy::Fsdp2,
+        ),
+        (
+            "llama-3.2-1b",
+            Precision::AmpBf16,
+            Optimizer::Adafactor,
+            false,
+            Strategy::Zero1,
+        ),
+        (
+            "bert-base-uncased",
+            Precision::AmpBf16,
+            Optimizer::Adamw,
+            false,
+            Strategy::None,
+        ),
+        (
+            "resnet-50",
+            Precision::AmpBf16,
+            Optimizer::SgdMomentum,
+            false,
+            Strategy::None,
+        ),
+        (
+            "vit-b-16",
+            Precision::Fp32,
+            Optimizer::Adamw,
+            false,
+            Strategy::None,
+        ),
+    ];
+    for &(id, precision, optimizer, checkpointing, strategy) in jobs {
+        let arch = presets::find(id).unwrap().arch;
+        for steps in [3u32, 4, 7] {
+            for rt in [&runtime, &expandable] {
+                let mut w = Workload::default();
+                w.mode = Mode::Training;
+                w.batch = 2;
+                w.seq_len = 512;
+                if arch.is_vision() {
+                    w.image_size = Some(224);
+                }
+                w.training.steps = steps;
+                w.training.precision = precision;
+                w.training.optimizer = optimizer;
+                w.training.grad_checkpointing = checkpointing;
+                w.parallel.strategy = strategy;
+                let fast = estimate(&arch, &w, rt).unwrap();
+                let full = estimate_with(&arch, &w, rt, every_step()).unwrap();
+                let what = format!("{id} {precision:?} {optimizer:?} {strategy:?} steps {steps}");
+                assert_eq!(fast, full, "{what}");
+            }
+        }
+    }
+}
+
+#[test]
+fn a_thousand_steps_replay_like_a_few() {
+    // A job whose state settles: the shortcut makes 1,000 steps cost what a
+    // handful cost, and gives the same answer as 3 steps.
+    let arch = presets::find("llama-3.2-1b").unwrap().arch;
+    let runtime = RuntimeProfile::h200();
+    let mut w = Workload::default();
+    w.mode = Mode::Training;
+    w.batch = 4;
+    w.seq_len = 1024;
+    w.training.steps = 3;
+    let three = estimate(&arch, &w, &runtime).unwrap();
+    w.training.steps = 1000;
+    let thousand = estimate(&arch, &w, &runtime).unwrap();
+    assert_eq!(three, thousand);
 }

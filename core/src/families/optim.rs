@@ -152,6 +152,30 @@ pub fn train_steps_recomputing(
     train_steps_inner(g, t, trainable, &mut forward_loss, Some(&mut recompute));
 }
 
+/// The ends of training steps, to stop replaying at the steady state
+/// ([`super::ReplayOptions::steady_state_shortcut`]). From the third step
+/// on, the program of a step is the same every time (the optimizer state
+/// exists, DDP has rebuilt its buckets), so a step that ends in the state
+/// the one before it ended in is followed by steps that all do the same.
+#[derive(Default)]
+pub(crate) struct SteadyState {
+    last: Vec<u64>,
+}
+
+impl SteadyState {
+    /// Called after step `index` (0-based) ended: whether the steps after
+    /// it would repeat it.
+    pub(crate) fn reached(&mut self, g: &Graph, index: u32) -> bool {
+        if index == 0 || !g.replay.stops_at_steady_state() {
+            return false;
+        }
+        let now = g.replay.state_signature();
+        let repeats = index >= 2 && now == self.last;
+        self.last = now;
+        repeats
+    }
+}
+
 type Recompute<'a> = &'a mut dyn FnMut(&mut Graph, &mut Ctx, u32, Value) -> Value;
 
 /// The loop itself, once for every family (closures behind `dyn`: one copy
@@ -167,6 +191,7 @@ fn train_steps_inner(
     if t.optimizer_state_resident {
         preallocate(g, t.optimizer, trainable, &mut state);
     }
+    let mut steady = SteadyState::default();
     for index in 0..t.steps {
         g.replay.step(Some(index));
         g.grad_mode = true;
@@ -185,5 +210,8 @@ fn train_steps_inner(
         step(g, t.optimizer, trainable, &mut state);
         g.at("zero_grad(set_to_none=True)", None);
         g.zero_grad();
+        if steady.reached(g, index) {
+            break;
+        }
     }
 }

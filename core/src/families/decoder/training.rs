@@ -33,6 +33,7 @@ pub(super) fn train(g: &mut Graph, model: &Model, workload: &Workload, b: u64, s
     if t.optimizer_state_resident {
         optim::preallocate(g, t.optimizer, &optimized, &mut state);
     }
+    let mut steady = optim::SteadyState::default();
     for step in 0..t.steps {
         g.replay.step(Some(step));
         if data_parallel && step == 1 {
@@ -152,5 +153,8 @@ pub(super) fn train(g: &mut Graph, model: &Model, workload: &Workload, b: u64, s
         optim::step(g, t.optimizer, &optimized, &mut state);
         g.at("zero_grad(set_to_none=True)", None);
         g.zero_grad();
+        if steady.reached(g, step) {
+            break;
+        }
     }
 }
