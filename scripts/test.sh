@@ -24,6 +24,13 @@ section "cargo test --workspace (core, collector, tests/, the page's native test
 export PROPTEST_RNG_SEED="${PROPTEST_RNG_SEED:-20261130}"
 cargo test --workspace
 
+section "fuzz: arbitrary and mutated inputs through every reader"
+# Specs, measurement files and profiles: 100,000 inputs of each kind of
+# fuzzing (see tests/tests/fuzz_inputs.rs), in the release build.
+FUZZ_START=$SECONDS
+PROPTEST_CASES=100000 cargo test --release -p headroom-tests --test fuzz_inputs
+echo "FUZZ 3 x 100000 inputs (arbitrary JSON, mutated real inputs, arbitrary text) answered without a panic in $((SECONDS - FUZZ_START)) s"
+
 section "headroom-core builds no_std (thumbv7em-none-eabihf) and for wasm32"
 cargo build -p headroom-core --no-default-features --target thumbv7em-none-eabihf
 cargo build -p headroom-core --target wasm32-unknown-unknown
