@@ -141,11 +141,16 @@ pub fn compare(args: &CheckArgs, profile: Option<&RuntimeProfile>) -> Result<Rep
     let mut index: HashMap<String, usize> = HashMap::new();
     let mut without_cases: Vec<String> = Vec::new();
     let (mut cases, mut family_hits, mut selected) = (0usize, 0usize, 0usize);
+    let mut progress =
+        crate::progress::Counted::new(0, "{bar:30} {pos}/{len} cases [{elapsed} < {eta}]");
     for file in &args.files {
         let mut history = ProcessHistory::default();
         let mut records = 0usize;
         let mut cases_here = 0usize;
-        for record in read_records(file)? {
+        let file_records = read_records(file)?;
+        progress.add(file_records.len() as u64);
+        for record in file_records {
+            progress.inc();
             records += 1;
             let case = match classify(&record)? {
                 Classified::Overheads => continue,
@@ -229,6 +234,7 @@ pub fn compare(args: &CheckArgs, profile: Option<&RuntimeProfile>) -> Result<Rep
             });
         }
     }
+    progress.finish();
     if !without_cases.is_empty() {
         return Err(CollectorError::input(format!(
             "nothing to check: {}; allowed: files with at least one measurement case (docs/spec.md)",

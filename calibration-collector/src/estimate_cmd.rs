@@ -77,13 +77,16 @@ pub fn run(args: &EstimateArgs) -> Result<String> {
             }
         }
     };
-    let mut est = compute(options)?;
+    let mut est =
+        crate::progress::while_working("estimating: replaying the job", || compute(options))?;
     let mut no_card = None;
     if gpu.is_none() {
         no_card = without_a_card(&est, |capacity| {
-            compute(EstimateOptions {
-                capacity: Some(capacity),
-                ..options
+            crate::progress::while_working("estimating: replaying on the largest card", || {
+                compute(EstimateOptions {
+                    capacity: Some(capacity),
+                    ..options
+                })
             })
         })?;
         if let Some(NoCard::OnLargest { bounded, .. }) = &no_card {

@@ -14,6 +14,7 @@ pub mod fit;
 pub mod gpu;
 pub mod gpus_cmd;
 pub mod parallel_args;
+pub mod progress;
 pub mod parallel_run;
 pub mod probe;
 pub mod profile;

@@ -233,3 +233,37 @@ fn an_estimate_without_a_card_shows_no_figure_a_card_could_not() {
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(json.get("without_a_card").is_none(), "{json}");
 }
+
+#[test]
+fn long_checks_show_progress_on_a_terminal_only() {
+    // 600 cases: several seconds, so the bar appears on a terminal.
+    let public = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../measurements/public/h200-public.jsonl"
+    ))
+    .unwrap();
+    let mut lines = String::new();
+    for copy in 0..30 {
+        for line in public.lines() {
+            let mut case: serde_json::Value = serde_json::from_str(line).unwrap();
+            if case["case"] == "runtime_overheads" {
+                continue;
+            }
+            case["case"] = format!("{}_{copy}", case["case"].as_str().unwrap()).into();
+            lines.push_str(&format!("{case}\n"));
+        }
+    }
+    let (_dir, file) = temp_file("many.jsonl", lines.as_bytes());
+    // Not a terminal: nothing but the report.
+    let out = run(&["check", &file], None);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(out.stderr.is_empty(), "{}", text(&out.stderr));
+    // A terminal (util-linux `script` gives the command one).
+    let command = format!("{} check {file} > /dev/null", common::bin());
+    let out = std::process::Command::new("script")
+        .args(["-qc", &command, "/dev/null"])
+        .output()
+        .expect("util-linux `script` runs");
+    let shown = text(&out.stdout);
+    assert!(shown.contains("/720 cases"), "{shown:?}");
+}

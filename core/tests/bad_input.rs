@@ -172,7 +172,11 @@ fn bad_documents_and_models_are_named() {
     );
     check(
         r#"{"model": "llama-3.1-8b", "workload": {"mode": "inference"}, "runtime": {"allocator": "magic"}}"#,
-        &["runtime.allocator", "unknown setting `magic`", "\"expandable_segments\""],
+        &[
+            "runtime.allocator",
+            "unknown setting `magic`",
+            "\"expandable_segments\"",
+        ],
     );
     check(
         r#"{"model": "resnet-50", "workload": {"mode": "inference"}, "runtime": {"cudnn_workspace_scale": -1}}"#,
