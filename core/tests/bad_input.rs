@@ -464,3 +464,27 @@ fn a_job_whose_live_tensors_together_pass_the_bound_is_refused_not_replayed() {
         &["workload.batch x workload.seq_len", "2^60 bytes"],
     );
 }
+
+#[test]
+fn generations_too_long_to_replay_are_refused_with_the_bound() {
+    // 1,048,576 new tokens through Llama-3.1-8B's 32 layers is the bound.
+    let spec = |model: &str, tokens: u32| {
+        format!(
+            r#"{{"model": "{model}", "workload": {{"mode": "inference", "seq_len": 16, "inference": {{"kind": "generate", "new_tokens": {tokens}}}}}}}"#
+        )
+    };
+    Spec::from_json(&spec("llama-3.1-8b", 1_048_576)).unwrap();
+    Spec::from_json(&spec("llama-3.1-70b", 419_430)).unwrap();
+    for tokens in [419_431, 1_048_576] {
+        let err = Spec::from_json(&spec("llama-3.1-70b", tokens))
+            .unwrap_err()
+            .to_string();
+        for needle in [
+            "`workload.inference.new_tokens`",
+            &format!("{tokens} decode steps through 80 layers"),
+            "new_tokens x layers up to 33554432 (here up to 419430 new tokens)",
+        ] {
+            assert!(err.contains(needle), "`{err}` lacks `{needle}`");
+        }
+    }
+}

@@ -42,10 +42,34 @@ mod mlp;
 mod training;
 mod weights;
 
+/// Most decode steps times layers a generation may replay: 2^25, one
+/// million new tokens through 32 layers, about half a minute on two cores
+/// (every decode step replays its KV-cache updates in every layer; GPT-2's
+/// 12 layers take 11.8 s for a million tokens).
+pub const MAX_DECODE_LAYER_STEPS: u64 = 1 << 25;
+
 /// Rejects workloads the decoder family cannot run, and LoRA targets that
 /// name no module of the model.
 pub fn validate(a: &DecoderArch, workload: &Workload) -> Result<(), Error> {
     weights::validate_lora_targets(a, workload)?;
+    let decode_layer_steps = u64::from(workload.inference.new_tokens) * u64::from(a.num_layers);
+    if workload.mode == Mode::Inference
+        && workload.inference.kind == InferenceKind::Generate
+        && decode_layer_steps > MAX_DECODE_LAYER_STEPS
+    {
+        return Err(Error::invalid(
+            "workload.inference.new_tokens",
+            alloc::format!(
+                "{} decode steps through {} layers would take minutes to replay",
+                workload.inference.new_tokens,
+                a.num_layers
+            ),
+            &alloc::format!(
+                "new_tokens x layers up to {MAX_DECODE_LAYER_STEPS} (here up to {} new tokens)",
+                MAX_DECODE_LAYER_STEPS / u64::from(a.num_layers.max(1))
+            ),
+        ));
+    }
     if workload.mode == Mode::Inference
         && workload.inference.kind == InferenceKind::Generate
         && workload.inference.logits == Logits::None
