@@ -1,11 +1,20 @@
-//! Everything that talks to CUDA, through cudarc's driver API loaded at run
-//! time: the driver check, device facts, the device-wide memory poller and
-//! the overhead probe's child side. The rest of the crate never touches CUDA,
+//! Everything that talks to the GPU: the driver check and device facts
+//! through cudarc's driver API (loaded at run time; queries that create no
+//! CUDA context), the device-wide memory poller through NVML ([`crate::nvml`],
+//! also loaded at run time, also without a context), and the overhead
+//! probe's child side, the one place that opens a context, in a child
+//! process of its own. `run` reads its GPU with [`Gpu::watch`]: the device
+//! facts come from a child process and the collector never initialises CUDA,
+//! so it holds nothing on the card and a job measured under it has the
+//! memory it would have alone. The rest of the crate never touches the GPU,
 //! so `estimate`, `check`, `fit` and `upload` run on machines without it.
 
 use crate::error::{CollectorError, Result};
-use cudarc::driver::{result, sys, CudaContext};
+use crate::nvml::{self, MemoryReading, Nvml, NvmlError};
+use cudarc::driver::{result, sys};
 use std::io::{BufRead, Write};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -52,12 +61,17 @@ pub struct DeviceInfo {
     pub ordinal: usize,
     /// Marketing name, e.g. `NVIDIA H200`.
     pub name: String,
-    /// Device memory, bytes (`cuDeviceTotalMem`).
+    /// Device memory, bytes (`cuDeviceTotalMem`: NVML's total less the
+    /// driver's reservation; what an idle card gives a job).
     pub total_bytes: u64,
-    /// Free device memory, bytes, with this process's context open.
+    /// Free device memory, bytes, when the GPU was opened (NVML; the
+    /// collector holds none of it).
     pub free_bytes: u64,
     /// Compute capability, e.g. `9.0`.
     pub compute_capability: String,
+    /// The GPU's UUID as NVML names it (`GPU-…`, or `MIG-…` for an instance).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uuid: Option<String>,
 }
 
 /// Versions of the driver stack.
@@ -108,15 +122,150 @@ pub fn parse_proc_version(text: &str) -> Option<String> {
         .map(str::to_string)
 }
 
-/// An open context on one GPU: device facts and device-wide memory readings.
+/// The error of an NVML step: a missing or unusable library is "no driver"
+/// (exit code 2), a failing call on a working one a GPU failure (exit 3).
+pub fn nvml_error(e: NvmlError) -> CollectorError {
+    if e.no_driver() {
+        CollectorError::NoGpu(e.to_string())
+    } else {
+        CollectorError::Gpu(e.to_string())
+    }
+}
+
+/// The UUID bytes of a CUDA device: `cuDeviceGetUuid_v2` (a MIG instance's
+/// own UUID) where the driver has it, else `cuDeviceGetUuid`.
+fn cuda_uuid(dev: sys::CUdevice) -> Result<[u8; 16]> {
+    let mut uuid = std::mem::MaybeUninit::<sys::CUuuid>::zeroed();
+    // SAFETY: looks a name up in the loaded driver; calls write one CUuuid.
+    let code = unsafe {
+        let has_v2 = sys::culib()
+            .get::<unsafe extern "C" fn()>("cuDeviceGetUuid_v2")
+            .is_ok();
+        if has_v2 {
+            sys::cuDeviceGetUuid_v2(uuid.as_mut_ptr(), dev)
+        } else {
+            sys::cuDeviceGetUuid(uuid.as_mut_ptr(), dev)
+        }
+    };
+    code.result().map_err(gpu_err("cuDeviceGetUuid"))?;
+    // SAFETY: written by the successful call above.
+    let uuid = unsafe { uuid.assume_init() };
+    Ok(uuid.bytes.map(|b| b as u8))
+}
+
+/// The PCI bus id of a CUDA device (`0000:3b:00.0`).
+fn cuda_pci_bus_id(dev: sys::CUdevice) -> Option<String> {
+    let mut buf = [0 as std::ffi::c_char; 32];
+    // SAFETY: writes a NUL-terminated string of at most `len` bytes.
+    let code = unsafe { sys::cuDeviceGetPCIBusId(buf.as_mut_ptr(), buf.len() as i32, dev) };
+    if code != sys::CUresult::CUDA_SUCCESS {
+        return None;
+    }
+    let bytes: Vec<u8> = buf
+        .iter()
+        .take_while(|&&c| c != 0)
+        .map(|&c| c as u8)
+        .collect();
+    String::from_utf8(bytes).ok().filter(|s| !s.is_empty())
+}
+
+/// NVML's handle of CUDA device `ordinal` (this process's numbering, after
+/// CUDA_VISIBLE_DEVICES), found by its UUID, else its PCI bus id.
+fn nvml_device(
+    nvml: &Nvml,
+    ordinal: usize,
+    dev: sys::CUdevice,
+) -> Result<(nvml::Device, Option<String>)> {
+    let bytes = cuda_uuid(dev)?;
+    let mut tried = Vec::new();
+    for prefix in ["GPU", "MIG"] {
+        let id = nvml::uuid_string(prefix, &bytes);
+        match nvml.device_by_uuid(&id) {
+            Ok(d) => return Ok((d, Some(id))),
+            Err(e) => tried.push(format!("{id}: {e}")),
+        }
+    }
+    if let Some(bus) = cuda_pci_bus_id(dev) {
+        match nvml.device_by_pci_bus_id(&bus) {
+            Ok(d) => return Ok((d, None)),
+            Err(e) => tried.push(format!("{bus}: {e}")),
+        }
+    }
+    Err(CollectorError::Gpu(format!(
+        "NVML has no device matching CUDA device {ordinal} ({})",
+        tried.join("; ")
+    )))
+}
+
+/// One GPU, read from outside through NVML: device facts from the CUDA
+/// driver and device-wide memory readings from NVML. Opened with
+/// [`Gpu::watch`], the facts come from a child process and this process
+/// never initialises CUDA, so it holds nothing on the card and a job
+/// measured under it has exactly the memory it would have alone.
 pub struct Gpu {
-    ctx: Arc<CudaContext>,
-    /// Facts read when the context was opened.
+    nvml: Arc<Nvml>,
+    device: nvml::Device,
+    /// NVML's total memory of the device.
+    nvml_total: u64,
+    /// Facts read when the GPU was opened.
     pub info: DeviceInfo,
 }
 
 impl Gpu {
-    /// Opens the primary context of GPU `ordinal` (after [`init`]).
+    /// Opens the GPUs the way `run` needs: without initialising CUDA in
+    /// this process (every process that calls `cuInit` holds a few MiB of
+    /// the card: 3.25 MiB on an H200). The device facts and driver versions
+    /// come from a child, `collector probe --list --json [--device N]`, which
+    /// has exited when this returns; NVML then finds each GPU by its UUID.
+    /// `ordinal`: that GPU only; `None`: every visible GPU, in CUDA's order.
+    /// Without libcuda: the no-driver error (exit code 2) at once.
+    pub fn watch(collector: &Path, ordinal: Option<usize>) -> Result<(Vec<Gpu>, DriverVersions)> {
+        if !driver_present() {
+            return Err(CollectorError::NoGpu(NO_DRIVER.into()));
+        }
+        let mut cmd = Command::new(collector);
+        cmd.args(["probe", "--list", "--json"]);
+        if let Some(d) = ordinal {
+            cmd.args(["--device", &d.to_string()]);
+        }
+        let out = cmd.stdin(Stdio::null()).output().map_err(|e| {
+            CollectorError::Gpu(format!(
+                "could not start `{} probe --list` to read the GPUs: {e}",
+                collector.display()
+            ))
+        })?;
+        let listing = listing_from_child(out.status.code(), &out.stdout, &out.stderr)?;
+        let nvml = Arc::new(Nvml::load().map_err(nvml_error)?);
+        let gpus = listing
+            .devices
+            .into_iter()
+            .map(|info| Gpu::from_listing(nvml.clone(), info))
+            .collect::<Result<Vec<_>>>()?;
+        Ok((gpus, listing.driver))
+    }
+
+    fn from_listing(nvml: Arc<Nvml>, info: DeviceInfo) -> Result<Gpu> {
+        let Some(uuid) = info.uuid.as_deref() else {
+            return Err(CollectorError::Gpu(format!(
+                "GPU {} ({}): its UUID is unknown, so NVML cannot find it",
+                info.ordinal, info.name
+            )));
+        };
+        let device = nvml.device_by_uuid(uuid).map_err(nvml_error)?;
+        let reading = nvml.memory(device).map_err(nvml_error)?;
+        Ok(Gpu {
+            nvml,
+            device,
+            nvml_total: reading.total,
+            info: DeviceInfo {
+                free_bytes: reading.free,
+                ..info
+            },
+        })
+    }
+
+    /// Opens GPU `ordinal` in this process (after [`init`], which costs the
+    /// process its share of the card): its facts, and its NVML handle.
     pub fn open(ordinal: usize) -> Result<Gpu> {
         let count = result::device::get_count().map_err(gpu_err("cuDeviceGetCount"))? as usize;
         if ordinal >= count {
@@ -125,26 +274,49 @@ impl Gpu {
                 count - 1
             )));
         }
-        let ctx = CudaContext::new(ordinal).map_err(gpu_err("creating a CUDA context"))?;
-        let (major, minor) = ctx
-            .compute_capability()
-            .map_err(gpu_err("reading the compute capability"))?;
-        let (free, total) = ctx.mem_get_info().map_err(gpu_err("cuMemGetInfo"))?;
-        let info = DeviceInfo {
-            ordinal,
-            name: ctx.name().map_err(gpu_err("cuDeviceGetName"))?,
-            total_bytes: ctx.total_mem().map_err(gpu_err("cuDeviceTotalMem"))? as u64,
-            free_bytes: free as u64,
-            compute_capability: format!("{major}.{minor}"),
+        let dev = result::device::get(ordinal as i32).map_err(gpu_err("cuDeviceGet"))?;
+        let name = result::device::get_name(dev).map_err(gpu_err("cuDeviceGetName"))?;
+        use sys::CUdevice_attribute::{
+            CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR as MAJOR,
+            CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR as MINOR,
         };
-        let _ = total;
-        Ok(Gpu { ctx, info })
+        // SAFETY: `dev` comes from cuDeviceGet; none of these needs a context.
+        let (total, major, minor) = unsafe {
+            (
+                result::device::total_mem(dev).map_err(gpu_err("cuDeviceTotalMem"))?,
+                result::device::get_attribute(dev, MAJOR)
+                    .map_err(gpu_err("reading the compute capability"))?,
+                result::device::get_attribute(dev, MINOR)
+                    .map_err(gpu_err("reading the compute capability"))?,
+            )
+        };
+        let nvml = Arc::new(Nvml::load().map_err(nvml_error)?);
+        let (device, uuid) = nvml_device(&nvml, ordinal, dev)?;
+        let reading = nvml.memory(device).map_err(nvml_error)?;
+        Ok(Gpu {
+            nvml,
+            device,
+            nvml_total: reading.total,
+            info: DeviceInfo {
+                ordinal,
+                name,
+                total_bytes: total as u64,
+                free_bytes: reading.free,
+                compute_capability: format!("{major}.{minor}"),
+                uuid,
+            },
+        })
     }
 
-    /// Device-wide used bytes now (total minus free, every process counted).
+    /// The device's memory now (NVML), every process counted.
+    pub fn reading(&self) -> Result<MemoryReading> {
+        self.nvml.memory(self.device).map_err(nvml_error)
+    }
+
+    /// Device-wide used bytes now (NVML's `used`: the driver's reservation
+    /// and every process's memory).
     pub fn used(&self) -> Result<u64> {
-        let (free, total) = self.ctx.mem_get_info().map_err(gpu_err("cuMemGetInfo"))?;
-        Ok((total - free) as u64)
+        Ok(self.reading()?.used)
     }
 
     /// Largest of `n` readings `gap` apart: a settled reading of used bytes.
@@ -159,14 +331,68 @@ impl Gpu {
         Ok(best)
     }
 
+    /// What a job started while `used_before` bytes were in use could have:
+    /// NVML's total less what the driver and every other process held. On
+    /// an idle card this is [`DeviceInfo::total_bytes`].
+    pub fn available(&self, used_before: u64) -> u64 {
+        MemoryReading::available_after(self.nvml_total, used_before)
+    }
+
+    /// The processes holding a CUDA context on this GPU, as NVML lists them.
+    pub fn compute_processes(&self) -> Result<Vec<nvml::ProcessInfo>> {
+        self.nvml.compute_processes(self.device).map_err(nvml_error)
+    }
+
     /// Starts polling used bytes from a background thread every `interval`.
     pub fn start_poller(&self, interval: Duration) -> Poller {
         let stop = Arc::new(AtomicBool::new(false));
-        let ctx = self.ctx.clone();
+        let nvml = self.nvml.clone();
+        let device = self.device;
         let flag = stop.clone();
-        let handle = std::thread::spawn(move || poll_loop(&ctx, &flag, interval));
+        let handle = std::thread::spawn(move || poll_loop(&nvml, device, &flag, interval));
         Poller { stop, handle }
     }
+}
+
+/// What `probe --list --json` says, as far as [`Gpu::watch`] reads it.
+#[derive(Clone, Debug, serde::Deserialize, PartialEq)]
+pub struct Listing {
+    /// Driver versions.
+    pub driver: DriverVersions,
+    /// The GPUs (their `overheads`, absent with `--list`, are ignored).
+    pub devices: Vec<DeviceInfo>,
+}
+
+/// The listing a `probe --list --json` child printed, or its error with the
+/// child's exit code kept (2: no driver or GPU; 1: bad input, such as a
+/// `--device` out of range; else a GPU failure).
+pub fn listing_from_child(code: Option<i32>, stdout: &[u8], stderr: &[u8]) -> Result<Listing> {
+    if code == Some(0) {
+        return serde_json::from_slice(stdout).map_err(|e| {
+            CollectorError::Gpu(format!(
+                "`probe --list --json` printed what is not a listing: {e}"
+            ))
+        });
+    }
+    let text = String::from_utf8_lossy(stderr);
+    let message = text
+        .lines()
+        .rev()
+        .find_map(|l| l.strip_prefix("error: "))
+        .map_or_else(
+            || {
+                format!(
+                    "`probe --list` to read the GPUs failed (exit {code:?}): {}",
+                    text.trim()
+                )
+            },
+            str::to_string,
+        );
+    Err(match code {
+        Some(crate::error::EXIT_NO_GPU) => CollectorError::NoGpu(message),
+        Some(crate::error::EXIT_INPUT) => CollectorError::Input(message),
+        _ => CollectorError::Gpu(message),
+    })
 }
 
 /// What a poller saw.
@@ -228,19 +454,20 @@ impl Poller {
     }
 }
 
-fn poll_loop(ctx: &CudaContext, stop: &AtomicBool, interval: Duration) -> PollStats {
+fn poll_loop(
+    nvml: &Nvml,
+    device: nvml::Device,
+    stop: &AtomicBool,
+    interval: Duration,
+) -> PollStats {
     let mut stats = PollStats::default();
-    if ctx.bind_to_thread().is_err() {
-        stats.errors += 1;
-        return stats;
-    }
     let start = Instant::now();
     stats.start = Some(start);
     loop {
         let last = stop.load(Ordering::SeqCst);
-        match result::mem_get_info() {
-            Ok((free, total)) => {
-                let used = (total - free) as u64;
+        match nvml.memory(device) {
+            Ok(reading) => {
+                let used = reading.used;
                 stats.peak_used = stats.peak_used.max(used);
                 stats.samples += 1;
                 if stats.changes.last().is_none_or(|&(_, u)| u != used) {
@@ -368,6 +595,38 @@ mod tests {
         let end = stats.start.unwrap() + ms(450);
         assert_eq!(stats.peak_before(end, 0.2), Some(7));
         assert_eq!(stats.peak_before(end, 10.0), None);
+    }
+
+    #[test]
+    fn a_listing_child_is_read_and_its_errors_keep_their_exit_codes() {
+        let stdout = br#"{"collector_version": "0.1.0",
+            "driver": {"driver": "580.159.04", "cuda_driver_api": "13.0"},
+            "devices": [{"ordinal": 0, "name": "NVIDIA H200", "total_bytes": 150109880320,
+                         "free_bytes": 150109880320, "compute_capability": "9.0",
+                         "uuid": "GPU-3b1f0e2a-9c41-7d05-a100-deadbeef0123", "overheads": null}]}"#;
+        let l = listing_from_child(Some(0), stdout, b"").unwrap();
+        assert_eq!(l.driver.cuda_driver_api.as_deref(), Some("13.0"));
+        assert_eq!(
+            l.devices[0].uuid.as_deref(),
+            Some("GPU-3b1f0e2a-9c41-7d05-a100-deadbeef0123")
+        );
+        let e = listing_from_child(
+            Some(1),
+            b"",
+            b"error: --device: 3 is out of range; allowed: 0 to 0 (1 GPU(s) visible)\n",
+        )
+        .unwrap_err();
+        assert_eq!(e.exit_code(), crate::error::EXIT_INPUT);
+        assert_eq!(
+            e.to_string(),
+            "--device: 3 is out of range; allowed: 0 to 0 (1 GPU(s) visible)"
+        );
+        let e = listing_from_child(Some(2), b"", b"error: no CUDA GPU is visible\n").unwrap_err();
+        assert_eq!(e.exit_code(), crate::error::EXIT_NO_GPU);
+        let e = listing_from_child(None, b"", b"Segmentation fault").unwrap_err();
+        assert_eq!(e.exit_code(), crate::error::EXIT_GPU);
+        assert!(e.to_string().contains("Segmentation fault"), "{e}");
+        assert!(listing_from_child(Some(0), b"{", b"").is_err());
     }
 
     #[test]

@@ -3,11 +3,14 @@
 //! harness (`python/headroom_parallel.py`). Every rank measures its own GPU
 //! (NVML) and prints a `HEADROOM_RESULT` line; each becomes one measurement
 //! line (`measured.rank`, `measured.world_size`, the driver, reserved and
-//! allocated peaks) with the core's per-rank prediction beside it.
+//! allocated peaks) with the core's per-rank prediction beside it, and
+//! `measured.capacity_bytes`: what the rank could use, NVML's total less what
+//! was in use on its GPU before the job started (read by the collector
+//! through NVML, which holds no CUDA context).
 
 use crate::cases::{read_records, Status};
 use crate::error::{CollectorError, Result};
-use crate::gpu;
+use crate::gpu::Gpu;
 use crate::run::{self, RunArgs, RunOutcome};
 use crate::stats::{relative_error, Summary};
 use crate::torchrun::{self, JobOutput};
@@ -296,6 +299,30 @@ pub fn rank_lines(p: &ParallelPoint, job: &JobOutput) -> Vec<(u32, Status, Value
     lines
 }
 
+/// What each rank's GPU (ranks use CUDA devices 0 to N-1) has free for a job
+/// starting now: NVML's total less what is in use; `None` where unreadable.
+fn capacities(gpus: &[Gpu]) -> Vec<Option<u64>> {
+    gpus.iter()
+        .map(|g| {
+            g.settled_used(5, Duration::from_millis(1))
+                .ok()
+                .map(|u| g.available(u))
+        })
+        .collect()
+}
+
+/// Records what each rank could use (see [`capacities`]) in its line.
+pub fn set_capacities(lines: &mut [(u32, Status, Value)], capacities: &[Option<u64>]) {
+    for (rank, _, line) in lines {
+        if let (Some(Some(c)), Some(m)) = (
+            capacities.get(*rank as usize),
+            line.get_mut("measured").and_then(Value::as_object_mut),
+        ) {
+            m.insert("capacity_bytes".into(), json!(c));
+        }
+    }
+}
+
 fn default_out(points: &[ParallelPoint]) -> PathBuf {
     let stem = points.first().map_or("parallel", |p| p.model.as_str());
     PathBuf::from(format!(
@@ -310,7 +337,9 @@ pub fn execute(args: &RunArgs) -> Result<(RunOutcome, Option<String>)> {
     if args.dry_run {
         return Ok((RunOutcome::default(), Some(render_dry_run(args, &points))));
     }
-    let count = gpu::init()?;
+    // Every visible GPU, read from outside: this process never initialises CUDA.
+    let (gpus, _) = Gpu::watch(&run::collector_exe()?, None)?;
+    let count = gpus.len();
     if let Some(p) = points.iter().find(|p| p.world_size as usize > count) {
         return Err(CollectorError::input(format!(
             "--nproc: case {} runs on {} GPUs, {count} visible on this node; allowed: 1 to {count}",
@@ -340,13 +369,16 @@ pub fn execute(args: &RunArgs) -> Result<(RunOutcome, Option<String>)> {
             eprintln!("{} on {} GPU(s)", p.case, p.world_size);
         }
         let (command, _) = command_for(args, p, &harness.0);
+        let capacity = capacities(&gpus[..p.world_size as usize]);
         let job = torchrun::run_job(
             command,
             Duration::from_secs(args.timeout_s.max(1)),
             interrupted,
             args.verbose,
         )?;
-        for (rank, status, line) in rank_lines(p, &job) {
+        let mut lines = rank_lines(p, &job);
+        set_capacities(&mut lines, &capacity);
+        for (rank, status, line) in lines {
             let text = serde_json::to_string(&line).expect("line serialises");
             writeln!(file, "{text}")
                 .and_then(|_| file.flush())
@@ -462,7 +494,7 @@ mod tests {
     }
 
     fn result(rank: u64, peak: u64, oom: bool) -> Value {
-        json!({"case": "c", "model": "llama-3.2-1b", "workload": {},
+        json!({"case": "c", "model": "llama-3.2-1b", "workload": {"mode": "inference"},
                "runtime": {"gpu": "NVIDIA H200", "gpu_total_bytes": 150109880320u64},
                "measured": {"rank": rank, "world_size": 2, "driver_peak": peak,
                             "reserved_peak": peak / 2, "alloc_peak": peak / 3, "oom": oom}})
@@ -494,6 +526,11 @@ mod tests {
         let lines = rank_lines(p, &job);
         assert_eq!(lines[0].1, Status::Oom);
         assert_eq!(lines[0].2["measured"]["capacity_bytes"], 150109880320u64);
+        // The collector's own reading, where it has one, replaces the total.
+        let mut lines = lines;
+        set_capacities(&mut lines, &[Some(149_000_000_000), None]);
+        assert_eq!(lines[0].2["measured"]["capacity_bytes"], 149_000_000_000u64);
+        assert_eq!(lines[1].2["measured"]["capacity_bytes"], 150109880320u64);
         assert_eq!(lines[1].1, Status::Oom);
         assert!(lines[1].2["measured"]["error"]
             .as_str()

@@ -4,10 +4,13 @@
 //! The job is either the built-in harness (`python/headroom_measure.py`,
 //! embedded in the binary, run with `--python`) on a preset, or the user's
 //! own command (`--cmd` with placeholders). A poller thread reads the
-//! device-wide used memory (`cuMemGetInfo`) at 1 kHz or faster from before
-//! the child starts until it has exited; the driver-level peak is the highest
-//! reading minus the reading taken just before the start. Every finished
-//! point is appended to the output file and flushed at once.
+//! device-wide used memory (NVML's `nvmlDeviceGetMemoryInfo`, from outside:
+//! the collector holds no CUDA context, so the job has the card as it would
+//! alone) at 1 kHz or faster from before the child starts until it has
+//! exited; the driver-level peak is the highest reading minus the reading
+//! taken just before the start, and what the job could use is NVML's total
+//! minus that reading. Every finished point is appended to the output file
+//! and flushed at once.
 
 use crate::cases::Status;
 use crate::error::{CollectorError, Result};
@@ -17,11 +20,12 @@ use crate::template::{Template, Values, Var};
 use headroom_core::arch::Dtype;
 use headroom_core::estimate::estimate;
 use headroom_core::spec::{parse_model, parse_workload};
-use headroom_core::workload::{MAX_BATCH, MAX_SEQ_LEN};
+use headroom_core::workload::{Mode, MAX_BATCH, MAX_SEQ_LEN};
 use headroom_core::RuntimeProfile;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::{json, Map, Value};
 use std::io::{BufRead, BufReader, Write};
+use std::ops::RangeInclusive;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -33,6 +37,11 @@ pub const HARNESS: &str = include_str!("../python/headroom_measure.py");
 
 /// Prefix of the line a job prints with torch's own counters.
 pub const RESULT_PREFIX: &str = "HEADROOM_RESULT ";
+
+/// Allowed `--poll-interval-us`: 50 us to 1 s.
+pub const POLL_INTERVAL_US: RangeInclusive<u64> = 50..=1_000_000;
+/// Allowed `--timeout-s`: 1 s to a week.
+pub const TIMEOUT_S: RangeInclusive<u64> = 1..=604_800;
 
 /// The harness's exit codes.
 const HARNESS_UNSUPPORTED: i32 = 2;
@@ -68,10 +77,10 @@ pub struct RunArgs {
     /// GPU (CUDA ordinal).
     #[arg(long, default_value_t = 0)]
     pub device: usize,
-    /// Seconds before a point is killed and recorded as failed.
+    /// Seconds before a point is killed and recorded as failed (1 to 604800).
     #[arg(long, default_value_t = 1800)]
     pub timeout_s: u64,
-    /// Pause between memory readings, microseconds (200 gives about 2-4 kHz).
+    /// Pause between memory readings, microseconds (50 to 1000000; 200 gives about 2-4 kHz).
     #[arg(long, default_value_t = 200)]
     pub poll_interval_us: u64,
     /// Case-name prefix (default: <model>_<mode>).
@@ -188,6 +197,29 @@ fn check_values(flag: &str, values: &[u32], max: u64) -> Result<()> {
     Ok(())
 }
 
+fn check_range(flag: &str, value: u64, allowed: &RangeInclusive<u64>, unit: &str) -> Result<()> {
+    if allowed.contains(&value) {
+        return Ok(());
+    }
+    Err(CollectorError::input(format!(
+        "{flag}: {value} is out of range; allowed: integers from {} to {} ({unit})",
+        allowed.start(),
+        allowed.end()
+    )))
+}
+
+/// Checks the numeric flags that are not a sweep's values (those are checked
+/// by [`plan`]): `--poll-interval-us` and `--timeout-s`.
+pub fn check_flags(args: &RunArgs) -> Result<()> {
+    check_range(
+        "--poll-interval-us",
+        args.poll_interval_us,
+        &POLL_INTERVAL_US,
+        "microseconds",
+    )?;
+    check_range("--timeout-s", args.timeout_s, &TIMEOUT_S, "seconds")
+}
+
 /// Builds the sweep without touching a GPU.
 pub fn plan(args: &RunArgs) -> Result<Plan> {
     check_values("--seq-lens", &args.seq_lens, MAX_SEQ_LEN)?;
@@ -241,6 +273,12 @@ pub fn plan(args: &RunArgs) -> Result<Plan> {
     }
     let vision = model.as_ref().is_some_and(|m| m.arch.is_vision());
     let mut workload_json = workload_value.unwrap_or_else(|| json!({}));
+    // A sweep measures inference unless `--workload` says otherwise; the
+    // cases it writes say so explicitly.
+    if let Some(obj) = workload_json.as_object_mut() {
+        obj.entry("mode")
+            .or_insert_with(|| json!(Mode::Inference.key()));
+    }
     if let (Some(m), Some(obj)) = (&model, workload_json.as_object_mut()) {
         // ESMFold runs its trunk in fp32 (the reference and HF default).
         if m.arch.family() == "esm_fold" && !obj.contains_key("dtype") {
@@ -527,8 +565,15 @@ fn child_visible_devices(device: usize) -> String {
     }
 }
 
+/// This collector's own executable: the child that reads the GPUs' facts
+/// ([`Gpu::watch`]).
+pub fn collector_exe() -> Result<PathBuf> {
+    std::env::current_exe().map_err(|e| CollectorError::io("(current executable)", e))
+}
+
 /// Runs the sweep.
 pub fn execute(args: &RunArgs) -> Result<(RunOutcome, Option<String>)> {
+    check_flags(args)?;
     if crate::parallel_run::wanted(args) {
         return crate::parallel_run::execute(args);
     }
@@ -537,9 +582,9 @@ pub fn execute(args: &RunArgs) -> Result<(RunOutcome, Option<String>)> {
         let shown = render_dry_run(&plan, Path::new("<harness>/headroom_measure.py"))?;
         return Ok((RunOutcome::default(), Some(shown)));
     }
-    gpu::init()?;
-    let gpu = Gpu::open(args.device)?;
-    let versions = gpu::driver_versions();
+    // The GPU is read from outside: this process never initialises CUDA.
+    let (mut gpus, versions) = Gpu::watch(&collector_exe()?, Some(args.device))?;
+    let gpu = gpus.remove(0);
     let harness = match plan.launcher {
         Launcher::Builtin { .. } => Some(HarnessFile::write()?),
         Launcher::Cmd { .. } => None,
@@ -605,10 +650,7 @@ pub fn execute(args: &RunArgs) -> Result<(RunOutcome, Option<String>)> {
             }
             Status::Oom => {
                 outcome.oom += 1;
-                format!(
-                    "out of memory (capacity {:.2} GB)",
-                    gpu.info.total_bytes as f64 / 1e9
-                )
+                oom_note(m.capacity, m.baseline)
             }
             Status::Failed => {
                 outcome.failed += 1;
@@ -638,6 +680,17 @@ pub fn execute(args: &RunArgs) -> Result<(RunOutcome, Option<String>)> {
     Ok((outcome, None))
 }
 
+/// The line printed for a point that ran out of memory: what the job could
+/// use (NVML's total less what was in use when it started).
+pub fn oom_note(capacity: u64, used_before: u64) -> String {
+    format!(
+        "out of memory (the job could use {:.2} GB: the GPU's {:.2} GB less {:.2} GB the driver and other processes held when it started)",
+        capacity as f64 / 1e9,
+        (capacity + used_before) as f64 / 1e9,
+        used_before as f64 / 1e9
+    )
+}
+
 /// What one point measured.
 #[derive(Clone, Debug)]
 pub struct Measurement {
@@ -655,8 +708,11 @@ pub struct Measurement {
     pub process_peak: u64,
     /// `case` or `process`: what `driver_peak` covers.
     pub peak_window: &'static str,
-    /// Used bytes before the child started.
+    /// Used bytes before the child started (NVML: the driver's reservation
+    /// and other processes; the collector holds none).
     pub baseline: u64,
+    /// What the job could use: NVML's total less `baseline`.
+    pub capacity: u64,
     /// Poller statistics.
     pub poll: gpu::PollStats,
     /// Wall time of the child process.
@@ -711,6 +767,7 @@ fn measure(
     args: &RunArgs,
 ) -> Result<Option<Measurement>> {
     let baseline = gpu.settled_used(10, Duration::from_millis(1))?;
+    let capacity = gpu.available(baseline);
     let poller = gpu.start_poller(Duration::from_micros(args.poll_interval_us));
     let start = Instant::now();
     let mut child = match command
@@ -798,6 +855,7 @@ fn measure(
         process_peak,
         peak_window,
         baseline,
+        capacity,
         poll,
         process_seconds,
         exit_code,
@@ -820,6 +878,8 @@ pub fn point_line(
         .unwrap_or_else(|| result.clone());
     let mut measured = Map::new();
     measured.insert("driver_peak".into(), json!(m.driver_peak));
+    measured.insert("process_peak".into(), json!(m.process_peak));
+    measured.insert("peak_window".into(), json!(m.peak_window));
     for key in ["alloc_peak", "reserved_peak", "resident_before", "seconds"] {
         if let Some(v) = reported.get(key).filter(|v| !v.is_null()) {
             measured.insert(key.into(), v.clone());
@@ -829,9 +889,9 @@ pub fn point_line(
         "status".into(),
         serde_json::to_value(m.status).expect("status"),
     );
-    if m.status == Status::Oom {
-        measured.insert("capacity_bytes".into(), json!(gpu.info.total_bytes));
-    }
+    // What the job could use, recorded for every point (decisive for one
+    // that ran out of memory).
+    measured.insert("capacity_bytes".into(), json!(m.capacity));
     if let Some(e) = &m.error {
         measured.insert("error".into(), json!(e));
     }
@@ -842,6 +902,9 @@ pub fn point_line(
     measured.insert("baseline_used_bytes".into(), json!(m.baseline));
     measured.insert("poll_hz".into(), json!(m.poll.hz.round()));
     measured.insert("poll_samples".into(), json!(m.poll.samples));
+    if m.poll.errors > 0 {
+        measured.insert("poll_errors".into(), json!(m.poll.errors));
+    }
     measured.insert("exit_code".into(), json!(m.exit_code));
 
     let mut runtime = match result.get("runtime") {
@@ -906,3 +969,57 @@ mod tests;
 
 #[cfg(test)]
 mod roundtrip_tests;
+
+#[cfg(test)]
+mod flag_tests {
+    use super::*;
+
+    #[test]
+    fn numeric_flags_are_range_checked_naming_the_flag() {
+        assert!(check_flags(&RunArgs::default()).is_ok());
+        for (args, want) in [
+            (
+                RunArgs {
+                    poll_interval_us: 0,
+                    ..RunArgs::default()
+                },
+                "--poll-interval-us: 0 is out of range; allowed: integers from 50 to 1000000 (microseconds)",
+            ),
+            (
+                RunArgs {
+                    poll_interval_us: u64::MAX,
+                    ..RunArgs::default()
+                },
+                "--poll-interval-us: 18446744073709551615 is out of range",
+            ),
+            (
+                RunArgs {
+                    timeout_s: 0,
+                    ..RunArgs::default()
+                },
+                "--timeout-s: 0 is out of range; allowed: integers from 1 to 604800 (seconds)",
+            ),
+        ] {
+            let e = check_flags(&args).unwrap_err();
+            assert!(e.to_string().starts_with(want), "{e}");
+            assert_eq!(e.exit_code(), crate::error::EXIT_INPUT);
+        }
+        for ok in [50, 1_000_000] {
+            assert!(check_flags(&RunArgs {
+                poll_interval_us: ok,
+                ..RunArgs::default()
+            })
+            .is_ok());
+        }
+    }
+
+    #[test]
+    fn the_oom_line_says_what_the_job_could_use() {
+        // An idle H200: NVML's total less the driver's reservation.
+        let note = oom_note(150_109_880_320, 644_939_776);
+        assert_eq!(
+            note,
+            "out of memory (the job could use 150.11 GB: the GPU's 150.75 GB less 0.64 GB the driver and other processes held when it started)"
+        );
+    }
+}

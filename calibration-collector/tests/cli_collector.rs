@@ -119,6 +119,60 @@ fn run_rejects_bad_templates_and_sweeps() {
 }
 
 #[test]
+fn run_range_checks_its_numeric_flags_before_touching_a_gpu() {
+    for (flag, value, needle) in [
+        (
+            "--poll-interval-us",
+            "0",
+            "error: --poll-interval-us: 0 is out of range; allowed: integers from 50 to 1000000 (microseconds)",
+        ),
+        (
+            "--poll-interval-us",
+            "18446744073709551615",
+            "error: --poll-interval-us: 18446744073709551615 is out of range",
+        ),
+        (
+            "--timeout-s",
+            "0",
+            "error: --timeout-s: 0 is out of range; allowed: integers from 1 to 604800 (seconds)",
+        ),
+        (
+            "--timeout-s",
+            "604801",
+            "error: --timeout-s: 604801 is out of range",
+        ),
+    ] {
+        // With and without --dry-run (the flag is checked before the driver,
+        // so a machine without a GPU says the same), one GPU and several.
+        for extra in [&["--dry-run"][..], &[], &["--nproc", "2"]] {
+            let mut args = vec!["run", "--model", "gpt2", "--seq-lens", "8", flag, value];
+            args.extend_from_slice(extra);
+            let out = run(&args, None);
+            let err = text(&out.stderr);
+            assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+            assert!(err.starts_with(needle), "{args:?}: {err}");
+            assert_eq!(err.lines().count(), 1, "{err}");
+        }
+    }
+    let out = run(
+        &[
+            "run",
+            "--cmd",
+            "job {seq_len}",
+            "--seq-lens",
+            "8",
+            "--poll-interval-us",
+            "50",
+            "--timeout-s",
+            "604800",
+            "--dry-run",
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+}
+
+#[test]
 fn run_dry_run_with_a_preset_shows_the_harness_case() {
     let out = run(
         &[
@@ -288,7 +342,7 @@ fn fit_without_usable_points_is_bad_input() {
     let input = dir.path().join("oom.jsonl");
     std::fs::write(
         &input,
-        "{\"case\": \"a\", \"model\": \"gpt2\", \"workload\": {}, \"measured\": {\"status\": \"oom\"}}\n",
+        "{\"case\": \"a\", \"model\": \"gpt2\", \"workload\": {\"mode\": \"inference\"}, \"measured\": {\"status\": \"oom\"}}\n",
     )
     .unwrap();
     let out = run(
