@@ -7,7 +7,10 @@ use crate::cases::{
 use crate::error::{CollectorError, Result};
 use crate::profile;
 use crate::stats::{relative_error, Summary};
+use headroom_core::parallel::Strategy;
 use headroom_core::spec::ProcessHistory;
+use headroom_core::uncertainty::{likely_range, LikelyRange};
+use headroom_core::workload::Mode;
 use headroom_core::RuntimeProfile;
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -35,13 +38,17 @@ pub struct CheckArgs {
     /// cases and of each family, then every case.
     #[arg(long)]
     pub markdown: bool,
+    /// Print the lowest and highest error of each family, mode and strategy as
+    /// the core's error-band table (what `scripts/error-bands.sh` writes).
+    #[arg(long)]
+    pub bands: bool,
 }
 
 /// Runs `check`: the report as text, JSON or Markdown.
 pub fn run(args: &CheckArgs) -> Result<String> {
-    if args.json && args.markdown {
+    if usize::from(args.json) + usize::from(args.markdown) + usize::from(args.bands) > 1 {
         return Err(CollectorError::input(
-            "--json and --markdown: pick one; allowed: --json, --markdown or neither (text)",
+            "--json, --markdown and --bands: pick one; allowed: one of them or none (text)",
         ));
     }
     let profile = args.profile.as_deref().map(load_runtime).transpose()?;
@@ -50,6 +57,8 @@ pub fn run(args: &CheckArgs) -> Result<String> {
         serde_json::to_string_pretty(&report).expect("report serialises") + "\n"
     } else if args.markdown {
         markdown(&report, &args.files)
+    } else if args.bands {
+        bands_source(&report, &args.files)
     } else {
         render(&report)
     })
@@ -88,6 +97,15 @@ pub struct Row {
     /// The model's family (`decoder`, `encoder`, `vit`, `esm_fold`, `cnn`).
     #[serde(skip)]
     pub family: &'static str,
+    /// Inference or training.
+    #[serde(skip)]
+    pub mode: Mode,
+    /// How the job was spread over GPUs.
+    #[serde(skip)]
+    pub strategy: Strategy,
+    /// The likely range of the prediction ([`headroom_core::uncertainty`]).
+    #[serde(skip)]
+    pub range: LikelyRange,
 }
 
 /// One skipped case.
@@ -109,8 +127,56 @@ pub struct Report {
     pub rows: Vec<Row>,
     /// Skipped cases, in file order.
     pub skipped: Vec<Skip>,
+    /// How often the measured peak lies in the likely range.
+    pub range: RangeCoverage,
     /// The summary over `rows`.
     pub summary: Summary,
+}
+
+/// How the likely ranges ([`headroom_core::uncertainty`]) fared.
+#[derive(Clone, Copy, Debug, Default, serde::Serialize)]
+pub struct RangeCoverage {
+    /// Cases whose measured peak lies in the range.
+    pub inside: usize,
+    /// Cases compared.
+    pub cases: usize,
+    /// Median over the cases of the range's half-width, against the prediction.
+    pub median_half_width: f64,
+}
+
+impl RangeCoverage {
+    /// Over the compared rows.
+    pub fn of(rows: &[Row]) -> RangeCoverage {
+        let inside = rows.iter().filter(|r| r.range.contains(r.measured)).count();
+        let mut widths: Vec<f64> = rows
+            .iter()
+            .map(|r| r.range.half_width(headroom_core::Bytes(r.predicted)))
+            .collect();
+        widths.sort_by(f64::total_cmp);
+        let median_half_width = match widths.len() {
+            0 => 0.0,
+            n if n % 2 == 1 => widths[n / 2],
+            n => (widths[n / 2 - 1] + widths[n / 2]) / 2.0,
+        };
+        RangeCoverage {
+            inside,
+            cases: rows.len(),
+            median_half_width,
+        }
+    }
+}
+
+impl std::fmt::Display for RangeCoverage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "# likely range: {} of {} measured peaks inside ({:.1}%); median half-width {:.1}%",
+            self.inside,
+            self.cases,
+            100.0 * self.inside as f64 / self.cases.max(1) as f64,
+            100.0 * self.median_half_width
+        )
+    }
 }
 
 fn normalise(s: &str) -> String {
@@ -212,13 +278,25 @@ pub fn compare(args: &CheckArgs, profile: Option<&RuntimeProfile>) -> Result<Rep
                 Prediction::Predicted { estimate, spec } => {
                     let measured = case.driver_peak.expect("checked by classify");
                     let predicted = estimate.driver_peak.0;
+                    let (arch, w) = (&spec.model.arch, &spec.workload);
                     rows.push(Row {
                         case: case.name.clone(),
                         predicted,
                         measured,
                         error: relative_error(predicted, measured),
                         file: file.clone(),
-                        family: spec.model.arch.family(),
+                        family: arch.family(),
+                        mode: w.mode,
+                        strategy: w.parallel.strategy,
+                        // The measurements are the H200's, whose overheads
+                        // are measured; a profile measures its own card's.
+                        range: likely_range(
+                            arch,
+                            w,
+                            estimate.driver_peak,
+                            estimate.outside_allocator,
+                            true,
+                        ),
                     });
                 }
             }
@@ -282,13 +360,15 @@ pub fn compare(args: &CheckArgs, profile: Option<&RuntimeProfile>) -> Result<Rep
     }
     let errors: Vec<f64> = rows.iter().map(|r| r.error).collect();
     Ok(Report {
+        range: RangeCoverage::of(&rows),
         rows,
         skipped,
         summary: Summary::of(&errors),
     })
 }
 
-/// The text report: a header, one line per case, the summary line last.
+/// The text report: a header, one line per case, the likely range's
+/// coverage (a `#` line, like the header), the summary line last.
 pub fn render(report: &Report) -> String {
     let width = report
         .rows
@@ -321,6 +401,7 @@ pub fn render(report: &Report) -> String {
     for s in &report.skipped {
         let _ = writeln!(out, "{:<width$} skipped: {}", s.case, s.reason);
     }
+    let _ = writeln!(out, "{}", report.range);
     let _ = writeln!(out, "{}", report.summary);
     out
 }
@@ -431,5 +512,62 @@ pub fn markdown(report: &Report, files: &[String]) -> String {
             let _ = writeln!(out, "\n</details>");
         }
     }
+    out
+}
+
+/// The core's error-band table (`core/src/uncertainty/measured.rs`): the
+/// lowest and highest error of each family, mode and strategy among the
+/// compared cases, and over every case (`"any"`), as Rust source.
+pub fn bands_source(report: &Report, files: &[String]) -> String {
+    let mut groups: Vec<(&'static str, Mode, Strategy, Vec<f64>)> = Vec::new();
+    for r in &report.rows {
+        for family in [r.family, "any"] {
+            let strategy = if family == "any" {
+                Strategy::None
+            } else {
+                r.strategy
+            };
+            let mode = r.mode;
+            match groups
+                .iter_mut()
+                .find(|g| g.0 == family && g.1 == mode && g.2 == strategy)
+            {
+                Some(g) => g.3.push(r.error),
+                None => groups.push((family, mode, strategy, vec![r.error])),
+            }
+        }
+    }
+    groups.sort_by_key(|g| (g.0, g.1.key(), g.2.key()));
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "//! The errors measured for each kind of job: generated by\n//! `scripts/error-bands.sh` (`calibration-collector check --bands`) from the\n//! measurement files of `scripts/accuracy-files.txt`; do not edit.\n//! Files: {}.\n\nuse super::ErrorBand;\nuse crate::parallel::Strategy;\nuse crate::workload::Mode;\n\n/// Lowest and highest `(predicted - measured) / measured` of each family,\n/// mode and strategy; `\"any\"` is every case of a mode.\npub const MEASURED_BANDS: &[ErrorBand] = &[",
+        files.len()
+    );
+    let variant = |m: Mode| match m {
+        Mode::Inference => "Inference",
+        Mode::Training => "Training",
+    };
+    let strategy_variant = |s: Strategy| match s {
+        Strategy::None => "None",
+        Strategy::Ddp => "Ddp",
+        Strategy::Fsdp2 => "Fsdp2",
+        Strategy::Zero1 => "Zero1",
+        Strategy::Tp => "Tp",
+    };
+    for (family, mode, strategy, errors) in &groups {
+        let lowest = errors.iter().copied().fold(f64::INFINITY, f64::min);
+        let highest = errors.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let _ = writeln!(
+            out,
+            "    ErrorBand {{\n        family: \"{family}\",\n        mode: Mode::{},\n        strategy: Strategy::{},\n        cases: {},\n        lowest: {:.4},\n        highest: {:.4},\n    }},",
+            variant(*mode),
+            strategy_variant(*strategy),
+            errors.len(),
+            (lowest * 1e4).floor() / 1e4,
+            (highest * 1e4).ceil() / 1e4,
+        );
+    }
+    out.push_str("];\n");
     out
 }

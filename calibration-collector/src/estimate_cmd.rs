@@ -6,6 +6,7 @@ use crate::parallel_args::{self, ParallelArgs};
 use headroom_core::arch::Architecture;
 use headroom_core::estimate::{estimate_after_with, estimate_with, Estimate, EstimateOptions};
 use headroom_core::spec::Spec;
+use headroom_core::uncertainty::{likely_range, LikelyRange};
 use headroom_core::workload::{InferenceKind, Logits, Mode, Optimizer, Precision};
 use headroom_core::{gpus, Bytes};
 use serde_json::{json, Value};
@@ -94,14 +95,23 @@ pub fn run(args: &EstimateArgs) -> Result<String> {
         }
     }
     let note = no_card.as_ref().map(NoCard::note);
+    let range = likely_range(
+        &spec.model.arch,
+        &spec.workload,
+        est.driver_peak,
+        est.outside_allocator,
+        card_is_measured(gpu),
+    );
     if args.table {
         let mut text = table(&spec, &est, gpu);
+        let _ = writeln!(text, "likely    {}", describe_range(&range));
         if let Some(note) = &note {
             let _ = writeln!(text, "note      {note}");
         }
         Ok(text)
     } else {
         let mut value = to_json(&spec, &est, gpu);
+        value["likely_range"] = range_json(&range);
         if let Some(no_card) = &no_card {
             value["without_a_card"] = no_card.to_json();
         }
@@ -402,6 +412,51 @@ pub fn group_digits(n: u64) -> String {
         out.push(c);
     }
     out
+}
+
+/// Whether the overheads of the card an estimate is for were measured: the
+/// H200's are (the runtime's defaults); no other card's yet.
+pub fn card_is_measured(gpu: Option<&gpus::Gpu>) -> bool {
+    gpu.is_none_or(|g| g.id.starts_with("h200"))
+}
+
+/// The likely range in words: the bytes, and where it comes from.
+pub fn describe_range(range: &LikelyRange) -> String {
+    let band = &range.band;
+    let mut text = format!(
+        "{:.2} to {:.2} GB: the errors of {} measured {} {} case(s){} were {:+.1}% to {:+.1}%",
+        range.low.as_gb(),
+        range.high.as_gb(),
+        band.cases,
+        band.family,
+        band.mode.key(),
+        if band.strategy == headroom_core::parallel::Strategy::None {
+            String::new()
+        } else {
+            format!(" ({})", band.strategy.key())
+        },
+        band.lowest * 100.0,
+        band.highest * 100.0
+    );
+    if !range.card_measured {
+        text.push_str("; wider: this card's own overheads were not measured (only the H200's are)");
+    }
+    text
+}
+
+/// The likely range as JSON (`likely_range`).
+pub fn range_json(range: &LikelyRange) -> Value {
+    json!({
+        "low": range.low.0,
+        "high": range.high.0,
+        "cases": range.band.cases,
+        "family": range.band.family,
+        "mode": range.band.mode.key(),
+        "strategy": range.band.strategy.key(),
+        "lowest_error": range.band.lowest,
+        "highest_error": range.band.highest,
+        "card_measured": range.card_measured,
+    })
 }
 
 #[cfg(test)]

@@ -90,3 +90,55 @@ fn the_accuracy_list_names_every_measured_batch() {
     }
     assert!(batches >= 15, "{batches} generalization batches found");
 }
+
+/// The core's error bands (`core/src/uncertainty/measured.rs`) are what
+/// `check --bands` prints over the same files: the likely ranges cannot
+/// drift from the data.
+#[test]
+fn the_error_bands_are_what_check_bands_prints() {
+    let out = Command::new(bin())
+        .current_dir(repo())
+        .arg("check")
+        .arg("--bands")
+        .args(listed_files())
+        .output()
+        .expect("binary runs");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let committed = std::fs::read_to_string(repo().join("core/src/uncertainty/measured.rs"))
+        .expect("core/src/uncertainty/measured.rs");
+    assert!(
+        committed == text(&out.stdout),
+        "core/src/uncertainty/measured.rs is out of date; regenerate it with `scripts/error-bands.sh` and commit the result"
+    );
+}
+
+/// Over every committed measurement, the measured peak lies in the likely
+/// range in at least 95% of cases, and the range's half-width has a median
+/// of at most 3%.
+#[test]
+fn the_likely_range_holds_the_measurements_and_stays_narrow() {
+    let out = Command::new(bin())
+        .current_dir(repo())
+        .arg("check")
+        .args(listed_files())
+        .output()
+        .expect("binary runs");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    let line = stdout
+        .lines()
+        .rev()
+        .nth(1)
+        .expect("the range line before the summary");
+    // "# likely range: 313 of 313 measured peaks inside (100.0%); median half-width 2.8%"
+    let numbers: Vec<f64> = line
+        .split(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .filter_map(|t| t.parse().ok())
+        .collect();
+    let [inside, cases, _, half_width] = numbers[..] else {
+        panic!("unexpected range line: {line}")
+    };
+    assert!(cases >= 300.0, "{line}");
+    assert!(inside >= 0.95 * cases, "{line}");
+    assert!(half_width <= 3.0, "{line}");
+}

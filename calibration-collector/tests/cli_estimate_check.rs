@@ -474,5 +474,5 @@ fn check_markdown_summarises_each_file_and_family() {
 
     let both = run(&["check", "--json", "--markdown", path], None);
     assert_eq!(both.status.code(), Some(1));
-    assert!(text(&both.stderr).contains("--json and --markdown"));
+    assert!(text(&both.stderr).contains("--json, --markdown and --bands: pick one"));
 }

@@ -43,6 +43,7 @@ pub mod search;
 #[cfg(feature = "serde")]
 pub mod spec;
 pub mod trace;
+pub mod uncertainty;
 pub mod workload;
 
 pub use arch::Architecture;

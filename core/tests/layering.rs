@@ -28,7 +28,7 @@ const LAYERS: &[(&str, &[&str])] = &[
         &["allocator", "component", "trace", "graph"],
     ),
     ("families", &["families"]),
-    ("answers", &["estimate", "search"]),
+    ("answers", &["estimate", "search", "uncertainty"]),
     ("readers", &["spec", "hf_config"]),
 ];
 
