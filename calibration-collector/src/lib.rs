@@ -4,7 +4,8 @@
 //! against measurement files, and (on a machine with an NVIDIA GPU) probe the
 //! card, measure real runs, fit the runtime coefficients and upload a
 //! calibration profile. One module per command; shared pieces in [`cases`],
-//! [`stats`], [`profile`] and [`error`]; every CUDA call is in [`gpu`].
+//! [`stats`], [`profile`] and [`error`]; every CUDA call is in [`gpu`] and
+//! every NVML call in [`nvml`].
 
 pub mod cases;
 pub mod check;
