@@ -1,7 +1,7 @@
 //! The workload vocabulary: one key per enum variant.
 //!
 //! Every workload enum ([`crate::arch::Dtype`], and in [`crate::workload`]
-//! `Mode`, `Attention`, `InferenceKind`, `Logits`, `Optimizer`, `Precision`,
+//! `Mode`, `Attention`, `InferenceKind`, `Logits`, `Optimizer`, `OptimizerImpl`, `Precision`,
 //! `LoadPath`) has one string per variant, used by spec files, measurement
 //! files, URLs, the page's selects and the command line alike:
 //!
@@ -95,7 +95,9 @@ pub(crate) use keyed;
 mod tests {
     use super::one_of;
     use crate::arch::Dtype;
-    use crate::workload::{Attention, InferenceKind, LoadPath, Logits, Mode, Optimizer, Precision};
+    use crate::workload::{
+        Attention, InferenceKind, LoadPath, Logits, Mode, Optimizer, OptimizerImpl, Precision,
+    };
 
     macro_rules! round_trips {
         ($($ty:ty),+) => {$(
@@ -124,6 +126,7 @@ mod tests {
             InferenceKind,
             Logits,
             Optimizer,
+            OptimizerImpl,
             Precision,
             LoadPath
         );

@@ -112,6 +112,26 @@ keyed! {
     }
 }
 
+/// How `torch.optim` runs the update on CUDA (its `foreach` and `fused`
+/// arguments).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum OptimizerImpl {
+    /// The default of `torch.optim` on CUDA: `_foreach_*` ops over every
+    /// parameter at once (AdamW's `_foreach_sqrt` makes a parameter-sized
+    /// temporary for each).
+    #[default]
+    Foreach,
+    /// `fused=True` (AdamW and SGD; HF `Trainer`'s default `adamw_torch_fused`
+    /// on torch 2.8 and later): one kernel, no temporaries; each parameter's
+    /// `step` counter is a tensor on the GPU.
+    Fused,
+    /// `foreach=False`: one parameter at a time (AdamW's temporaries exist
+    /// for one parameter only).
+    ForLoop,
+}
+
+keyed! { OptimizerImpl { Foreach => "foreach", Fused => "fused", ForLoop => "for_loop" } }
+
 /// Training precision.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum Precision {
@@ -151,6 +171,8 @@ pub struct Lora {
 pub struct TrainingOptions {
     /// Optimizer.
     pub optimizer: Optimizer,
+    /// How the optimizer runs its update.
+    pub implementation: OptimizerImpl,
     /// Optimizer steps (the peak of step 2 onwards includes optimizer state).
     pub steps: u32,
     /// Precision.
@@ -175,6 +197,7 @@ impl Default for TrainingOptions {
     fn default() -> Self {
         TrainingOptions {
             optimizer: Optimizer::Adamw,
+            implementation: OptimizerImpl::Foreach,
             steps: 2,
             precision: Precision::AmpBf16,
             grad_checkpointing: false,
@@ -315,6 +338,15 @@ impl Workload {
             )?;
             if let Some(lora) = &self.training.lora {
                 check_range("workload.training.lora.rank", lora.rank as u64, 1, 65_536)?;
+            }
+            if self.training.implementation == OptimizerImpl::Fused
+                && self.training.optimizer == Optimizer::Adafactor
+            {
+                return Err(Error::invalid(
+                    "workload.training.implementation",
+                    "torch's Adafactor has no fused implementation",
+                    "\"foreach\" or \"for_loop\" for Adafactor; \"fused\" for AdamW and SGD",
+                ));
             }
         }
         if let Some(chunk) = self.esmfold.chunk_size {

@@ -1,12 +1,12 @@
-//! Optimizer steps as `torch.optim` runs them on CUDA (foreach
-//! implementations, the default there), and training-loop plumbing shared
-//! by the families.
+//! Optimizer steps as `torch.optim` runs them on CUDA (foreach, the
+//! default there, fused or one parameter at a time), and training-loop
+//! plumbing shared by the families.
 
 use super::nn::Ctx;
 use crate::component::Component;
 use crate::graph::{Graph, Value};
 use crate::trace::Tensor;
-use crate::workload::{Optimizer, TrainingOptions};
+use crate::workload::{Optimizer, OptimizerImpl, TrainingOptions};
 use alloc::vec::Vec;
 
 /// A trainable parameter: its value and shape (rows x cols; cols = 1 for vectors).
@@ -34,11 +34,21 @@ pub struct OptimizerState {
     tensors: Vec<Tensor>,
 }
 
+/// Bytes of AdamW's `step` counter when it lives on the GPU (fused): a
+/// zero-dimensional fp32 tensor (`_get_scalar_dtype(is_fused=True)`).
+const FUSED_STEP_BYTES: u64 = 4;
+
 /// Allocates the state of one parameter, as `_init_group` does.
-fn allocate_state(g: &mut Graph, optimizer: Optimizer, p: &Trainable, state: &mut OptimizerState) {
-    match optimizer {
+fn allocate_state(g: &mut Graph, t: &TrainingOptions, p: &Trainable, state: &mut OptimizerState) {
+    match t.optimizer {
+        // state["step"] (a GPU tensor when fused, else a CPU one), then
         // exp_avg, exp_avg_sq = zeros_like(p), zeros_like(p)
         Optimizer::Adamw => {
+            if t.implementation == OptimizerImpl::Fused {
+                state
+                    .tensors
+                    .push(g.replay.alloc(FUSED_STEP_BYTES, Component::OptimizerState));
+            }
             state
                 .tensors
                 .push(g.replay.alloc(p.bytes(), Component::OptimizerState));
@@ -73,19 +83,20 @@ fn allocate_state(g: &mut Graph, optimizer: Optimizer, p: &Trainable, state: &mu
 /// optimizer state already on the GPU).
 pub fn preallocate(
     g: &mut Graph,
-    optimizer: Optimizer,
+    t: &TrainingOptions,
     params: &[Trainable],
     state: &mut OptimizerState,
 ) {
     g.at("optimizer state (resident)", None);
     for p in params {
-        allocate_state(g, optimizer, p, state);
+        allocate_state(g, t, p, state);
     }
 }
 
 /// One `optimizer.step()`; creates the state on the first call
 /// (`_init_group`: per parameter, in order).
-pub fn step(g: &mut Graph, optimizer: Optimizer, params: &[Trainable], state: &mut OptimizerState) {
+pub fn step(g: &mut Graph, t: &TrainingOptions, params: &[Trainable], state: &mut OptimizerState) {
+    let optimizer = t.optimizer;
     if state.tensors.is_empty() && optimizer != Optimizer::Sgd {
         g.at(
             match optimizer {
@@ -96,13 +107,15 @@ pub fn step(g: &mut Graph, optimizer: Optimizer, params: &[Trainable], state: &m
             None,
         );
         for p in params {
-            allocate_state(g, optimizer, p, state);
+            allocate_state(g, t, p, state);
         }
     }
-    // Parameter-sized temporaries of the foreach implementations, all alive
-    // until the update is done: AdamW's `exp_avg_sq_sqrt =
-    // torch._foreach_sqrt(exp_avg_sqs)`; Adafactor's `row_var @ col_var`
-    // variance estimate (fp32) for every matrix. SGD updates in place.
+    // Parameter-sized temporaries: AdamW's `exp_avg_sq.sqrt()` and its
+    // division by the bias correction (foreach: `_foreach_sqrt` over every
+    // parameter, then in place; for-loop: `(exp_avg_sq.sqrt() / bc).add_(eps)`
+    // for one parameter at a time, two temporaries); Adafactor's
+    // `row_var @ col_var` variance estimate (fp32) for every matrix. Fused
+    // kernels and SGD update in place.
     let temporaries: Option<(&'static str, TemporaryBytes)> = match optimizer {
         Optimizer::Adamw => Some(("optimizer: AdamW step (_foreach_sqrt temporaries)", |p| {
             p.bytes()
@@ -112,13 +125,29 @@ pub fn step(g: &mut Graph, optimizer: Optimizer, params: &[Trainable], state: &m
         })),
         Optimizer::Sgd | Optimizer::SgdMomentum => None,
     };
-    if let Some((name, bytes)) = temporaries {
-        g.at(name, None);
-        let temps: Vec<Tensor> = params
-            .iter()
-            .map(|p| g.replay.alloc(bytes(p), Component::OptimizerState))
-            .collect();
-        g.replay.free_all(temps);
+    let Some((name, bytes)) = temporaries else {
+        return;
+    };
+    match t.implementation {
+        OptimizerImpl::Fused => {}
+        OptimizerImpl::Foreach => {
+            g.at(name, None);
+            let temps: Vec<Tensor> = params
+                .iter()
+                .map(|p| g.replay.alloc(bytes(p), Component::OptimizerState))
+                .collect();
+            g.replay.free_all(temps);
+        }
+        OptimizerImpl::ForLoop => {
+            g.at("optimizer: step, one parameter at a time", None);
+            let per_param = if optimizer == Optimizer::Adamw { 2 } else { 1 };
+            for p in params {
+                let temps: Vec<Tensor> = (0..per_param)
+                    .map(|_| g.replay.alloc(bytes(p), Component::OptimizerState))
+                    .collect();
+                g.replay.free_all(temps);
+            }
+        }
     }
 }
 
@@ -189,7 +218,7 @@ fn train_steps_inner(
 ) {
     let mut state = OptimizerState::default();
     if t.optimizer_state_resident {
-        preallocate(g, t.optimizer, trainable, &mut state);
+        preallocate(g, t, trainable, &mut state);
     }
     let mut steady = SteadyState::default();
     for index in 0..t.steps {
@@ -207,7 +236,7 @@ fn train_steps_inner(
         }
         g.drop(loss);
         g.grad_mode = false;
-        step(g, t.optimizer, trainable, &mut state);
+        step(g, t, trainable, &mut state);
         g.at("zero_grad(set_to_none=True)", None);
         g.zero_grad();
         if steady.reached(g, index) {

@@ -66,6 +66,7 @@ pub const INFERENCE: &[&str] = &["kind", "logits", "kv_cache", "new_tokens", "kv
 /// `workload.training`.
 pub const TRAINING: &[&str] = &[
     "optimizer",
+    "implementation",
     "momentum",
     "steps",
     "precision",

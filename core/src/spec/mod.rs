@@ -17,7 +17,7 @@ use crate::parallel::{ParallelOptions, Strategy};
 use crate::presets;
 use crate::runtime::RuntimeProfile;
 use crate::workload::{
-    Attention, InferenceKind, LoadPath, Logits, Mode, Optimizer, Precision, Workload,
+    Attention, InferenceKind, LoadPath, Logits, Mode, Optimizer, OptimizerImpl, Precision, Workload,
 };
 pub mod known_keys;
 use alloc::format;
@@ -452,6 +452,17 @@ pub fn parse_workload(value: Option<&Value>) -> Result<Workload, Error> {
         )?;
         if let Some(optimizer) = optimizer {
             w.training.optimizer = optimizer;
+        }
+        let implementation = key_field(
+            m,
+            p,
+            "implementation",
+            OptimizerImpl::from_key,
+            OptimizerImpl::KEYS,
+            None,
+        )?;
+        if let Some(implementation) = implementation {
+            w.training.implementation = implementation;
         }
         // `"sgd"` is SGD with momentum (0.9) as the measurement format
         // describes it; `"momentum": 0` makes it plain SGD.

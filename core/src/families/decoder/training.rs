@@ -31,7 +31,7 @@ pub(super) fn train(g: &mut Graph, model: &Model, workload: &Workload, b: u64, s
         Vec::new()
     };
     if t.optimizer_state_resident {
-        optim::preallocate(g, t.optimizer, &optimized, &mut state);
+        optim::preallocate(g, t, &optimized, &mut state);
     }
     let mut steady = optim::SteadyState::default();
     for step in 0..t.steps {
@@ -150,7 +150,7 @@ pub(super) fn train(g: &mut Graph, model: &Model, workload: &Workload, b: u64, s
         g.drop(loss.v);
         g.grad_mode = false;
         g.at("optimizer step", None);
-        optim::step(g, t.optimizer, &optimized, &mut state);
+        optim::step(g, t, &optimized, &mut state);
         g.at("zero_grad(set_to_none=True)", None);
         g.zero_grad();
         if steady.reached(g, step) {
