@@ -105,6 +105,15 @@ pub fn run(args: &EstimateArgs) -> Result<String> {
     if args.table {
         let mut text = table(&spec, &est, gpu);
         let _ = writeln!(text, "likely    {}", describe_range(&range));
+        if let Some(g) = gpu.filter(|g| est.fits && range.high.0 > g.usable_bytes) {
+            let _ = writeln!(
+                text,
+                "note      it may not fit: the likely range's high end ({:.2} GB) is above the {:.2} GB usable on {}",
+                range.high.as_gb(),
+                Bytes(g.usable_bytes).as_gb(),
+                g.name
+            );
+        }
         if let Some(note) = &note {
             let _ = writeln!(text, "note      {note}");
         }
@@ -112,6 +121,9 @@ pub fn run(args: &EstimateArgs) -> Result<String> {
     } else {
         let mut value = to_json(&spec, &est, gpu);
         value["likely_range"] = range_json(&range);
+        if let Some(g) = gpu {
+            value["likely_range"]["fits"] = json!(est.fits && range.high.0 <= g.usable_bytes);
+        }
         if let Some(no_card) = &no_card {
             value["without_a_card"] = no_card.to_json();
         }

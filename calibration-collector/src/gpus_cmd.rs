@@ -11,6 +11,7 @@ use headroom_core::gpus::CATALOG;
 use headroom_core::parallel::Strategy;
 use headroom_core::search::{self, ChunkChoice, GpuFit};
 use headroom_core::spec::Spec;
+use headroom_core::uncertainty::likely_range;
 use headroom_core::workload::Workload;
 use headroom_core::RuntimeProfile;
 use headroom_core::{estimate, Bytes};
@@ -24,8 +25,10 @@ use std::time::Duration;
 pub struct GpusArgs {
     /// Spec JSON file; `-` or nothing reads stdin.
     pub spec: Option<String>,
-    /// Safety margin added to the reservation, in percent.
-    #[arg(long = "margin", value_name = "MARGIN", default_value_t = 10)]
+    /// Safety margin on top of the likely range's high end, in percent: a card fits
+    /// when the high end plus this margin is within its usable memory, and the
+    /// reservation is the high end plus this margin.
+    #[arg(long = "margin", value_name = "MARGIN", default_value_t = 0)]
     pub margin_percent: u32,
     /// Several GPUs: override the spec's `workload.parallel` (the longest length and
     /// largest batch are per rank at this strategy and count).
@@ -54,8 +57,9 @@ pub fn run(args: &GpusArgs) -> Result<String> {
     let peak = estimate(arch, w, rt).map_err(|e| CollectorError::input(format!("{name}: {e}")))?;
     let strategies = search::strategies_for(arch, w);
     let (fits, peaks) = std::thread::scope(|scope| {
-        let peaks = scope.spawn(|| fewest_cards_peaks(arch, w, rt, &strategies));
-        let fits = gpu_fits_in_parallel(arch, w, rt);
+        let peaks =
+            scope.spawn(|| fewest_cards_peaks(arch, w, rt, &strategies, args.margin_percent));
+        let fits = gpu_fits_in_parallel(arch, w, rt, args.margin_percent);
         let peaks = peaks
             .join()
             .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
@@ -63,19 +67,38 @@ pub fn run(args: &GpusArgs) -> Result<String> {
     });
     let fits = fits.map_err(|e| CollectorError::input(format!("{name}: {e}")))?;
     let peaks = peaks.map_err(|e| CollectorError::input(format!("{name}: {e}")))?;
-    let reservation = search::reservation(peak.driver_peak.0, args.margin_percent);
+    // The reservation covers the likely range's high end on the measured
+    // card (the runtime's, the H200's).
+    let range = likely_range(arch, w, peak.driver_peak, peak.outside_allocator, true);
+    let reservation = search::reservation(range.high.0, args.margin_percent);
     let length = if arch.is_vision() { "image" } else { "seq_len" };
     let mut out = String::new();
     let ranks = parallel_args::per_rank(w).map_or_else(String::new, |r| format!(" {r}"));
     let _ = writeln!(
         out,
-        "{} at batch {}{ranks}, {length} {}: driver peak {}; request {} ({}% margin)\n",
+        "{} at batch {}{ranks}, {length} {}: driver peak {}, likely {} to {}; request {} (the high end, {}% margin)",
         spec.model.name,
         w.batch,
         w.length(arch.is_vision()),
         peak.driver_peak,
+        range.low,
+        range.high,
         Bytes(reservation),
         args.margin_percent
+    );
+    let _ = writeln!(
+        out,
+        "fits: the likely range's high end ({} measured {} {} case(s) were {:+.1}% to {:+.1}% off){} within the card's usable memory; other cards than the H200 also allow for their unmeasured overheads\n",
+        range.band.cases,
+        range.band.family,
+        range.band.mode.key(),
+        range.band.lowest * 100.0,
+        range.band.highest * 100.0,
+        if args.margin_percent > 0 {
+            format!(" plus {}%", args.margin_percent)
+        } else {
+            String::new()
+        }
     );
     let esmfold = fits.iter().any(|f| f.chunk_for_length.is_some());
     let _ = write!(
@@ -124,12 +147,9 @@ pub fn run(args: &GpusArgs) -> Result<String> {
                 chunk
             );
         }
-        for (_, p) in &peaks {
-            let _ = write!(
-                out,
-                " {:>12}",
-                opt(search::fewest_gpus(p, f.gpu.usable_bytes))
-            );
+        for (strategy, p) in &peaks {
+            let cap = fewest_capacity(f.gpu, arch, w, rt, *strategy, args.margin_percent);
+            let _ = write!(out, " {:>12}", opt(search::fewest_gpus(p, cap)));
         }
         out.push('\n');
     }
@@ -149,6 +169,21 @@ pub fn run(args: &GpusArgs) -> Result<String> {
     Ok(out)
 }
 
+/// The bytes of `gpu` one rank's peak may reach when the job is spread
+/// with `strategy` ([`search::decision_capacity`] of the job on two cards:
+/// the strategy's likely range).
+pub fn fewest_capacity(
+    gpu: &headroom_core::gpus::Gpu,
+    arch: &Architecture,
+    workload: &Workload,
+    runtime: &RuntimeProfile,
+    strategy: Strategy,
+    margin_percent: u32,
+) -> u64 {
+    let spread = search::on_gpus(workload, strategy, 2);
+    search::decision_capacity(gpu, arch, &spread, runtime, margin_percent)
+}
+
 /// One rank's peak at each GPU count tried ([`search::rank_peaks`]).
 type RankPeaks = Vec<(u32, Option<u64>)>;
 
@@ -159,12 +194,17 @@ fn fewest_cards_peaks(
     workload: &Workload,
     runtime: &RuntimeProfile,
     strategies: &[Strategy],
+    margin_percent: u32,
 ) -> std::result::Result<Vec<(Strategy, RankPeaks)>, headroom_core::Error> {
-    let smallest = CATALOG.iter().map(|g| g.usable_bytes).min().unwrap_or(0);
     std::thread::scope(|scope| {
         let workers: Vec<_> = strategies
             .iter()
             .map(|&s| {
+                let smallest = CATALOG
+                    .iter()
+                    .map(|g| fewest_capacity(g, arch, workload, runtime, s, margin_percent))
+                    .min()
+                    .unwrap_or(0);
                 scope.spawn(move || {
                     search::rank_peaks(arch, workload, runtime, s, smallest).map(|p| (s, p))
                 })
@@ -186,6 +226,7 @@ fn gpu_fits_in_parallel(
     arch: &Architecture,
     workload: &Workload,
     runtime: &RuntimeProfile,
+    margin_percent: u32,
 ) -> std::result::Result<Vec<GpuFit>, headroom_core::Error> {
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
@@ -206,7 +247,10 @@ fn gpu_fits_in_parallel(
                         loop {
                             let i = next.fetch_add(1, Ordering::Relaxed);
                             let Some(gpu) = CATALOG.get(i) else { break };
-                            mine.push((i, search::gpu_fit(gpu, arch, workload, runtime)));
+                            mine.push((
+                                i,
+                                search::gpu_fit(gpu, arch, workload, runtime, margin_percent),
+                            ));
                             bar.inc(1);
                         }
                         mine

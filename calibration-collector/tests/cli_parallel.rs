@@ -7,6 +7,7 @@
 mod common;
 
 use calibration_collector::cases::Status;
+use calibration_collector::gpus_cmd;
 use calibration_collector::parallel_run::{self, ParallelPoint};
 use calibration_collector::probe::nccl_from_results;
 use calibration_collector::run::RunArgs;
@@ -207,15 +208,19 @@ fn gpus_gives_the_fewest_cards_per_strategy() {
     // Every row's answer is the core's.
     let spec = Spec::from_json(&small_training()).unwrap();
     let (arch, w, rt) = (&spec.model.arch, &spec.workload, &spec.runtime);
-    let smallest = CATALOG.iter().map(|g| g.usable_bytes).min().unwrap();
     let strategies = strategies_for(arch, w);
     assert_eq!(
         strategies,
         [Strategy::Ddp, Strategy::Zero1, Strategy::Fsdp2]
     );
+    // Within each card's capacity for the strategy's likely range.
+    let capacity = |gpu, s| gpus_cmd::fewest_capacity(gpu, arch, w, rt, s, 0);
     let peaks: Vec<_> = strategies
         .iter()
-        .map(|&s| rank_peaks(arch, w, rt, s, smallest).unwrap())
+        .map(|&s| {
+            let smallest = CATALOG.iter().map(|g| capacity(g, s)).min().unwrap();
+            rank_peaks(arch, w, rt, s, smallest).unwrap()
+        })
         .collect();
     let mut some_need_several = false;
     for gpu in CATALOG {
@@ -225,8 +230,8 @@ fn gpus_gives_the_fewest_cards_per_strategy() {
             .unwrap_or_else(|| panic!("no row for {}", gpu.name));
         let cells: Vec<&str> = row.split_whitespace().collect();
         let tail = &cells[cells.len() - 3..];
-        for (cell, p) in tail.iter().zip(&peaks) {
-            let want = fewest_gpus(p, gpu.usable_bytes).map_or("-".to_string(), |n| n.to_string());
+        for ((cell, p), s) in tail.iter().zip(&peaks).zip(&strategies) {
+            let want = fewest_gpus(p, capacity(gpu, *s)).map_or("-".to_string(), |n| n.to_string());
             assert_eq!(*cell, want, "{row}");
             some_need_several |= want != "1" && want != "-";
         }

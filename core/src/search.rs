@@ -516,6 +516,38 @@ pub struct GpuFit {
     pub chunk_for_length: Option<ChunkChoice>,
 }
 
+/// The bytes of `gpu` a predicted driver-level peak may reach and still be
+/// said to fit: the card's usable memory with the likely range's upper end
+/// taken in ([`crate::uncertainty`]: the lowest error measured for jobs of
+/// this family, mode and strategy, and on a card whose overheads were not
+/// measured half the outside-allocator bytes) and `margin_percent` set
+/// aside. A prediction `p` fits when `p / (1 + lowest) + widening` (the
+/// range's high end) times `1 + margin` is within the usable bytes.
+pub fn decision_capacity(
+    gpu: &crate::gpus::Gpu,
+    arch: &Architecture,
+    workload: &Workload,
+    runtime: &RuntimeProfile,
+    margin_percent: u32,
+) -> u64 {
+    use crate::uncertainty::{band_for, MIN_ERROR, UNMEASURED_CARD_OUTSIDE_SHARE};
+    let usable = gpu.usable_bytes as f64 * 100.0 / (100.0 + f64::from(margin_percent));
+    let widening = if is_measured_card(gpu) {
+        0.0
+    } else {
+        let libraries = crate::families::libraries(arch, workload, runtime);
+        crate::runtime::outside_allocator(runtime, libraries) as f64 * UNMEASURED_CARD_OUTSIDE_SHARE
+    };
+    let lowest = band_for(arch, workload).lowest.clamp(-0.99, -MIN_ERROR);
+    ((usable - widening).max(0.0) * (1.0 + lowest)) as u64
+}
+
+/// Whether `gpu`'s overheads were measured (the H200's are; the runtime's
+/// defaults come from it).
+pub fn is_measured_card(gpu: &crate::gpus::Gpu) -> bool {
+    gpu.id.starts_with("h200")
+}
+
 /// For every GPU of the catalog: whether the workload fits, the longest
 /// length and largest batch that do, and for ESMFold the longest sequence
 /// with and without chunking and the chunk size that makes this length fit.
@@ -523,21 +555,24 @@ pub fn gpu_fits(
     arch: &Architecture,
     workload: &Workload,
     runtime: &RuntimeProfile,
+    margin_percent: u32,
 ) -> Result<Vec<GpuFit>, Error> {
     crate::gpus::CATALOG
         .iter()
-        .map(|gpu| gpu_fit(gpu, arch, workload, runtime))
+        .map(|gpu| gpu_fit(gpu, arch, workload, runtime, margin_percent))
         .collect()
 }
 
-/// One card's row of [`gpu_fits`].
+/// One card's row of [`gpu_fits`], decided within
+/// [`decision_capacity`].
 pub fn gpu_fit(
     gpu: &'static crate::gpus::Gpu,
     arch: &Architecture,
     workload: &Workload,
     runtime: &RuntimeProfile,
+    margin_percent: u32,
 ) -> Result<GpuFit, Error> {
-    let capacity = gpu.usable_bytes;
+    let capacity = decision_capacity(gpu, arch, workload, runtime, margin_percent);
     let (unchunked, chunked, chunk) = if matches!(arch, Architecture::EsmFold(_)) {
         let mut w = workload.clone();
         w.esmfold.chunk_size = None;
