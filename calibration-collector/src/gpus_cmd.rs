@@ -30,6 +30,12 @@ pub struct GpusArgs {
     /// reservation is the high end plus this margin.
     #[arg(long = "margin", value_name = "MARGIN", default_value_t = 0)]
     pub margin_percent: u32,
+    /// After the table, what would make the job fit: for the card named (e.g.
+    /// `rtx-4090`), or with no value for every card it does not fit. Each
+    /// suggestion is one change, an exact estimate on that card, ranked by how
+    /// little it changes the job.
+    #[arg(long, value_name = "GPU", num_args = 0..=1, default_missing_value = "")]
+    pub advise: Option<String>,
     /// Several GPUs: override the spec's `workload.parallel` (the longest length and
     /// largest batch are per rank at this strategy and count).
     #[command(flatten)]
@@ -166,6 +172,28 @@ pub fn run(args: &GpusArgs) -> Result<String> {
             search::GPU_COUNTS.map(|c| c.to_string()).join(", ")
         );
     }
+    if let Some(card) = &args.advise {
+        let cards: Vec<&'static headroom_core::gpus::Gpu> = if card.is_empty() {
+            fits.iter().filter(|f| !f.fits).map(|f| f.gpu).collect()
+        } else {
+            vec![headroom_core::gpus::find(card).ok_or_else(|| {
+                let known: Vec<&str> = CATALOG.iter().map(|g| g.id).collect();
+                CollectorError::input(format!(
+                    "--advise: unknown GPU `{card}`; allowed: {}",
+                    known.join(", ")
+                ))
+            })?]
+        };
+        for gpu in cards {
+            let advice = crate::progress::while_working(
+                &format!("looking for what makes it fit {}", gpu.name),
+                || headroom_core::advice::advise(arch, w, rt, gpu, args.margin_percent),
+            )
+            .map_err(|e| CollectorError::input(format!("{name}: {e}")))?;
+            let fits_already = fits.iter().any(|f| f.gpu.id == gpu.id && f.fits);
+            out.push_str(&render_advice(gpu, fits_already, &advice));
+        }
+    }
     Ok(out)
 }
 
@@ -268,4 +296,33 @@ fn gpu_fits_in_parallel(
     bar.finish_and_clear();
     rows.sort_by_key(|(i, _)| *i);
     rows.into_iter().map(|(_, row)| row).collect()
+}
+
+/// The suggestions for one card, as the table's epilogue.
+pub fn render_advice(
+    gpu: &headroom_core::gpus::Gpu,
+    fits_already: bool,
+    advice: &[headroom_core::advice::Suggestion],
+) -> String {
+    let mut out = format!(
+        "\nwhat would make it fit {} ({} usable):\n",
+        gpu.name,
+        Bytes(gpu.usable_bytes)
+    );
+    if fits_already {
+        out.push_str("  it fits as it is\n");
+    } else if advice.is_empty() {
+        out.push_str("  no single change tried makes it fit (allocator, optimizer kernel, attention, chunking, checkpointing, KV cache, bf16, LoRA, batch, length, more GPUs)\n");
+    }
+    for (i, s) in advice.iter().enumerate() {
+        let _ = writeln!(
+            out,
+            "  {}. {:<58} peak {} per GPU; costs {}",
+            i + 1,
+            s.what,
+            Bytes(s.driver_peak),
+            s.change.cost()
+        );
+    }
+    out
 }

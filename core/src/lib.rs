@@ -24,6 +24,7 @@ extern crate alloc;
 #[cfg(any(test, feature = "std"))]
 extern crate std;
 
+pub mod advice;
 pub mod allocator;
 pub mod arch;
 pub mod bytes;

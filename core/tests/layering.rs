@@ -28,7 +28,7 @@ const LAYERS: &[(&str, &[&str])] = &[
         &["allocator", "component", "trace", "graph"],
     ),
     ("families", &["families"]),
-    ("answers", &["estimate", "search", "uncertainty"]),
+    ("answers", &["estimate", "search", "uncertainty", "advice"]),
     ("readers", &["spec", "hf_config"]),
 ];
 

@@ -1,0 +1,69 @@
+//! `gpus --advise`: what would make a job fit, after the table.
+
+mod common;
+use common::{run, text};
+
+const ESMFOLD: &str = r#"{"model": "esmfold-v1", "workload": {"mode": "inference", "seq_len": 1024, "dtype": "fp32"}}"#;
+
+#[test]
+fn advice_for_a_named_card_lists_changes_that_fit_it() {
+    let out = run(&["gpus", "--advise", "rtx-4090"], Some(ESMFOLD));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    let advice = stdout
+        .split("what would make it fit NVIDIA GeForce RTX 4090")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no advice: {stdout}"));
+    assert!(
+        advice.contains("1. workload.esmfold.chunk_size: 256"),
+        "{advice}"
+    );
+    assert!(advice.contains("costs slower folding"), "{advice}");
+    // Each line's peak is within the card's usable memory.
+    for line in advice
+        .lines()
+        .filter(|l| l.trim_start().starts_with(char::is_numeric))
+    {
+        let gb: f64 = line
+            .split("peak ")
+            .nth(1)
+            .and_then(|t| t.split(" GB").next())
+            .and_then(|t| t.parse().ok())
+            .unwrap_or_else(|| panic!("{line}"));
+        assert!(gb < 25.38, "{line}");
+    }
+}
+
+#[test]
+fn advice_without_a_card_covers_every_card_that_does_not_fit() {
+    let out = run(&["gpus", "--advise"], Some(ESMFOLD));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    let not_fitting = stdout
+        .lines()
+        .filter(|l| l.starts_with("NVIDIA") || l.starts_with("AMD"))
+        .filter(|l| l.split_whitespace().nth_back(0).is_some() && l.contains("  no "))
+        .count();
+    let advised = stdout.matches("what would make it fit").count();
+    assert!(not_fitting > 0, "{stdout}");
+    assert_eq!(advised, not_fitting, "{stdout}");
+    // A card it fits: said so.
+    let out = run(&["gpus", "--advise", "h200"], Some(ESMFOLD));
+    assert!(
+        text(&out.stdout).contains("it fits as it is"),
+        "{}",
+        text(&out.stdout)
+    );
+}
+
+#[test]
+fn an_unknown_card_is_refused_naming_the_flag() {
+    let out = run(&["gpus", "--advise", "rtx-9999"], Some(ESMFOLD));
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("--advise: unknown GPU `rtx-9999`; allowed: "),
+        "{err}"
+    );
+    assert!(err.contains("h200"), "{err}");
+}

@@ -1,0 +1,303 @@
+//! What would make a job fit a card: the smallest changes, each an exact
+//! estimate on that card, ranked by how little they change the job.
+//!
+//! Every candidate is the job with one thing changed (the allocator's
+//! setting, the optimizer's implementation, the attention kernel,
+//! ESMFold's chunking, gradient checkpointing, the KV cache's precision,
+//! pure bf16 training, LoRA, a smaller batch or length, more GPUs). It is
+//! kept when its estimate fits the card the way the GPU table decides
+//! ([`crate::search::decision_capacity`]: the likely range's high end plus
+//! the margin within the usable memory). The order is the order of
+//! [`Change`]: first what leaves the model's math alone, last what trains
+//! or serves a different job.
+
+use crate::arch::{Architecture, Dtype};
+use crate::error::Error;
+use crate::estimate::{estimate_with, EstimateOptions};
+use crate::gpus::Gpu;
+use crate::parallel::Strategy;
+use crate::runtime::RuntimeProfile;
+use crate::search::{
+    decision_capacity, esmfold_chunk_that_fits, max_batch, max_length, ChunkChoice,
+};
+use crate::workload::{
+    Attention, InferenceKind, Lora, Mode, Optimizer, OptimizerImpl, Precision, Workload,
+};
+use alloc::string::String;
+use alloc::vec::Vec;
+
+/// One kind of change, in the order suggestions are ranked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Change {
+    /// `PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True`.
+    ExpandableSegments,
+    /// The fused optimizer kernel.
+    FusedOptimizer,
+    /// SDPA instead of eager attention.
+    SdpaAttention,
+    /// ESMFold's trunk in chunks.
+    EsmfoldChunks,
+    /// Gradient checkpointing.
+    GradientCheckpointing,
+    /// An 8-bit KV cache.
+    SmallerKvCache,
+    /// bf16 parameters instead of fp32 master weights.
+    PureBf16,
+    /// LoRA adapters instead of full fine-tuning.
+    Lora,
+    /// A smaller batch.
+    SmallerBatch,
+    /// A shorter sequence or a smaller image.
+    ShorterLength,
+    /// The job spread over several cards.
+    MoreGpus,
+}
+
+impl Change {
+    /// What the change costs the user.
+    pub fn cost(self) -> &'static str {
+        match self {
+            Change::ExpandableSegments => "none: an allocator setting, same math",
+            Change::FusedOptimizer => "none: the same update in one kernel",
+            Change::SdpaAttention => "none for the result: the same attention, another kernel",
+            Change::EsmfoldChunks => "slower folding: the trunk runs in chunks",
+            Change::GradientCheckpointing => {
+                "about a third more compute: each layer is run again in backward"
+            }
+            Change::SmallerKvCache => "some quality: keys and values stored in 8 bits",
+            Change::PureBf16 => "some precision: no fp32 master weights",
+            Change::Lora => "a different training: only low-rank adapters learn",
+            Change::SmallerBatch => {
+                "fewer samples per step (accumulate gradients to keep the batch)"
+            }
+            Change::ShorterLength => "shorter inputs",
+            Change::MoreGpus => "more cards, and their interconnect",
+        }
+    }
+}
+
+/// One suggestion: the change, the job with it, and its estimate.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Suggestion {
+    /// The kind of change.
+    pub change: Change,
+    /// The change in words, naming the spec field and its new value.
+    pub what: String,
+    /// The job with the change.
+    pub workload: Workload,
+    /// The runtime with the change (the allocator setting).
+    pub runtime: RuntimeProfile,
+    /// Driver-level peak of the changed job, per rank (on the card).
+    pub driver_peak: u64,
+}
+
+/// The suggestions that make `workload` fit `gpu` (with `margin_percent`
+/// on top of the likely range's high end), best first; empty when the job
+/// already fits. Candidates the model refuses are left out.
+pub fn advise(
+    arch: &Architecture,
+    workload: &Workload,
+    runtime: &RuntimeProfile,
+    gpu: &Gpu,
+    margin_percent: u32,
+) -> Result<Vec<Suggestion>, Error> {
+    let capacity =
+        |w: &Workload, rt: &RuntimeProfile| decision_capacity(gpu, arch, w, rt, margin_percent);
+    let estimate_on = |w: &Workload, rt: &RuntimeProfile| {
+        estimate_with(
+            arch,
+            w,
+            rt,
+            EstimateOptions {
+                capacity: Some(capacity(w, rt)),
+                ..EstimateOptions::default()
+            },
+        )
+    };
+    let here = estimate_on(workload, runtime)?;
+    if here.fits {
+        return Ok(Vec::new());
+    }
+    let mut out = Vec::new();
+    let mut consider = |change: Change, what: String, w: Workload, rt: RuntimeProfile| {
+        if let Ok(e) = estimate_on(&w, &rt) {
+            if e.fits {
+                out.push(Suggestion {
+                    change,
+                    what,
+                    workload: w,
+                    runtime: rt,
+                    driver_peak: e.driver_peak.0,
+                });
+            }
+        }
+    };
+    let training = workload.mode == Mode::Training;
+    let vision = arch.is_vision();
+    let decoder = matches!(arch, Architecture::Decoder(_));
+
+    if !runtime.allocator.expandable_segments {
+        let mut rt = runtime.clone();
+        rt.allocator.expandable_segments = true;
+        consider(
+            Change::ExpandableSegments,
+            "runtime.allocator: \"expandable_segments\"".into(),
+            workload.clone(),
+            rt,
+        );
+    }
+    if training
+        && workload.training.implementation != OptimizerImpl::Fused
+        && matches!(
+            workload.training.optimizer,
+            Optimizer::Adamw | Optimizer::SgdMomentum | Optimizer::Sgd
+        )
+    {
+        let mut w = workload.clone();
+        w.training.implementation = OptimizerImpl::Fused;
+        consider(
+            Change::FusedOptimizer,
+            "workload.training.implementation: \"fused\"".into(),
+            w,
+            runtime.clone(),
+        );
+    }
+    if workload.attention == Attention::Eager && !vision {
+        let mut w = workload.clone();
+        w.attention = Attention::Sdpa;
+        consider(
+            Change::SdpaAttention,
+            "workload.attention: \"sdpa\"".into(),
+            w,
+            runtime.clone(),
+        );
+    }
+    if matches!(arch, Architecture::EsmFold(_)) {
+        let cap = capacity(workload, runtime);
+        if let ChunkChoice::Chunk(c) = esmfold_chunk_that_fits(arch, workload, runtime, cap)? {
+            let mut w = workload.clone();
+            w.esmfold.chunk_size = Some(c);
+            consider(
+                Change::EsmfoldChunks,
+                alloc::format!("workload.esmfold.chunk_size: {c}"),
+                w,
+                runtime.clone(),
+            );
+        }
+    }
+    if training && !workload.training.grad_checkpointing {
+        let mut w = workload.clone();
+        w.training.grad_checkpointing = true;
+        consider(
+            Change::GradientCheckpointing,
+            "workload.training.grad_checkpointing: true".into(),
+            w,
+            runtime.clone(),
+        );
+    }
+    if decoder
+        && !training
+        && workload.inference.kind == InferenceKind::Generate
+        && workload
+            .inference
+            .kv_dtype
+            .unwrap_or(workload.dtype)
+            .bytes()
+            > 1
+    {
+        let mut w = workload.clone();
+        w.inference.kv_dtype = Some(Dtype::Int8);
+        consider(
+            Change::SmallerKvCache,
+            "workload.inference.kv_dtype: \"int8\"".into(),
+            w,
+            runtime.clone(),
+        );
+    }
+    if training
+        && workload.training.precision != Precision::Bf16
+        && workload.training.lora.is_none()
+    {
+        let mut w = workload.clone();
+        w.training.precision = Precision::Bf16;
+        consider(
+            Change::PureBf16,
+            "workload.training.precision: \"bf16\"".into(),
+            w,
+            runtime.clone(),
+        );
+    }
+    if training && decoder && workload.training.lora.is_none() {
+        let mut w = workload.clone();
+        w.training.lora = Some(Lora {
+            rank: 16,
+            alpha: Some(32.0),
+            target_modules: Vec::new(),
+            dropout: None,
+        });
+        w.parallel.strategy = Strategy::None;
+        w.parallel.world_size = 1;
+        consider(
+            Change::Lora,
+            "workload.training.lora: {\"rank\": 16} (peft's default modules)".into(),
+            w,
+            runtime.clone(),
+        );
+    }
+    let cap = capacity(workload, runtime);
+    if workload.batch > 1 {
+        if let Some(b) = max_batch(arch, workload, runtime, cap)? {
+            if b < workload.batch {
+                let w = Workload {
+                    batch: b,
+                    ..workload.clone()
+                };
+                consider(
+                    Change::SmallerBatch,
+                    alloc::format!("workload.batch: {b}"),
+                    w,
+                    runtime.clone(),
+                );
+            }
+        }
+    }
+    let length = workload.length(vision);
+    if let Some(l) = max_length(arch, workload, runtime, cap)? {
+        if l < length {
+            let w = workload.with_length(vision, l);
+            let field = if vision {
+                "workload.image_size"
+            } else {
+                "workload.seq_len"
+            };
+            consider(
+                Change::ShorterLength,
+                alloc::format!("{field}: {l}"),
+                w,
+                runtime.clone(),
+            );
+        }
+    }
+    if workload.parallel.strategy == Strategy::None {
+        for strategy in crate::search::strategies_for(arch, workload) {
+            let peaks = crate::search::rank_peaks(arch, workload, runtime, strategy, 0)?;
+            let spread = crate::search::on_gpus(workload, strategy, 2);
+            let cap = capacity(&spread, runtime);
+            if let Some(n) = crate::search::fewest_gpus(&peaks, cap) {
+                if n > 1 {
+                    consider(
+                        Change::MoreGpus,
+                        alloc::format!(
+                            "workload.parallel: {{\"strategy\": \"{}\", \"world_size\": {n}}}",
+                            strategy.key()
+                        ),
+                        crate::search::on_gpus(workload, strategy, n),
+                        runtime.clone(),
+                    );
+                }
+            }
+        }
+    }
+    out.sort_by_key(|s| s.change);
+    Ok(out)
+}
