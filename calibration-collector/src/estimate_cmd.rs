@@ -30,6 +30,11 @@ pub struct EstimateArgs {
     /// Several GPUs: override the spec's `workload.parallel`.
     #[command(flatten)]
     pub parallel: ParallelArgs,
+    /// Also write the job's memory over time to this CSV file: allocated, reserved
+    /// and driver-level bytes over the job's allocations and frees, at most 1,024
+    /// rows, each the highest of its run of events (the highest row is the peak).
+    #[arg(long, value_name = "FILE.csv")]
+    pub timeline: Option<std::path::PathBuf>,
 }
 
 /// Runs `estimate`, returning what to print.
@@ -95,6 +100,30 @@ pub fn run(args: &EstimateArgs) -> Result<String> {
         }
     }
     let note = no_card.as_ref().map(NoCard::note);
+    if let Some(path) = &args.timeline {
+        if args.after.is_some() {
+            return Err(CollectorError::input(
+                "--timeline: not with --after; allowed: the timeline of one job in a fresh process",
+            ));
+        }
+        let capacity = match &no_card {
+            Some(NoCard::OnLargest { card, .. }) => Some(card.usable_bytes),
+            _ => options.capacity,
+        };
+        let (on_timeline, timeline) = headroom_core::estimate::estimate_with_timeline(
+            &spec.model.arch,
+            &spec.workload,
+            &spec.runtime,
+            EstimateOptions {
+                capacity,
+                ..options
+            },
+        )
+        .map_err(|e| CollectorError::input(format!("{name}: {e}")))?;
+        debug_assert_eq!(on_timeline.driver_peak, est.driver_peak);
+        let csv = timeline_csv(&timeline, on_timeline.outside_allocator.0);
+        std::fs::write(path, csv).map_err(|e| CollectorError::io(path, e))?;
+    }
     let range = likely_range(
         &spec.model.arch,
         &spec.workload,
@@ -422,6 +451,29 @@ pub fn group_digits(n: u64) -> String {
             out.push(',');
         }
         out.push(c);
+    }
+    out
+}
+
+/// A timeline as CSV: one row per point, the op of its highest reserved
+/// bytes quoted.
+pub fn timeline_csv(timeline: &headroom_core::timeline::Timeline, outside: u64) -> String {
+    let mut out = String::from(
+        "first_event,events,step,layer,op,allocated_bytes,reserved_bytes,driver_bytes\n",
+    );
+    for p in timeline.points() {
+        let _ = writeln!(
+            out,
+            "{},{},{},{},\"{}\",{},{},{}",
+            p.first_event,
+            p.events,
+            p.op.step.map_or(String::new(), |s| s.to_string()),
+            p.op.layer.map_or(String::new(), |l| l.to_string()),
+            p.op.name.replace('"', "\"\""),
+            p.allocated,
+            p.reserved,
+            p.reserved + outside
+        );
     }
     out
 }

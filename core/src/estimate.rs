@@ -93,6 +93,25 @@ pub fn estimate_with(
     run(&mut replay, arch, None, workload, runtime, options)
 }
 
+/// [`estimate_with`], and the job's memory over time: allocated and
+/// reserved bytes after every allocation and free, reduced to at most
+/// [`crate::timeline::MAX_POINTS`] points that keep every maximum at
+/// their scale (the highest point is the estimate's peak). A training job
+/// whose state repeats stops at the step where it does (see
+/// [`ReplayOptions::steady_state_shortcut`]), and so does its timeline.
+pub fn estimate_with_timeline(
+    arch: &Architecture,
+    workload: &Workload,
+    runtime: &RuntimeProfile,
+    options: EstimateOptions,
+) -> Result<(Estimate, crate::timeline::Timeline), Error> {
+    let mut replay = Replay::new(runtime.allocator, None);
+    replay.enable_timeline();
+    let estimate = run(&mut replay, arch, None, workload, runtime, options)?;
+    let timeline = replay.take_timeline().unwrap_or_default();
+    Ok((estimate, timeline))
+}
+
 /// [`estimate_with`] on a replay kept from an earlier estimate (it is reset
 /// first): the same result, without allocating the replay's arrays again.
 /// Curves use it for their hundreds of lengths.

@@ -43,6 +43,7 @@ pub mod runtime;
 pub mod search;
 #[cfg(feature = "serde")]
 pub mod spec;
+pub mod timeline;
 pub mod trace;
 pub mod uncertainty;
 pub mod workload;

@@ -55,6 +55,8 @@ pub struct Replay {
     oom: Option<(OutOfMemory, Op)>,
     allocations: u64,
     stop_at_steady_state: bool,
+    /// Memory over the job, when asked for ([`Replay::enable_timeline`]).
+    timeline: Option<crate::timeline::Timeline>,
     /// Diagnostics: record who allocated each block and list the live
     /// blocks right after allocation number `inspect_at`.
     #[cfg(feature = "diagnostics")]
@@ -104,6 +106,7 @@ impl Replay {
             oom: None,
             allocations: 0,
             stop_at_steady_state: true,
+            timeline: None,
             #[cfg(feature = "diagnostics")]
             inspect_at: None,
             #[cfg(feature = "diagnostics")]
@@ -139,6 +142,9 @@ impl Replay {
         self.peak = PeakMoment::default();
         self.oom = None;
         self.allocations = 0;
+        if self.timeline.is_some() {
+            self.timeline = Some(crate::timeline::Timeline::new());
+        }
         #[cfg(feature = "diagnostics")]
         {
             self.inspect_at = None;
@@ -308,7 +314,22 @@ impl Replay {
                 self.peak_allocation = self.allocations;
             }
         }
+        if let Some(t) = self.timeline.as_mut() {
+            t.observe(self.op, stats.allocated, stats.reserved);
+        }
         Tensor { block, component }
+    }
+
+    /// Records memory over the job from now on (kept across
+    /// [`Replay::reset`], emptied by it); see [`Replay::take_timeline`].
+    pub fn enable_timeline(&mut self) {
+        self.timeline = Some(crate::timeline::Timeline::new());
+    }
+
+    /// The timeline recorded since [`Replay::enable_timeline`] (or the last
+    /// reset), which stops recording.
+    pub fn take_timeline(&mut self) -> Option<crate::timeline::Timeline> {
+        self.timeline.take()
     }
 
     /// Diagnostics and process history for one allocation: what the block
@@ -371,6 +392,10 @@ impl Replay {
         }
         self.live[tensor.component as usize] -= self.allocator.block_size(tensor.block);
         self.allocator.free(tensor.block);
+        if let Some(t) = self.timeline.as_mut() {
+            let stats = self.allocator.stats();
+            t.observe(self.op, stats.allocated, stats.reserved);
+        }
     }
 
     /// Counts a live tensor under another component from now on.

@@ -25,7 +25,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ),
     (
         "replay engine",
-        &["allocator", "component", "trace", "graph"],
+        &["allocator", "component", "timeline", "trace", "graph"],
     ),
     ("families", &["families"]),
     ("answers", &["estimate", "search", "uncertainty", "advice"]),

@@ -1,0 +1,82 @@
+//! Memory over the job: the timeline's highest point is the estimate's
+//! peak, its points are in order, and the phases follow one another.
+#![allow(clippy::field_reassign_with_default)]
+
+use headroom_core::estimate::{estimate_with_timeline, EstimateOptions};
+use headroom_core::timeline::MAX_POINTS;
+use headroom_core::workload::{InferenceKind, Mode};
+use headroom_core::{presets, RuntimeProfile, Workload};
+
+fn jobs() -> Vec<(&'static str, Workload)> {
+    let mut train = Workload::default();
+    train.mode = Mode::Training;
+    train.batch = 4;
+    train.seq_len = 1024;
+    train.training.steps = 3;
+    let mut generate = Workload::default();
+    generate.batch = 2;
+    generate.seq_len = 2048;
+    generate.inference.kind = InferenceKind::Generate;
+    generate.inference.new_tokens = 64;
+    let mut fold = Workload::default();
+    fold.seq_len = 256;
+    let mut vision = train.clone();
+    vision.image_size = Some(224);
+    vec![
+        ("llama-3.2-1b", train.clone()),
+        ("llama-3.1-8b", generate),
+        ("esmfold-v1", fold),
+        ("resnet-50", vision),
+        ("bert-base-uncased", train),
+    ]
+}
+
+#[test]
+fn the_highest_point_is_the_peak_and_points_are_in_order() {
+    let runtime = RuntimeProfile::h200();
+    for (id, w) in jobs() {
+        let arch = presets::find(id).unwrap().arch;
+        let (estimate, timeline) =
+            estimate_with_timeline(&arch, &w, &runtime, EstimateOptions::default()).unwrap();
+        let points = timeline.points();
+        assert!(!points.is_empty() && points.len() <= MAX_POINTS, "{id}");
+        let reserved = points.iter().map(|p| p.reserved).max().unwrap();
+        let allocated = points.iter().map(|p| p.allocated).max().unwrap();
+        assert_eq!(reserved, estimate.reserved_peak.0, "{id}");
+        assert_eq!(allocated, estimate.allocated_peak.0, "{id}");
+        // The op of the highest point is the estimate's peak op.
+        let top = points.iter().find(|p| p.reserved == reserved).unwrap();
+        assert!(
+            estimate.peak_op.contains(top.op.name),
+            "{id}: {} vs {}",
+            estimate.peak_op,
+            top.op.name
+        );
+        // Contiguous, every event covered once.
+        assert_eq!(points[0].first_event, 0);
+        for pair in points.windows(2) {
+            assert_eq!(
+                pair[0].first_event + pair[0].events,
+                pair[1].first_event,
+                "{id}"
+            );
+        }
+        let covered: u64 = points.iter().map(|p| p.events).sum();
+        assert_eq!(covered, timeline.events());
+        // Phases in order: the step (or recycle) never goes back.
+        let steps: Vec<u32> = points.iter().filter_map(|p| p.op.step).collect();
+        assert!(steps.windows(2).all(|s| s[0] <= s[1]), "{id}: {steps:?}");
+    }
+}
+
+#[test]
+fn a_timeline_does_not_change_the_estimate() {
+    let runtime = RuntimeProfile::h200();
+    for (id, w) in jobs() {
+        let arch = presets::find(id).unwrap().arch;
+        let (with, _) =
+            estimate_with_timeline(&arch, &w, &runtime, EstimateOptions::default()).unwrap();
+        let without = headroom_core::estimate(&arch, &w, &runtime).unwrap();
+        assert_eq!(with, without, "{id}");
+    }
+}
