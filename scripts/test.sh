@@ -66,6 +66,39 @@ if [ "$TOTAL" -gt "$BUNDLE_LIMIT" ]; then
     exit 1
 fi
 
+section "the profile registry serves the built page and takes an upload"
+# The registry's own tests (API, hostile bodies, 200 concurrent uploads, a
+# SIGKILL mid-stream, the collector's upload) ran in cargo test --workspace
+# (registry/tests/); this runs its binary on dist/ as scripts/serve.sh does.
+REG_DIR="$(mktemp -d)"
+target/debug/headroom-registry --db "$REG_DIR/registry.sqlite" --listen 127.0.0.1:0 --dist dist >"$REG_DIR/out" &
+REG_PID=$!
+trap 'kill "$REG_PID" 2>/dev/null || true; rm -rf "$REG_DIR"' EXIT
+for _ in $(seq 1 100); do
+    if grep -q 'listening on' "$REG_DIR/out"; then break; fi
+    sleep 0.1
+done
+REG_URL="$(grep -o 'http://[0-9.:]*' "$REG_DIR/out" | head -n 1)"
+target/debug/calibration-collector upload calibration/profiles/h200-2026-11-30.json \
+    --to "$REG_URL/api/v1/profiles" --retries 0
+python3 - "$REG_URL" <<'PY'
+import json, re, sys, urllib.request
+base = sys.argv[1]
+page = urllib.request.urlopen(base + "/").read().decode()
+for asset in sorted(set(re.findall(r'/[A-Za-z0-9_.-]+\.(?:wasm|js|css)', page))):
+    with urllib.request.urlopen(base + asset) as r:
+        print(f"  {asset}: {r.headers['Content-Type']}, {len(r.read())} bytes")
+        if asset.endswith(".wasm"):
+            assert r.headers["Content-Type"] == "application/wasm", "wasm must be application/wasm"
+listed = json.load(urllib.request.urlopen(base + "/api/v1/profiles?gpu=h200"))
+assert listed["total"] == 1, listed
+print(f"  /api/v1/profiles?gpu=h200: {listed['profiles'][0]['name']}")
+PY
+kill "$REG_PID"
+wait "$REG_PID" || true
+rm -rf "$REG_DIR"
+trap - EXIT
+
 section "screenshot of the served page (screenshots/calculator.png)"
 # screenshots/ is ignored by git: a test run changes no tracked file. The
 # README's picture (docs/images/calculator.png) is taken on purpose with

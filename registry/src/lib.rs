@@ -1,0 +1,208 @@
+//! # headroom-registry
+//!
+//! The profile registry: `calibration-collector upload` POSTs calibration
+//! profiles here; they are checked with the collector's own schema code
+//! ([`calibration_collector::profile::from_value`]), stored in one SQLite
+//! file ([`db`]) and listed for the page, which the same process serves from
+//! its `dist/` folder ([`page`]). The endpoints are described in the crate's
+//! README.
+
+pub mod api;
+pub mod db;
+pub mod limiter;
+pub mod page;
+
+use axum::extract::Request;
+use axum::http::{header, HeaderValue, Method};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// Largest upload body, bytes.
+pub const MAX_BODY_BYTES: usize = 1 << 20;
+
+/// How the service runs.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// The SQLite file (created on first start).
+    pub db: PathBuf,
+    /// The built page (`trunk build`'s `dist/`).
+    pub dist: PathBuf,
+    /// Uploads a minute per client address (0: no limit).
+    pub uploads_per_minute: u32,
+}
+
+/// The shared state of every request.
+pub struct App {
+    /// The store.
+    pub db: db::Db,
+    /// Uploads per client address.
+    pub limiter: limiter::Limiter,
+    /// The built page.
+    pub dist: PathBuf,
+}
+
+impl App {
+    /// Opens the database (creating it) for `config`.
+    pub fn open(config: &Config) -> Result<App, db::DbError> {
+        Ok(App {
+            db: db::Db::open(&config.db)?,
+            limiter: limiter::Limiter::new(config.uploads_per_minute),
+            dist: config.dist.clone(),
+        })
+    }
+}
+
+/// The routes: the API under `/api/v1/`, the page everywhere else.
+pub fn router(app: Arc<App>) -> Router {
+    let api = Router::new()
+        .route("/api/v1/profiles", get(api::list).post(api::upload))
+        .route("/api/v1/profiles/{id}", get(api::one))
+        .route("/api/v1/health", get(api::health))
+        .method_not_allowed_fallback(api::method_not_allowed);
+    api.fallback(page::serve)
+        .layer(axum::middleware::from_fn(headers))
+        .with_state(app)
+}
+
+/// Serves `app` on `listener` until Ctrl-C or SIGTERM.
+pub async fn serve(listener: tokio::net::TcpListener, app: Arc<App>) -> std::io::Result<()> {
+    axum::serve(
+        listener,
+        router(app).into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .with_graceful_shutdown(shutdown())
+    .await
+}
+
+async fn shutdown() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+}
+
+/// Whether a browser origin is this machine (`http://localhost:8080`,
+/// `http://127.0.0.1:PORT`, `http://[::1]:PORT`, or https).
+pub fn local_origin(origin: &str) -> bool {
+    let Some(rest) = origin
+        .strip_prefix("http://")
+        .or_else(|| origin.strip_prefix("https://"))
+    else {
+        return false;
+    };
+    let (host, port) = if let Some(v6) = rest.strip_prefix("[::1]") {
+        ("[::1]", v6)
+    } else {
+        match rest.find(':') {
+            Some(i) => (&rest[..i], &rest[i..]),
+            None => (rest, ""),
+        }
+    };
+    let port_ok = port.is_empty()
+        || port.strip_prefix(':').is_some_and(|p| {
+            !p.is_empty() && p.len() <= 5 && p.bytes().all(|b| b.is_ascii_digit())
+        });
+    port_ok && ["localhost", "127.0.0.1", "[::1]"].contains(&host)
+}
+
+/// CORS for pages served from this machine, and the headers every answer
+/// carries.
+async fn headers(req: Request, next: Next) -> Response {
+    let api = req.uri().path().starts_with("/api/");
+    let origin = req
+        .headers()
+        .get(header::ORIGIN)
+        .and_then(|v| v.to_str().ok())
+        .filter(|o| api && local_origin(o))
+        .and_then(|o| HeaderValue::from_str(o).ok());
+    let preflight = api && req.method() == Method::OPTIONS;
+    let mut resp = if preflight {
+        axum::http::StatusCode::NO_CONTENT.into_response()
+    } else {
+        next.run(req).await
+    };
+    let h = resp.headers_mut();
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    h.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    if api {
+        h.append(header::VARY, HeaderValue::from_static("Origin"));
+    }
+    if let Some(origin) = origin {
+        h.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin);
+        if preflight {
+            h.insert(
+                header::ACCESS_CONTROL_ALLOW_METHODS,
+                HeaderValue::from_static("GET, POST, OPTIONS"),
+            );
+            h.insert(
+                header::ACCESS_CONTROL_ALLOW_HEADERS,
+                HeaderValue::from_static("Content-Type, Idempotency-Key"),
+            );
+            h.insert(
+                header::ACCESS_CONTROL_MAX_AGE,
+                HeaderValue::from_static("600"),
+            );
+        } else {
+            h.insert(
+                header::ACCESS_CONTROL_EXPOSE_HEADERS,
+                HeaderValue::from_static("Location, Retry-After"),
+            );
+        }
+    }
+    resp
+}
+
+#[cfg(test)]
+mod tests {
+    use super::local_origin;
+
+    #[test]
+    fn only_this_machine_is_a_local_origin() {
+        for ok in [
+            "http://localhost",
+            "http://localhost:8080",
+            "http://127.0.0.1:8090",
+            "https://127.0.0.1",
+            "http://[::1]:8080",
+        ] {
+            assert!(local_origin(ok), "{ok}");
+        }
+        for bad in [
+            "http://localhost.evil.example",
+            "http://127.0.0.1.evil.example",
+            "http://evil.example",
+            "http://localhost:80/x",
+            "http://localhost:",
+            "null",
+            "file://",
+            "http://[::1]x",
+        ] {
+            assert!(!local_origin(bad), "{bad}");
+        }
+    }
+}
