@@ -11,6 +11,7 @@
 use crate::cases::{classify, Classified, Origin, Record, Status};
 use crate::error::CollectorError;
 use crate::stats::Summary;
+use headroom_core::spec::known_keys;
 use headroom_core::RuntimeProfile;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -551,53 +552,6 @@ pub const FIT_KEYS: [&str; 4] = [
     "points_skipped",
     "residual_std_bytes",
 ];
-/// Keys of a `runtime.allocator` object.
-pub const ALLOCATOR_KEYS: [&str; 2] = ["expandable_segments", "max_split_size"];
-/// Keys of a point's `workload` (the measurement format's; `loss` is a note).
-pub const WORKLOAD_KEYS: [&str; 12] = [
-    "mode",
-    "batch",
-    "seq_len",
-    "image_size",
-    "dtype",
-    "attention",
-    "load",
-    "loss",
-    "inference",
-    "training",
-    "parallel",
-    "esmfold",
-];
-/// Keys of `workload.inference`.
-pub const INFERENCE_KEYS: [&str; 5] = ["kind", "logits", "kv_cache", "new_tokens", "kv_dtype"];
-/// Keys of `workload.training` (`zero_grad` is a note).
-pub const TRAINING_KEYS: [&str; 9] = [
-    "optimizer",
-    "momentum",
-    "steps",
-    "precision",
-    "grad_checkpointing",
-    "use_cache",
-    "optimizer_state_resident",
-    "zero_grad",
-    "lora",
-];
-/// Keys of `workload.training.lora`.
-pub const LORA_KEYS: [&str; 4] = ["rank", "alpha", "target_modules", "dropout"];
-/// Keys of `workload.parallel` (`wrap` and `init` are notes).
-pub const PARALLEL_KEYS: [&str; 9] = [
-    "strategy",
-    "world_size",
-    "reshard_after_forward",
-    "param_dtype",
-    "reduce_dtype",
-    "bucket_cap_mb",
-    "gradient_as_bucket_view",
-    "wrap",
-    "init",
-];
-/// Keys of `workload.esmfold`.
-pub const ESMFOLD_KEYS: [&str; 3] = ["stem_dtype", "chunk_size", "num_recycles"];
 /// Longest note (`loss`, `zero_grad`, `wrap`, `init`, LoRA module names).
 pub const MAX_NOTE_CHARS: usize = 64;
 
@@ -623,36 +577,68 @@ enum Shape {
     Keys(fn() -> Vec<String>, &'static [(&'static str, Shape)]),
 }
 
-const ALLOCATOR: (&str, Shape) = ("allocator", Shape::Object(&ALLOCATOR_KEYS, &[]));
+/// The keys a spec accepts at each place of a point's `workload` and at
+/// `runtime.allocator`: the core's own lists (`headroom_core::spec::
+/// known_keys`), so a field the core adds is accepted here too; the
+/// measurement format's notes are names (see [`Shape::Name`]).
+fn keys_of(lists: &[&[&str]]) -> Vec<String> {
+    lists
+        .iter()
+        .flat_map(|l| l.iter().map(|k| k.to_string()))
+        .collect()
+}
+fn allocator_keys() -> Vec<String> {
+    keys_of(&[known_keys::ALLOCATOR])
+}
+fn workload_keys() -> Vec<String> {
+    keys_of(&[known_keys::WORKLOAD, known_keys::WORKLOAD_NOTES])
+}
+fn inference_keys() -> Vec<String> {
+    keys_of(&[known_keys::INFERENCE])
+}
+fn training_keys() -> Vec<String> {
+    keys_of(&[known_keys::TRAINING, known_keys::TRAINING_NOTES])
+}
+fn lora_keys() -> Vec<String> {
+    keys_of(&[known_keys::LORA])
+}
+fn parallel_keys() -> Vec<String> {
+    keys_of(&[known_keys::PARALLEL, known_keys::PARALLEL_NOTES])
+}
+fn esmfold_keys() -> Vec<String> {
+    keys_of(&[known_keys::ESMFOLD])
+}
+
+const ALLOCATOR: (&str, Shape) = ("allocator", Shape::Keys(allocator_keys, &[]));
 const COEFFICIENT_SHAPE: Shape =
     Shape::Object(&COEFFICIENT_KEYS, &[("cases", Shape::List(&Shape::Scalar))]);
 const SUMMARY_SHAPE: Shape = Shape::Keys(summary_keys, &[]);
-const WORKLOAD_SHAPE: Shape = Shape::Object(
-    &WORKLOAD_KEYS,
+const WORKLOAD_SHAPE: Shape = Shape::Keys(
+    workload_keys,
     &[
         ("loss", Shape::Name),
-        ("inference", Shape::Object(&INFERENCE_KEYS, &[])),
+        ("inference", Shape::Keys(inference_keys, &[])),
         (
             "training",
-            Shape::Object(
-                &TRAINING_KEYS,
+            Shape::Keys(
+                training_keys,
                 &[
                     ("zero_grad", Shape::Name),
                     (
                         "lora",
-                        Shape::Object(&LORA_KEYS, &[("target_modules", Shape::List(&Shape::Name))]),
+                        Shape::Keys(lora_keys, &[("target_modules", Shape::List(&Shape::Name))]),
                     ),
                 ],
             ),
         ),
         (
             "parallel",
-            Shape::Object(
-                &PARALLEL_KEYS,
+            Shape::Keys(
+                parallel_keys,
                 &[("wrap", Shape::Name), ("init", Shape::Name)],
             ),
         ),
-        ("esmfold", Shape::Object(&ESMFOLD_KEYS, &[])),
+        ("esmfold", Shape::Keys(esmfold_keys, &[])),
     ],
 );
 const POINT_SHAPE: Shape = Shape::Object(

@@ -407,3 +407,26 @@ fn the_committed_profile_validates() {
     let p = profile::parse(&text, &nobody()).unwrap();
     assert!(!p.points.is_empty());
 }
+
+/// A point's workload takes every key the core's spec reader takes (the
+/// same lists): a field the core adds, such as the optimizer's
+/// implementation, travels in a profile too.
+#[test]
+fn a_points_workload_takes_the_cores_keys() {
+    let mut p = common::valid_profile();
+    p["points"][0]["workload"]["mode"] = "training".into();
+    p["points"][0]["workload"]["training"] = serde_json::json!({"optimizer": "adamw", "implementation": "fused", "zero_grad": "set_to_none"});
+    calibration_collector::profile::from_value(
+        &p,
+        &calibration_collector::profile::Identity::default(),
+    )
+    .unwrap();
+    p["points"][0]["workload"]["training"]["implementaton"] = "fused".into();
+    let err = calibration_collector::profile::from_value(
+        &p,
+        &calibration_collector::profile::Identity::default(),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("implementaton"), "{err}");
+}
