@@ -1,0 +1,36 @@
+"""Greedy generation with a Qwen2.5-0.5B-shaped model (random weights), bf16.
+
+    python generate_qwen.py --batch 8 --prompt-len 2048 --new-tokens 256
+"""
+import argparse
+import json
+
+import torch
+from transformers import Qwen2Config, Qwen2ForCausalLM
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--prompt-len", type=int, default=2048)
+    p.add_argument("--new-tokens", type=int, default=256)
+    args = p.parse_args()
+
+    config = Qwen2Config(vocab_size=151936, hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
+                         num_attention_heads=14, num_key_value_heads=2, tie_word_embeddings=True)
+    model = Qwen2ForCausalLM(config).to(device="cuda", dtype=torch.bfloat16).eval()
+
+    input_ids = torch.randint(0, config.vocab_size, (args.batch, args.prompt_len), device="cuda")
+    attention_mask = torch.ones_like(input_ids)
+    out = model.generate(input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=args.new_tokens,
+                         min_new_tokens=args.new_tokens, do_sample=False, pad_token_id=0)
+    print("generated", tuple(out.shape), flush=True)
+
+    params = sum(p.numel() for p in model.parameters())
+    print("HEADROOM_RESULT " + json.dumps({"alloc_peak": torch.cuda.max_memory_allocated(),
+                                           "reserved_peak": torch.cuda.max_memory_reserved(),
+                                           "params": params}), flush=True)
+
+
+if __name__ == "__main__":
+    main()

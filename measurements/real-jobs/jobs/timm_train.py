@@ -1,0 +1,54 @@
+"""Train a timm image model for a few steps on random images, bf16 autocast.
+
+    python timm_train.py --model resnet50 --batch 128 --image-size 224 --opt sgd
+    python timm_train.py --model resnet50 --batch 128 --image-size 224 --opt sgd --channels-last
+    python timm_train.py --model vit_base_patch16_224 --batch 32 --image-size 224 --opt adamw
+"""
+import argparse
+import json
+
+import timm
+import torch
+import torch.nn.functional as F
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--model", default="resnet50")
+    p.add_argument("--batch", type=int, default=128)
+    p.add_argument("--image-size", type=int, default=224)
+    p.add_argument("--opt", choices=["sgd", "adamw"], default="sgd")
+    p.add_argument("--channels-last", action="store_true")
+    p.add_argument("--steps", type=int, default=3)
+    args = p.parse_args()
+
+    device = torch.device("cuda")
+    model = timm.create_model(args.model, pretrained=False, num_classes=1000).to(device)
+    if args.channels_last:
+        model = model.to(memory_format=torch.channels_last)
+    if args.opt == "sgd":
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    else:
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+
+    model.train()
+    for step in range(args.steps):
+        images = torch.randn(args.batch, 3, args.image_size, args.image_size, device=device)
+        if args.channels_last:
+            images = images.contiguous(memory_format=torch.channels_last)
+        targets = torch.randint(0, 1000, (args.batch,), device=device)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = F.cross_entropy(model(images), targets)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        print(f"step {step}: loss {loss.item():.3f}", flush=True)
+
+    params = sum(p.numel() for p in model.parameters())
+    print("HEADROOM_RESULT " + json.dumps({"alloc_peak": torch.cuda.max_memory_allocated(),
+                                           "reserved_peak": torch.cuda.max_memory_reserved(),
+                                           "params": params}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
