@@ -42,7 +42,10 @@ pub fn curve_csv(curve: &CurveData, vision: bool) -> String {
 }
 
 /// The estimate at the chosen length as JSON, with everything needed to
-/// reproduce it: the link, model, workload and runtime profile.
+/// reproduce it: a spec (`model`, `workload`, `runtime`) the core and the
+/// command line read back, with the page's link as its `source` and the
+/// estimate as `predicted` (the keys a measurement case gives them), or
+/// the core's refusal as `predicted.refused`.
 pub fn estimate_json(
     state: &AppState,
     runtime: &RuntimeProfile,
@@ -58,17 +61,16 @@ pub fn estimate_json(
     } else {
         Value::String(state.model.id.clone())
     };
-    let (estimate, error) = match estimate {
-        Ok(e) => (serde_json::to_value(e).unwrap_or(Value::Null), Value::Null),
-        Err(msg) => (Value::Null, Value::String(msg.to_string())),
+    let predicted = match estimate {
+        Ok(e) => serde_json::to_value(e).unwrap_or(Value::Null),
+        Err(msg) => json!({ "refused": msg }),
     };
     let doc = json!({
-        "link": link,
+        "source": link,
         "model": model,
         "workload": state.workload,
         "runtime": runtime,
-        "estimate": estimate,
-        "error": error,
+        "predicted": predicted,
     });
     serde_json::to_string_pretty(&doc).unwrap_or_default()
 }
@@ -107,8 +109,8 @@ mod tests {
             "http://x/?model=llama-3.1-8b",
         );
         let v: Value = serde_json::from_str(&text).unwrap();
-        assert_eq!(v["estimate"]["driver_peak"], json!(e.driver_peak.0));
-        assert_eq!(v["error"], Value::Null);
+        assert_eq!(v["predicted"]["driver_peak"], json!(e.driver_peak.0));
+        assert_eq!(v["source"], json!("http://x/?model=llama-3.1-8b"));
         let spec = Spec::from_value(&v).unwrap();
         assert_eq!(spec.workload, state.workload);
         assert_eq!(spec.model.id, "llama-3.1-8b");
@@ -117,7 +119,7 @@ mod tests {
         custom.model.id = "custom".into();
         let text = estimate_json(&custom, &RuntimeProfile::h200(), Err("not supported"), "");
         let v: Value = serde_json::from_str(&text).unwrap();
-        assert_eq!(v["error"], json!("not supported"));
+        assert_eq!(v["predicted"]["refused"], json!("not supported"));
         assert_eq!(Spec::from_value(&v).unwrap().model.arch, state.model.arch);
     }
 }
