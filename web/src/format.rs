@@ -59,6 +59,30 @@ pub fn percent(part: Bytes, total: Bytes) -> String {
     format!("{:.1}%", part.0 as f64 * 100.0 / total.0 as f64)
 }
 
+/// Text that came from a link, a file or a paste, made safe to show:
+/// control characters and the invisible ones that reorder or hide text
+/// (bidirectional overrides and isolates, zero-width characters) are
+/// written as `\u{..}` escapes, and text longer than `max` characters is
+/// cut there with `…`. (The page puts it in text nodes and attributes, never
+/// in markup: `<script>` shows as written.)
+pub fn shown(text: &str, max: usize) -> String {
+    let mut out = String::with_capacity(text.len().min(max * 4));
+    for (count, c) in text.chars().enumerate() {
+        if count == max {
+            out.push('…');
+            break;
+        }
+        let invisible = c.is_control()
+            || matches!(c, '\u{200b}'..='\u{200f}' | '\u{2028}'..='\u{202e}' | '\u{2060}'..='\u{2069}' | '\u{061c}' | '\u{feff}');
+        if invisible {
+            out.push_str(&format!("\\u{{{:x}}}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -76,5 +100,21 @@ mod tests {
         assert_eq!(params(124_439_808), "124.4 M");
         assert_eq!(percent(Bytes(1), Bytes(4)), "25.0%");
         assert_eq!(percent(Bytes(1), Bytes(0)), "0.0%");
+    }
+
+    #[test]
+    fn shown_text_escapes_what_could_hide_or_reorder_it() {
+        assert_eq!(shown("llama <b>8B</b>", 80), "llama <b>8B</b>");
+        assert_eq!(shown("a\u{0}b\u{1b}[31m", 80), "a\\u{0}b\\u{1b}[31m");
+        assert_eq!(shown("\u{202e}gpj.exe", 80), "\\u{202e}gpj.exe");
+        assert_eq!(
+            shown("x\u{200b}\u{2066}y\u{feff}", 80),
+            "x\\u{200b}\\u{2066}y\\u{feff}"
+        );
+        assert_eq!(shown("line\nbreak", 80), "line\\u{a}break");
+        assert_eq!(shown("ünï ✓", 80), "ünï ✓");
+        assert_eq!(shown("abcdef", 3), "abc…");
+        assert_eq!(shown("abc", 3), "abc");
+        assert_eq!(shown(&"x".repeat(1_000_000), 10).chars().count(), 11);
     }
 }

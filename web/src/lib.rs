@@ -17,6 +17,7 @@ pub mod defaults;
 pub mod export;
 pub mod fit;
 pub mod format;
+pub mod intake;
 pub mod jobs;
 pub mod protocol;
 pub mod query;

@@ -23,6 +23,16 @@ pub fn encode(s: &str) -> String {
 /// Decodes `%XX` escapes and `+` (as a space). Bad escapes are kept as
 /// written; invalid UTF-8 is replaced.
 pub fn decode(s: &str) -> String {
+    String::from_utf8_lossy(&decode_bytes(s)).into_owned()
+}
+
+/// Decodes like [`decode`], but `None` where the escapes spell bytes that
+/// are not UTF-8 text (`%FF%FE`).
+pub fn decode_utf8(s: &str) -> Option<String> {
+    String::from_utf8(decode_bytes(s)).ok()
+}
+
+fn decode_bytes(s: &str) -> Vec<u8> {
     let bytes = s.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
@@ -43,14 +53,21 @@ pub fn decode(s: &str) -> String {
         }
         i += 1;
     }
-    String::from_utf8_lossy(&out).into_owned()
+    out
+}
+
+/// The `key=value` parts of `?a=1&b=2` (leading `?` or `#` optional), as
+/// written (not decoded), in order; empty parts are skipped.
+pub fn split(query: &str) -> impl Iterator<Item = &str> {
+    query
+        .trim_start_matches(['?', '#'])
+        .split('&')
+        .filter(|p| !p.is_empty())
 }
 
 /// Splits `?a=1&b=2` (leading `?` or `#` optional) into decoded pairs, in order.
 pub fn parse(query: &str) -> Vec<(String, String)> {
-    let q = query.trim_start_matches(['?', '#']);
-    q.split('&')
-        .filter(|p| !p.is_empty())
+    split(query)
         .map(|pair| match pair.split_once('=') {
             Some((k, v)) => (decode(k), decode(v)),
             None => (decode(pair), String::new()),
@@ -186,6 +203,10 @@ mod tests {
         assert_eq!(decode("a%2"), "a%2");
         assert_eq!(decode("%zz"), "%zz");
         assert_eq!(decode("%"), "%");
+        assert_eq!(decode_utf8("%E2%9C%93"), Some("✓".into()));
+        assert_eq!(decode_utf8("%ZZ%"), Some("%ZZ%".into()));
+        assert_eq!(decode_utf8("%FF%FE"), None);
+        assert_eq!(decode("%FF%FE"), "\u{fffd}\u{fffd}");
     }
 
     #[test]

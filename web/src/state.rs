@@ -8,15 +8,26 @@
 //! `training.optimizer=sgd` is SGD with momentum, as in a spec; see
 //! `crate::vocab`), then the view (`x`, `from`, `to`,
 //! `gpus`, `margin`, `profile`). Anything that cannot be read falls back to
-//! its default and is listed in a note the page shows.
+//! its default and is listed in a note the page shows: an unknown key (with
+//! the closest known one), a key set twice (the last counts), escapes that
+//! are not UTF-8, a value out of range. A spec's path of a workload field
+//! (`workload.seq_len`) reads as the link's key (`seq_len`).
+//!
+//! The page reads links of at most [`MAX_LINK_CHARS`] characters (its own
+//! are well under 2,000); a longer one is not read at all. The notes quote
+//! at most [`QUOTE_CHARS`] characters of a key or value, control and
+//! invisible characters escaped (`crate::format::shown`), and at most
+//! [`MAX_NOTES`] notes are listed.
 
 use crate::calib;
 use crate::defaults::{self, DEFAULT_MARGIN_PCT, DEFAULT_PRESET, MAX_MARGIN_PCT};
+use crate::format;
 use crate::query;
 use headroom_core::arch::Model;
 use headroom_core::error::Error;
 use headroom_core::gpus;
 use headroom_core::presets;
+use headroom_core::spec::known_keys;
 use headroom_core::spec::{parse_model, parse_workload};
 use headroom_core::workload::{Workload, MAX_IMAGE_SIZE, MAX_SEQ_LEN};
 use serde_json::Value;
@@ -53,6 +64,156 @@ pub struct AppState {
 const VIEW_KEYS: [&str; 7] = ["model", "name", "x", "from", "to", "gpus", "margin"];
 const PROFILE_KEY: &str = "profile";
 const ARCH_PREFIX: &str = "a.";
+/// A spec's prefix of workload fields, accepted before a workload key.
+const SPEC_PREFIX: &str = "workload.";
+
+/// Longest link query the page reads, in characters as the address bar
+/// holds them (percent escapes included). A link the page writes is well
+/// under 2,000 (a custom architecture's fields included).
+pub const MAX_LINK_CHARS: usize = 8192;
+
+/// Most notes listed about one link; a last note counts the others.
+pub const MAX_NOTES: usize = 12;
+
+/// Most characters of a key or value a note quotes.
+pub const QUOTE_CHARS: usize = 60;
+
+/// Most characters of a note (a core message may quote a value).
+const NOTE_CHARS: usize = 600;
+
+/// Most dotted parts of a key read (the page's own keys have at most four:
+/// `a.moe.num_experts`); a deeper one would build a value as deep.
+pub const MAX_KEY_PARTS: usize = 8;
+
+/// Longest model name kept (from a link or a config.json), in characters.
+pub const MAX_NAME_CHARS: usize = 120;
+
+/// `text` from a link, to quote in a note.
+fn quote(text: &str) -> String {
+    format::shown(text, QUOTE_CHARS)
+}
+
+/// `name` cut to [`MAX_NAME_CHARS`] characters.
+pub fn clip_name(name: &str) -> String {
+    match name.char_indices().nth(MAX_NAME_CHARS) {
+        Some((at, _)) => format!("{}…", &name[..at]),
+        None => name.to_string(),
+    }
+}
+
+/// Every workload key a link may hold: the core's keys of `workload` and
+/// of its objects, dotted (`training.lora.rank`), objects included
+/// (`training.lora=null` turns LoRA off).
+fn workload_keys() -> Vec<String> {
+    let mut out: Vec<String> = known_keys::WORKLOAD.iter().map(|k| k.to_string()).collect();
+    for (object, keys) in [
+        ("inference", known_keys::INFERENCE),
+        ("training", known_keys::TRAINING),
+        ("training.lora", known_keys::LORA),
+        ("parallel", known_keys::PARALLEL),
+        ("esmfold", known_keys::ESMFOLD),
+    ] {
+        out.extend(keys.iter().map(|k| format!("{object}.{k}")));
+    }
+    out
+}
+
+/// The note for a key no link holds, with the closest known key.
+fn unknown_key_note(key: &str, workload: &[String]) -> String {
+    // `workload.seqlen`: the spec's prefix, then a misspelt workload key.
+    let (prefix, rest) = match key.strip_prefix(SPEC_PREFIX) {
+        Some(rest) => (SPEC_PREFIX, rest),
+        None => ("", key),
+    };
+    let mut known: Vec<&str> = workload.iter().map(String::as_str).collect();
+    if prefix.is_empty() {
+        known.extend(VIEW_KEYS);
+        known.push(PROFILE_KEY);
+    }
+    match known_keys::closest(rest, &known) {
+        Some(near) => format!(
+            "ignored unknown key `{}` in the link; did you mean `{prefix}{near}`?",
+            quote(key)
+        ),
+        None => format!(
+            "ignored unknown key `{}` in the link: this page has no such setting",
+            quote(key)
+        ),
+    }
+}
+
+/// The link's `key=value` pairs that the page can read, decoded: each part
+/// that is not text, has no key or an unknown key is dropped with a note,
+/// and of a key set more than once only the last is kept (with a note).
+fn read_pairs(query_text: &str, notes: &mut Vec<String>) -> Vec<(String, String)> {
+    let workload = workload_keys();
+    let is_workload = |k: &str| workload.iter().any(|w| w == k);
+    let mut pairs: Vec<(String, String)> = Vec::new();
+    for raw in query::split(query_text) {
+        let (k, v) = raw.split_once('=').unwrap_or((raw, ""));
+        let (Some(key), Some(value)) = (query::decode_utf8(k), query::decode_utf8(v)) else {
+            notes.push(format!(
+                "ignored `{}`: its %-escapes are not UTF-8 text",
+                quote(raw)
+            ));
+            continue;
+        };
+        if key.is_empty() {
+            notes.push(format!(
+                "ignored `{}`: a part of the link without a key",
+                quote(raw)
+            ));
+            continue;
+        }
+        let parts = key.split('.').count();
+        if parts > MAX_KEY_PARTS {
+            notes.push(format!(
+                "ignored `{}`: a key of {} dotted parts, and this page's have at most {MAX_KEY_PARTS}",
+                quote(&key),
+                format::int(parts as u64)
+            ));
+            continue;
+        }
+        let key = match key.strip_prefix(SPEC_PREFIX) {
+            Some(rest) if is_workload(rest) => rest.to_string(),
+            _ => key,
+        };
+        let known = VIEW_KEYS.contains(&key.as_str())
+            || key == PROFILE_KEY
+            || key.starts_with(ARCH_PREFIX)
+            || is_workload(&key);
+        if known {
+            pairs.push((key, value));
+        } else {
+            notes.push(unknown_key_note(&key, &workload));
+        }
+    }
+    // The last of a key counts (as a form's query would).
+    let mut times: std::collections::BTreeMap<&str, usize> = Default::default();
+    for (k, _) in &pairs {
+        *times.entry(k.as_str()).or_default() += 1;
+    }
+    let mut seen: std::collections::BTreeMap<&str, usize> = Default::default();
+    let mut kept = Vec::with_capacity(pairs.len());
+    for (k, v) in &pairs {
+        let n = times[k.as_str()];
+        let at = seen.entry(k.as_str()).or_default();
+        *at += 1;
+        if *at < n {
+            continue;
+        }
+        if n > 1 {
+            notes.push(format!(
+                "`{}` is set {n} times in the link; only the last, `{}={}`, is read",
+                quote(k),
+                quote(k),
+                quote(v)
+            ));
+        }
+        kept.push((k.clone(), v.clone()));
+    }
+    kept
+}
 
 impl Default for AppState {
     fn default() -> Self {
@@ -154,8 +315,33 @@ impl AppState {
     /// Reads a URL query. What cannot be read takes its default and gets a
     /// line in the returned notes. Never panics.
     pub fn from_query(query_text: &str, profile_ids: &[&str]) -> (AppState, Vec<String>) {
-        let pairs = query::parse(query_text);
+        let query_text = query_text.trim_start_matches(['?', '#']);
+        if query_text.len() > MAX_LINK_CHARS {
+            let note = format!(
+                "the link's query is {} characters long, over the {} this page reads: none of it was read, and the page opens with its defaults",
+                format::int(query_text.len() as u64),
+                format::int(MAX_LINK_CHARS as u64)
+            );
+            return (AppState::default(), vec![note]);
+        }
+        let (state, mut notes) = Self::read_query(query_text, profile_ids);
+        for note in &mut notes {
+            *note = format::shown(note, NOTE_CHARS);
+        }
+        if notes.len() > MAX_NOTES {
+            let more = notes.len() - (MAX_NOTES - 1);
+            notes.truncate(MAX_NOTES - 1);
+            notes.push(format!(
+                "and {} more parts of the link that could not be read",
+                format::int(more as u64)
+            ));
+        }
+        (state, notes)
+    }
+
+    fn read_query(query_text: &str, profile_ids: &[&str]) -> (AppState, Vec<String>) {
         let mut notes = Vec::new();
+        let pairs = read_pairs(query_text, &mut notes);
         let get = |key: &str| {
             pairs
                 .iter()
@@ -182,7 +368,7 @@ impl AppState {
             match x {
                 "log" => state.view.log_x = true,
                 "lin" | "linear" => state.view.log_x = false,
-                other => notes.push(format!("ignored x={other}: allowed: log or lin")),
+                other => notes.push(format!("ignored x={}: allowed: log or lin", quote(other))),
             }
         }
         let mut read_len = |key: &str, slot: &mut u32| {
@@ -190,7 +376,8 @@ impl AppState {
                 match v.parse::<u32>() {
                     Ok(n) if (1..=limit).contains(&n) => *slot = n,
                     _ => notes.push(format!(
-                        "ignored {key}={v}: allowed: an integer from 1 to {limit}"
+                        "ignored {key}={}: allowed: an integer from 1 to {limit}",
+                        quote(v)
                     )),
                 }
             }
@@ -216,7 +403,8 @@ impl AppState {
                 } else {
                     let known: Vec<&str> = gpus::CATALOG.iter().map(|g| g.id).collect();
                     notes.push(format!(
-                        "ignored GPU `{id}`: not in the catalog ({})",
+                        "ignored GPU `{}`: not in the catalog ({})",
+                        quote(id),
                         known.join(", ")
                     ));
                 }
@@ -227,7 +415,8 @@ impl AppState {
             match m.parse::<u32>() {
                 Ok(n) if n <= MAX_MARGIN_PCT => state.margin_pct = n,
                 _ => notes.push(format!(
-                    "ignored margin={m}: allowed: an integer from 0 to {MAX_MARGIN_PCT} (percent)"
+                    "ignored margin={}: allowed: an integer from 0 to {MAX_MARGIN_PCT} (percent)",
+                    quote(m)
                 )),
             }
         }
@@ -241,7 +430,8 @@ impl AppState {
                 );
             } else {
                 notes.push(format!(
-                    "ignored profile={p}: not bundled here ({})",
+                    "ignored profile={}: not bundled here ({})",
+                    quote(p),
                     profile_ids.join(", ")
                 ));
             }
@@ -286,13 +476,26 @@ fn read_model(
         Some("custom") | None => {
             let mut value = query::unflatten(arch_pairs.iter().copied());
             if let Some(name) = name {
-                query::set_path(&mut value, "name", Value::String(name.into()));
+                let clipped = clip_name(name);
+                if clipped != name {
+                    notes.push(format!(
+                        "the model's name was cut to its first {MAX_NAME_CHARS} characters"
+                    ));
+                }
+                query::set_path(&mut value, "name", Value::String(clipped));
             }
             match parse_model(Some(&value)) {
                 Ok(m) => m,
                 Err(e) => {
+                    // The core names the field as in a spec (`model.x`);
+                    // the link's key is `a.x`.
+                    let key = e
+                        .field()
+                        .and_then(|f| f.strip_prefix("model."))
+                        .map(|f| format!(" (the link's `{ARCH_PREFIX}{}`)", quote(f)))
+                        .unwrap_or_default();
                     notes.push(format!(
-                        "ignored the custom model: {}; showing {DEFAULT_PRESET}",
+                        "ignored the custom model{key}: {}; showing {DEFAULT_PRESET}",
                         readable(&e)
                     ));
                     default()
@@ -300,17 +503,31 @@ fn read_model(
             }
         }
         Some(id) => match presets::find(id) {
-            Ok(p) => p.model(),
+            Ok(p) => {
+                if let Some((k, _)) = arch_pairs.first() {
+                    notes.push(format!(
+                        "ignored `{ARCH_PREFIX}{}` and the link's other architecture keys: they describe a custom model, and the link names the preset `{}`",
+                        quote(k),
+                        quote(id)
+                    ));
+                }
+                p.model()
+            }
             Err(e) => {
-                notes.push(format!("ignored model={id}: {e}; showing {DEFAULT_PRESET}"));
+                notes.push(format!(
+                    "ignored model={}: {}; showing {DEFAULT_PRESET}",
+                    quote(id),
+                    readable(&e)
+                ));
                 default()
             }
         },
     }
 }
 
+/// A core message about the link (which may quote its values).
 fn readable(e: &Error) -> String {
-    e.to_string()
+    format::shown(&e.to_string(), NOTE_CHARS)
 }
 
 /// The error's field as a workload key (`workload.inference.new_tokens` →
@@ -350,7 +567,10 @@ fn read_workload(base: &Workload, pairs: &[(&str, &str)], notes: &mut Vec<String
                             || k.starts_with(&format!("{kk}."))
                     });
                     if !ok {
-                        notes.push(format!("ignored {k}={v}: not a setting of this page"));
+                        notes.push(format!(
+                            "ignored {k}={}: not a setting of this page",
+                            quote(v)
+                        ));
                     }
                 }
                 return w;
@@ -376,10 +596,13 @@ fn read_workload(base: &Workload, pairs: &[(&str, &str)], notes: &mut Vec<String
                 match hit {
                     Some(i) => {
                         let (k, v) = pairs.remove(i);
-                        notes.push(format!("ignored {k}={v}: {e}"));
+                        notes.push(format!("ignored {k}={}: {}", quote(v), readable(&e)));
                     }
                     None => {
-                        notes.push(format!("ignored the workload settings of the link: {e}"));
+                        notes.push(format!(
+                            "ignored the workload settings of the link: {}",
+                            readable(&e)
+                        ));
                         return base.clone();
                     }
                 }

@@ -773,3 +773,406 @@ async fn a_job_on_several_gpus_shows_per_rank_peaks_and_fewest_cards() {
     assert_eq!(page.text("per-rank"), "per rank, 8 GPUs, FSDP2");
     assert_eq!(page.value("share-link"), link);
 }
+
+/// Text on the page that no figure may read as: `NaN`, an infinity or a
+/// negative size (the first one found, with its surroundings).
+fn bad_number(text: &str) -> Option<String> {
+    let around = |at: usize| {
+        let start = text[..at]
+            .char_indices()
+            .rev()
+            .nth(20)
+            .map_or(0, |(i, _)| i);
+        text[start..].chars().take(50).collect::<String>()
+    };
+    let mut offset = 0;
+    for word in text.split(|c: char| !c.is_alphanumeric()) {
+        if matches!(word, "NaN" | "nan" | "inf" | "Infinity" | "infinity") {
+            return Some(around(offset));
+        }
+        offset += word.len() + 1;
+        offset = offset.min(text.len());
+    }
+    if let Some(at) = text.find('∞') {
+        return Some(around(at));
+    }
+    let chars: Vec<(usize, char)> = text.char_indices().collect();
+    for w in chars.windows(3) {
+        let [(_, before), (at, minus), (_, digit)] = [w[0], w[1], w[2]];
+        if matches!(minus, '-' | '−')
+            && digit.is_ascii_digit()
+            && (before.is_whitespace() || before == '(' || before == ':')
+        {
+            return Some(around(at));
+        }
+    }
+    None
+}
+
+/// The figures the page shows (breakdown, GPU table, model, runtime,
+/// curve) hold no `NaN`, infinity or negative size.
+#[track_caller]
+fn assert_sane_figures(page: &Page) {
+    for id in [
+        "breakdown",
+        "gpu-table",
+        "model-summary",
+        "runtime-figures",
+        "curve-error",
+        "off-scale",
+    ] {
+        let text = page.text(id);
+        if let Some(bad) = bad_number(&text) {
+            panic!("{id} shows `{bad}`: {text}");
+        }
+    }
+    let label = page
+        .get("chart")
+        .get_attribute("aria-label")
+        .unwrap_or_default();
+    assert!(bad_number(&label).is_none(), "{label}");
+}
+
+/// Elements that text from a link or a file could have made, had the page
+/// read it as markup.
+fn injected(page: &Page) -> Option<String> {
+    page.root
+        .query_selector("script, img, b, iframe, svg, [onerror], [onclick]")
+        .expect("a valid selector")
+        .map(|e| e.outer_html())
+}
+
+#[wasm_bindgen_test]
+fn bad_numbers_are_found() {
+    assert!(bad_number("Peak 12.00 GB at 4,096 tokens (llama-3.1-8b)").is_none());
+    assert!(bad_number("inference, generate").is_none());
+    assert!(bad_number("Peak NaN GB").is_some());
+    assert!(bad_number("Peak inf GB").is_some());
+    assert!(bad_number("Peak -1.00 GB").is_some());
+    assert!(bad_number("share: -3.0%").is_some());
+}
+
+/// A shared link with unknown, misspelt and old keys opens: each is named
+/// with the closest key the page knows, the rest of the link is read, and
+/// a spec's path of a workload field reads as the link's key.
+#[wasm_bindgen_test]
+async fn unknown_keys_in_a_link_are_named_with_the_closest_key() {
+    let page = Page::open(
+        "model=gpt2&workload.seqlen=4096&seqlen=2048&traning.steps=3&foo=bar&colour=red&batch=3",
+    )
+    .await;
+    let note = page.text("url-note");
+    for part in [
+        "ignored unknown key `workload.seqlen` in the link; did you mean `workload.seq_len`?",
+        "ignored unknown key `seqlen` in the link; did you mean `seq_len`?",
+        "ignored unknown key `traning.steps` in the link; did you mean `training.steps`?",
+        "ignored unknown key `foo` in the link",
+        "ignored unknown key `colour` in the link: this page has no such setting",
+    ] {
+        assert!(note.contains(part), "note `{note}` lacks `{part}`");
+    }
+    assert_eq!(page.value("preset"), "gpt2");
+    assert_eq!(page.value("batch"), "3");
+    wait_until("a peak", || !page.text("peak-total").is_empty()).await;
+    assert_sane_figures(&page);
+    drop(page);
+
+    let page = Page::open("model=gpt2&workload.seq_len=777").await;
+    assert!(page.find("url-note").is_none(), "{}", page.text("url-note"));
+    assert_eq!(page.value("seq-len"), "777");
+    assert!(page
+        .value("share-link")
+        .ends_with("?model=gpt2&seq_len=777"));
+}
+
+/// Keys set twice, escapes that spell no text and a lone `%`: the last of
+/// a key counts (a refused last value is named, not the earlier one), the
+/// unreadable parts are named, and the page opens on the rest.
+#[wasm_bindgen_test]
+async fn duplicated_keys_and_percent_garbage_in_a_link_are_named() {
+    let page = Page::open(
+        "model=gpt2&batch=4&batch=0&seq_len=%ZZ&%&x=%FF%FE&%FF%FE=1&margin=%2&margin=15",
+    )
+    .await;
+    let note = page.text("url-note");
+    for part in [
+        "`batch` is set 2 times in the link; only the last, `batch=0`, is read",
+        "ignored batch=0: `workload.batch`",
+        "ignored seq_len=%ZZ",
+        "ignored unknown key `%`",
+        "ignored `x=%FF%FE`: its %-escapes are not UTF-8 text",
+        "ignored `%FF%FE=1`: its %-escapes are not UTF-8 text",
+        "`margin` is set 2 times in the link; only the last, `margin=15`, is read",
+    ] {
+        assert!(note.contains(part), "note `{note}` lacks `{part}`");
+    }
+    assert!(!note.contains("ignored batch=4"), "{note}");
+    assert!(!note.contains('\u{fffd}'), "{note}");
+    assert_eq!(page.value("preset"), "gpt2");
+    assert_eq!(page.value("batch"), "1");
+    assert_eq!(page.value("margin"), "15");
+    wait_until("a peak", || !page.text("peak-total").is_empty()).await;
+    assert_sane_figures(&page);
+}
+
+/// A 100 KB link opens at once with the defaults and says why; a long one
+/// of thousands of bad parts lists a dozen notes, not thousands.
+#[wasm_bindgen_test]
+async fn an_enormous_link_is_refused_with_a_note() {
+    let started = perf::now();
+    let junk = "a".repeat(100_000);
+    let page = Page::open(&format!("model=gpt2&batch=3&{junk}=1")).await;
+    let took = perf::now() - started;
+    let note = page.text("url-note");
+    assert!(
+        note.contains("100,021 characters long, over the 8,192 this page reads"),
+        "{note}"
+    );
+    assert_eq!(page.value("preset"), "llama-3.1-8b");
+    assert!(took < 5000.0, "the page took {took:.0} ms to open");
+    // The address bar holds the page's own link again.
+    sleep(400).await;
+    let search = window().location().search().unwrap();
+    assert!(search.len() < 100, "{search}");
+    drop(page);
+
+    let mut query = String::from("model=gpt2");
+    let mut i = 0;
+    while query.len() < 8000 {
+        query.push_str(&format!("&k{i}=1"));
+        i += 1;
+    }
+    let started = perf::now();
+    let page = Page::open(&query).await;
+    let took = perf::now() - started;
+    let items = page
+        .root
+        .query_selector_all("[data-testid='url-note'] li")
+        .unwrap()
+        .length();
+    assert!(items <= 12, "{items} notes");
+    assert!(
+        page.text("url-note").contains("more parts of the link"),
+        "{}",
+        page.text("url-note")
+    );
+    assert_eq!(page.value("preset"), "gpt2");
+    assert!(took < 5000.0, "the page took {took:.0} ms to open");
+    drop(page);
+
+    // A key thousands of dots deep would build a value as deep (and
+    // exhaust the stack reading it): refused by name.
+    let page = Page::open(&format!(
+        "model=custom&a.family=decoder&batch=2&a.{}y=1",
+        "x.".repeat(4000)
+    ))
+    .await;
+    let note = page.text("url-note");
+    assert!(note.contains("a key of 4,002 dotted parts"), "{note}");
+    assert!(note.contains("ignored the custom model"), "{note}");
+    assert_eq!(page.value("preset"), "llama-3.1-8b");
+    assert_eq!(page.value("batch"), "2");
+    wait_until("a peak", || !page.text("peak-total").is_empty()).await;
+}
+
+/// Markup, terminal escapes and bidirectional overrides in a link are shown
+/// as text: nothing is made of them, and the invisible ones are escaped.
+#[wasm_bindgen_test]
+async fn text_from_a_link_is_shown_as_text() {
+    let page = Page::open(
+        "model=%3Cimg%20src%3Dx%20onerror%3Dalert(1)%3E&%3Cscript%3Ealert(2)%3C%2Fscript%3E=1&foo%1B%5B31m%E2%80%AE=1",
+    )
+    .await;
+    let note = page.text("url-note");
+    for part in [
+        "ignored model=<img src=x onerror=alert(1)>",
+        "ignored unknown key `<script>alert(2)</script>`",
+        "ignored unknown key `foo\\u{1b}[31m\\u{202e}`",
+    ] {
+        assert!(note.contains(part), "note `{note}` lacks `{part}`");
+    }
+    assert!(!note.contains(['\u{1b}', '\u{202e}']), "{note}");
+    assert_eq!(injected(&page), None);
+    drop(page);
+
+    // A custom model's name, as a link carries it.
+    let p = headroom_core::presets::find("gpt2").expect("preset");
+    let mut s = headroom_web::state::AppState::for_model(p.model());
+    s.model.id = "custom".into();
+    s.model.name = "<b>bold</b><img src=x onerror=alert(3)>\u{202e}\u{0}".into();
+    let page = Page::open(&s.to_query()).await;
+    assert!(page.find("url-note").is_none(), "{}", page.text("url-note"));
+    let summary = page.text("model-summary");
+    assert!(
+        summary.contains("<b>bold</b><img src=x onerror=alert(3)>\\u{202e}\\u{0}"),
+        "{summary}"
+    );
+    let option = page.get("preset").text_content().unwrap_or_default();
+    assert!(option.contains("Custom: <b>bold</b>"), "{option}");
+    assert!(!option.contains(['\u{0}', '\u{202e}']), "{option}");
+    let label = page.get("chart").get_attribute("aria-label").unwrap();
+    assert!(!label.contains(['\u{0}', '\u{202e}']), "{label}");
+    assert_eq!(injected(&page), None);
+    wait_until("a peak", || !page.text("peak-total").is_empty()).await;
+    assert_sane_figures(&page);
+    drop(page);
+
+    // LoRA targets from a link: the core's refusal quotes them, escaped.
+    let p = headroom_core::presets::find("llama-3.2-1b").expect("preset");
+    let mut s = headroom_web::state::AppState::for_model(p.model());
+    s.workload.mode = headroom_core::workload::Mode::Training;
+    s.workload.training.lora = Some(headroom_core::workload::Lora {
+        rank: 8,
+        alpha: Some(16.0),
+        target_modules: vec!["<img src=x onerror=alert(4)>\u{202e}\u{1b}".into()],
+        dropout: None,
+    });
+    let page = Page::open(&s.to_query()).await;
+    wait_until("the refusal", || {
+        page.root
+            .text_content()
+            .unwrap_or_default()
+            .contains("<img src=x onerror=alert(4)>\\u{202e}\\u{1b}")
+    })
+    .await;
+    page.fit_table().await;
+    let all = page.root.text_content().unwrap_or_default();
+    assert!(!all.contains(['\u{1b}', '\u{202e}']), "{all}");
+    assert_eq!(injected(&page), None);
+    assert_sane_figures(&page);
+}
+
+/// A file for `input` (as if picked in the file dialog), then `change`.
+fn pick_file(page: &Page, id: &str, parts: &js_sys::Array, name: &str) {
+    let file = web_sys::File::new_with_blob_sequence(parts, name).expect("a file");
+    let dt = web_sys::DataTransfer::new().expect("a DataTransfer");
+    dt.items().add_with_file(&file).expect("add the file");
+    let input = page.get(id);
+    input
+        .dyn_ref::<HtmlInputElement>()
+        .expect("a file input")
+        .set_files(dt.files().as_ref());
+    page.fire(&input, "change");
+}
+
+/// A pasted or picked config.json that is huge, nested thousands deep,
+/// binary or hostile is refused with the reason; its text is shown as
+/// text, never as markup.
+#[wasm_bindgen_test]
+async fn a_huge_nested_binary_or_hostile_config_json_is_refused_with_the_reason() {
+    let page = Page::open("").await;
+    let import = |text: &str| {
+        page.type_in("hf-config", text);
+        page.click("hf-import");
+    };
+    let started = perf::now();
+    import(&format!(
+        "{{\"model_type\": \"llama\", \"pad\": \"{}\"}}",
+        "x".repeat(5_000_000)
+    ));
+    settle().await;
+    // Chromium lays out the 5 MB textarea; the page only refuses it.
+    let took = perf::now() - started;
+    assert!(took < 15_000.0, "{took:.0} ms");
+    let error = page.text("hf-error");
+    assert!(
+        error.contains("5,000,034 bytes") && error.contains("1,048,576"),
+        "{error}"
+    );
+    import(&"[".repeat(10_000));
+    settle().await;
+    let error = page.text("hf-error");
+    assert!(
+        error.contains("nests lists and objects more than 64 levels deep"),
+        "{error}"
+    );
+    import("\u{0}\u{1}\u{2}PK\u{3}\u{4}\u{14}\u{0}\u{8}\u{0}");
+    settle().await;
+    let error = page.text("hf-error");
+    assert!(error.contains("not text"), "{error}");
+    assert!(!error.contains('\u{0}'), "{error}");
+    import(r#"{"model_type": "<img src=x onerror=alert(1)>\u202e"}"#);
+    settle().await;
+    let error = page.text("hf-error");
+    assert!(
+        error.contains("`<img src=x onerror=alert(1)>\\u{202e}` is not supported"),
+        "{error}"
+    );
+    assert_eq!(injected(&page), None);
+
+    // A config that imports, named with markup and control characters.
+    import(
+        r#"{"model_type": "llama", "_name_or_path": "<script>alert(1)</script>\u001b[2J\u202e", "vocab_size": 1000, "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4}"#,
+    );
+    settle().await;
+    assert_eq!(page.text("hf-error"), "");
+    let summary = page.text("model-summary");
+    assert!(
+        summary.contains("<script>alert(1)</script>\\u{1b}[2J\\u{202e}"),
+        "{summary}"
+    );
+    assert_eq!(injected(&page), None);
+    wait_until("a peak", || !page.text("peak-total").is_empty()).await;
+    assert_sane_figures(&page);
+
+    // Files: one too large is refused unread, a binary one as not text.
+    let big = js_sys::Array::of1(&JsValue::from_str(&"x".repeat(5_000_000)));
+    pick_file(&page, "hf-file", &big, "config.json");
+    wait_until("the refusal", || {
+        page.text("hf-error").contains("5,000,000 bytes")
+    })
+    .await;
+    assert!(
+        page.text("hf-error").contains("1,048,576"),
+        "{}",
+        page.text("hf-error")
+    );
+    let bytes = js_sys::Uint8Array::from(&[0x89u8, b'P', b'N', b'G', 0, 0xff, 0xfe, 0x01][..]);
+    pick_file(&page, "hf-file", &js_sys::Array::of1(&bytes), "config.json");
+    wait_until("the refusal", || page.text("hf-error").contains("not text")).await;
+}
+
+/// A profile's name and its GPU's come from a file: shown as text, their
+/// control characters escaped; a huge profile is refused unread.
+#[wasm_bindgen_test]
+async fn a_profile_s_names_are_shown_as_text_and_a_huge_one_is_refused() {
+    let page = Page::open("model=llama-3.1-8b").await;
+    let profile = r#"{
+        "name": "<img src=x onerror=alert(1)>\u202e\u0007",
+        "runtime": {"gpu": "<b>card</b>\u001b[31m", "cuda_context_bytes": 500000000},
+        "points": [{"case": "<script>alert(2)</script>", "model": "llama-3.1-8b", "workload": {"mode": "inference", "batch": 1, "seq_len": 1000, "dtype": "bf16"}, "measured": {"driver_peak": 20000000000}}]
+    }"#;
+    page.type_in("profile-paste", profile);
+    page.click("profile-load");
+    settle().await;
+    let status = page.text("profile-status");
+    assert!(
+        status.contains("<img src=x onerror=alert(1)>\\u{202e}\\u{7}"),
+        "{status}"
+    );
+    let figures = page.text("runtime-figures");
+    assert!(figures.contains("<b>card</b>\\u{1b}[31m"), "{figures}");
+    let options = page.get("profile").text_content().unwrap_or_default();
+    assert!(!options.contains(['\u{7}', '\u{202e}']), "{options}");
+    let table_hint = page.root.text_content().unwrap_or_default();
+    assert!(!table_hint.contains(['\u{7}', '\u{1b}', '\u{202e}']));
+    assert_eq!(injected(&page), None);
+
+    page.type_in(
+        "profile-paste",
+        &format!(
+            "{{\"runtime\": {{}}, \"pad\": \"{}\"}}",
+            "x".repeat(5_000_000)
+        ),
+    );
+    page.click("profile-load");
+    settle().await;
+    let status = page.text("profile-status");
+    assert!(status.contains("4,194,304"), "{status}");
+    let big = js_sys::Array::of1(&JsValue::from_str(&"x".repeat(5_000_000)));
+    pick_file(&page, "profile-file", &big, "profile.json");
+    wait_until("the refusal", || {
+        page.text("profile-status").contains("5,000,000 bytes")
+    })
+    .await;
+}

@@ -29,7 +29,8 @@ pub fn BreakdownPanel() -> impl IntoView {
                             Some(_) => ("error", "alert", "estimate-error"),
                             None => ("note", "status", "point-pending"),
                         };
-                        let text = e.unwrap_or_else(|| "Computing the estimate at this length…".to_string());
+                        // The core's message may quote a value from a link.
+                        let text = e.map_or_else(|| "Computing the estimate at this length…".to_string(), |e| format::shown(&e, 600));
                         view! { <p class=class role=role data-testid=id>{text}</p> }.into_any()
                     }
                     Ok(e) => {

@@ -5,32 +5,56 @@ use super::context::use_page;
 use super::fields::read_file_text;
 use crate::calib;
 use crate::format;
+use crate::intake;
 use leptos::prelude::*;
 use web_sys::HtmlInputElement;
+
+/// Most characters of a profile's or its GPU's name shown (a loaded file
+/// names them).
+const NAME_CHARS: usize = 80;
 
 /// The calibration profile, its runtime figures, and loading one.
 #[component]
 pub fn CalibrationPanel() -> impl IntoView {
     let page = use_page();
-    let paste = RwSignal::new(String::new());
+    // The pasted text lives in the textarea alone (read when loaded).
+    let paste: NodeRef<leptos::html::Textarea> = NodeRef::new();
     let status = RwSignal::new(None::<Result<String, String>>);
-    let load = move |text: String| match calib::parse_profile(&text, calib::LOADED_ID) {
-        Ok(p) => {
-            let msg = format!("Loaded “{}”: {} measured points.", p.name, p.points.len());
-            page.profiles.update(|ps| {
-                ps.retain(|x| x.id != calib::LOADED_ID);
-                ps.push(p);
-            });
-            page.update(|s| s.profile = calib::LOADED_ID.into());
-            status.set(Some(Ok(msg)));
+    let load = move |text: String| {
+        let checked = intake::check_json_text("the profile", &text, intake::MAX_PROFILE_BYTES);
+        let parsed = checked.and_then(|()| calib::parse_profile(&text, calib::LOADED_ID));
+        match parsed {
+            Ok(p) => {
+                let msg = format!(
+                    "Loaded “{}”: {} measured points.",
+                    format::shown(&p.name, NAME_CHARS),
+                    p.points.len()
+                );
+                page.profiles.update(|ps| {
+                    ps.retain(|x| x.id != calib::LOADED_ID);
+                    ps.push(p);
+                });
+                page.update(|s| s.profile = calib::LOADED_ID.into());
+                status.set(Some(Ok(msg)));
+            }
+            Err(e) => status.set(Some(Err(format::shown(&e, 600)))),
         }
-        Err(e) => status.set(Some(Err(e))),
     };
     let on_file = move |ev: leptos::ev::Event| {
         let input: HtmlInputElement = event_target(&ev);
         if let Some(file) = input.files().and_then(|f| f.get(0)) {
-            read_file_text(file, load);
+            read_file_text(
+                file,
+                "the profile",
+                intake::MAX_PROFILE_BYTES,
+                move |text| match text {
+                    Ok(text) => load(text),
+                    Err(e) => status.set(Some(Err(e))),
+                },
+            );
         }
+        // The same file picked again is read again.
+        input.set_value("");
     };
     let figures = move || {
         let rt = page.runtime.get();
@@ -49,7 +73,7 @@ pub fn CalibrationPanel() -> impl IntoView {
         };
         view! {
             <table class="figures" data-testid="runtime-figures">
-                <caption>{format!("Runtime figures ({})", rt.gpu.clone().unwrap_or_else(|| "unnamed GPU".into()))}</caption>
+                <caption>{format!("Runtime figures ({})", rt.gpu.as_deref().map_or_else(|| "unnamed GPU".into(), |g| format::shown(g, NAME_CHARS)))}</caption>
                 <tbody>
                     {rows.into_iter().map(|(k, v)| view! { <tr><th scope="row">{k}</th><td>{format::mib(headroom_core::Bytes(v))}</td></tr> }).collect_view()}
                     <tr><th scope="row">"allocator"</th><td>{alloc}</td></tr>
@@ -67,7 +91,7 @@ pub fn CalibrationPanel() -> impl IntoView {
                         let current = page.state.with(|s| s.profile.clone());
                         page.profiles.get().into_iter().map(|p| {
                             let selected = p.id == current;
-                            view! { <option value=p.id.clone() selected=selected>{format!("{} ({} points)", p.name, p.points.len())}</option> }
+                            view! { <option value=p.id.clone() selected=selected>{format!("{} ({} points)", format::shown(&p.name, NAME_CHARS), p.points.len())}</option> }
                         }).collect_view()
                     }}
                 </select>
@@ -76,17 +100,16 @@ pub fn CalibrationPanel() -> impl IntoView {
             <details class="load-profile">
                 <summary>"Load a profile from the collector"</summary>
                 <div class="field">
-                    <label for="profile-file">"Profile JSON file"</label>
+                    <label for="profile-file">{format!("Profile JSON file (up to {} MiB)", intake::MAX_PROFILE_BYTES >> 20)}</label>
                     <input id="profile-file" data-testid="profile-file" type="file" accept=".json,application/json" on:change=on_file/>
                 </div>
                 <div class="field">
                     <label for="profile-paste">"or paste it"</label>
                     <textarea id="profile-paste" data-testid="profile-paste" rows="3"
                         placeholder="{\"runtime\": {\"cuda_context_bytes\": …}, \"points\": […]}"
-                        prop:value=move || paste.get()
-                        on:input=move |ev| paste.set(event_target_value(&ev))></textarea>
+                        node_ref=paste></textarea>
                 </div>
-                <button type="button" data-testid="profile-load" on:click=move |_| load(paste.get_untracked())>"Load profile"</button>
+                <button type="button" data-testid="profile-load" on:click=move |_| load(paste.get_untracked().map(|a| a.value()).unwrap_or_default())>"Load profile"</button>
             </details>
             <p class="status" role="status" data-testid="profile-status">
                 {move || match status.get() {

@@ -201,8 +201,9 @@ pub fn ChartPanel() -> impl IntoView {
         if let Some((len, msg)) = page.curve.with(|c| c.error.clone()) {
             let failed = page.curve.with(|c| c.failed);
             lines.push(format!(
-                "The core could not estimate {failed} of {n_points} lengths (first at {}): {msg}",
-                format::int(len as u64)
+                "The core could not estimate {failed} of {n_points} lengths (first at {}): {}",
+                format::int(len as u64),
+                format::shown(&msg, 600)
             ));
         }
         (!lines.is_empty()).then(|| view! { <p class="error" role="alert" data-testid="curve-error">{lines.join(" ")}</p> })
@@ -323,7 +324,7 @@ pub fn ChartPanel() -> impl IntoView {
                     node_ref=canvas
                     data-testid="chart"
                     role="img"
-                    aria-label=move || page.state.with(|s| format!("Peak VRAM{} of {} against {}", if s.workload.parallel.world_size > 1 { " per GPU" } else { "" }, s.model.name, defaults::length_label(&s.model.arch)))
+                    aria-label=move || page.state.with(|s| format!("Peak VRAM{} of {} against {}", if s.workload.parallel.world_size > 1 { " per GPU" } else { "" }, format::shown(&s.model.name, super::model::NAME_CHARS), defaults::length_label(&s.model.arch)))
                     on:mousemove=move |ev| hover.set(index_at(&ev))
                     on:click=move |ev| {
                         if let Some((_, i)) = index_at(&ev) {

@@ -102,12 +102,28 @@ pub fn parse_u32(field: &str, text: &str, min: u64, max: u64) -> Result<u32, Str
     }
 }
 
-/// Reads a file's text and hands it to `then`.
-pub fn read_file_text(file: web_sys::File, then: impl FnOnce(String) + 'static) {
-    let promise = file.text();
+/// Reads the text of `file` (`what` it is, for the messages) and hands it
+/// to `then`: refused unread above `max` bytes, refused where its bytes are
+/// not UTF-8 (`crate::intake`).
+pub fn read_file_text(
+    file: web_sys::File,
+    what: &str,
+    max: u64,
+    then: impl FnOnce(Result<String, String>) + 'static,
+) {
+    let what = crate::intake::file_label(what, &file.name());
+    if let Err(e) = crate::intake::check_size(&what, file.size() as u64, max) {
+        then(Err(e));
+        return;
+    }
+    let promise = file.array_buffer();
     leptos::task::spawn_local(async move {
-        if let Ok(v) = wasm_bindgen_futures::JsFuture::from(promise).await {
-            then(v.as_string().unwrap_or_default());
+        match wasm_bindgen_futures::JsFuture::from(promise).await {
+            Ok(buffer) => {
+                let bytes = js_sys::Uint8Array::new(&buffer).to_vec();
+                then(crate::intake::utf8(&what, bytes));
+            }
+            Err(_) => then(Err(format!("{what} could not be read"))),
         }
     });
 }

@@ -66,7 +66,7 @@ pub fn FitPanel() -> impl IntoView {
                             let opt = |v: Result<Option<u32>, String>| match v {
                                 Ok(Some(n)) => format::int(n as u64),
                                 Ok(None) => "does not fit".into(),
-                                Err(e) => format!("n/a ({e})"),
+                                Err(e) => format!("n/a ({})", format::shown(&e, 600)),
                             };
                             let fits = r.jobs.unwrap_or(0) > 0;
                             view! {
@@ -81,7 +81,7 @@ pub fn FitPanel() -> impl IntoView {
                                         let (text, title) = match n {
                                             Ok(Some(n)) => (n.to_string(), None),
                                             Ok(None) => ("—".to_string(), Some(format!("not on up to {} cards", GPU_COUNTS[GPU_COUNTS.len() - 1]))),
-                                            Err(e) => ("n/a".to_string(), Some(e)),
+                                            Err(e) => ("n/a".to_string(), Some(format::shown(&e, 600))),
                                         };
                                         view! { <td data-testid=format!("fit-{}-fewest-{}", r.gpu.id, st.key()) title=title>{text}</td> }
                                     }).collect_view()}
@@ -97,7 +97,7 @@ pub fn FitPanel() -> impl IntoView {
                     "Longest length and largest batch leave the {}% margin free; a scheduler should request the reservation per job (the peak plus {}%, whole MiB).{} Runtime figures: {}.",
                     page.state.with(|s| s.margin_pct), page.state.with(|s| s.margin_pct),
                     if strategies().is_empty() { "" } else { " Fewest cards: the fewest of that card (1, 2, 4, 8, then whole nodes up to 256) whose per-rank peak, at this per-GPU batch, leaves the margin free; — where none does." },
-                    page.profile.with(|p| p.name.clone())
+                    page.profile.with(|p| format::shown(&p.name, 80))
                 )}
             </p>
         </div>

@@ -5,7 +5,9 @@ use super::context::use_page;
 use super::fields::read_file_text;
 use super::perf;
 use crate::format;
+use crate::intake;
 use crate::query;
+use crate::state::clip_name;
 use headroom_core::arch::Model;
 use headroom_core::presets;
 use headroom_core::spec::parse_model;
@@ -48,7 +50,7 @@ pub fn ModelPanel() -> impl IntoView {
         page.state.with(|s| {
             format!(
                 "{} · {} parameters · {}",
-                s.model.name,
+                format::shown(&s.model.name, NAME_CHARS),
                 format::params(s.model.arch.params()),
                 s.model.arch.family()
             )
@@ -70,7 +72,7 @@ pub fn ModelPanel() -> impl IntoView {
                         let current = current_id.get();
                         let custom = (current == "custom").then(|| {
                             let name = page.state.with_untracked(|s| s.model.name.clone());
-                            view! { <option value="custom" selected=true>{format!("Custom: {name}")}</option> }
+                            view! { <option value="custom" selected=true>{format!("Custom: {}", format::shown(&name, NAME_CHARS))}</option> }
                         });
                         view! {
                             {custom}
@@ -99,6 +101,15 @@ pub fn ModelPanel() -> impl IntoView {
             <HfImport/>
         </fieldset>
     }
+}
+
+/// Most characters of a model's name shown (a link or a config.json
+/// names it).
+pub const NAME_CHARS: usize = 80;
+
+/// A core message about text the user gave, made safe to show.
+fn message(e: &headroom_core::error::Error) -> String {
+    format::shown(&e.to_string(), 600)
 }
 
 /// Options of the architecture's text-valued fields.
@@ -144,7 +155,7 @@ fn CustomFields() -> impl IntoView {
                 error.set(None);
                 page.update(|s| s.set_model(model));
             }
-            Err(e) => error.set(Some(e.to_string())),
+            Err(e) => error.set(Some(message(&e))),
         }
     };
     view! {
@@ -200,25 +211,40 @@ fn CustomFields() -> impl IntoView {
     }
 }
 
-/// A Hugging Face config.json, pasted or dropped, read by the core.
+/// A Hugging Face config.json, pasted, dropped or picked, read by the core
+/// once `crate::intake` has checked its size, that it is text and how deep
+/// it nests.
 #[component]
 fn HfImport() -> impl IntoView {
     let page = use_page();
-    let text = RwSignal::new(String::new());
+    // The text lives in the textarea alone (read when imported): a pasted
+    // megabyte is not copied on every keystroke.
+    let area: NodeRef<leptos::html::Textarea> = NodeRef::new();
     let error = RwSignal::new(None::<String>);
     let import = move |source: String| {
         perf::input();
-        match headroom_core::hf_config::import(&source) {
+        let checked = intake::check_json_text("the config.json", &source, intake::MAX_CONFIG_BYTES);
+        if let Err(e) = checked {
+            error.set(Some(e));
+            return;
+        }
+        let value = match serde_json::from_str::<serde_json::Value>(&source) {
+            Ok(v) => v,
+            Err(e) => {
+                let e = headroom_core::error::Error::Json {
+                    message: format!("config.json: {e}"),
+                };
+                error.set(Some(message(&e)));
+                return;
+            }
+        };
+        match headroom_core::hf_config::import_value(&value) {
             Ok(arch) => {
-                let name = serde_json::from_str::<serde_json::Value>(&source)
-                    .ok()
-                    .and_then(|v| {
-                        v.get("_name_or_path")
-                            .and_then(|n| n.as_str())
-                            .filter(|n| !n.is_empty())
-                            .map(str::to_string)
-                    })
-                    .unwrap_or_else(|| "imported config.json".into());
+                let name = value
+                    .get("_name_or_path")
+                    .and_then(|n| n.as_str())
+                    .filter(|n| !n.is_empty())
+                    .map_or_else(|| "imported config.json".into(), clip_name);
                 error.set(None);
                 page.update(|s| {
                     s.set_model(Model {
@@ -228,8 +254,24 @@ fn HfImport() -> impl IntoView {
                     })
                 });
             }
-            Err(e) => error.set(Some(e.to_string())),
+            Err(e) => error.set(Some(message(&e))),
         }
+    };
+    let read = move |file: web_sys::File| {
+        read_file_text(
+            file,
+            "config.json",
+            intake::MAX_CONFIG_BYTES,
+            move |content| match content {
+                Ok(content) => {
+                    if let Some(area) = area.get_untracked() {
+                        area.set_value(&content);
+                    }
+                    import(content);
+                }
+                Err(e) => error.set(Some(e)),
+            },
+        );
     };
     let on_drop = move |ev: web_sys::DragEvent| {
         ev.prevent_default();
@@ -238,26 +280,32 @@ fn HfImport() -> impl IntoView {
             .and_then(|dt| dt.files())
             .and_then(|f| f.get(0));
         if let Some(file) = file {
-            read_file_text(file, move |content| {
-                text.set(content.clone());
-                import(content);
-            });
+            read(file);
         }
+    };
+    let on_file = move |ev: leptos::ev::Event| {
+        let input: web_sys::HtmlInputElement = event_target(&ev);
+        if let Some(file) = input.files().and_then(|f| f.get(0)) {
+            read(file);
+        }
+        // The same file picked again is read again.
+        input.set_value("");
     };
     view! {
         <div class="field hf">
-            <label for="hf-config">"Or paste / drop a Hugging Face config.json"</label>
+            <label for="hf-config">{format!("Or paste, drop or pick a Hugging Face config.json (up to {} MiB)", intake::MAX_CONFIG_BYTES >> 20)}</label>
             <textarea
                 id="hf-config"
                 data-testid="hf-config"
                 rows="4"
                 placeholder="{\"model_type\": \"llama\", \"hidden_size\": 4096, …}"
-                prop:value=move || text.get()
-                on:input=move |ev| text.set(event_target_value(&ev))
+                node_ref=area
                 on:dragover=move |ev: web_sys::DragEvent| ev.prevent_default()
                 on:drop=on_drop
             ></textarea>
-            <button type="button" data-testid="hf-import" on:click=move |_| import(text.get_untracked())>"Import config.json"</button>
+            <label for="hf-file" class="visually-hidden">"config.json file"</label>
+            <input id="hf-file" data-testid="hf-file" type="file" accept=".json,application/json" on:change=on_file/>
+            <button type="button" data-testid="hf-import" on:click=move |_| import(area.get_untracked().map(|a| a.value()).unwrap_or_default())>"Import config.json"</button>
             <span class="error" role="alert" data-testid="hf-error">{move || error.get()}</span>
         </div>
     }

@@ -215,7 +215,7 @@ fn ParallelFields() -> impl IntoView {
                         || e.field()
                             .is_some_and(|f| f.starts_with("workload.parallel")) =>
                 {
-                    Some(e.to_string())
+                    Some(crate::format::shown(&e.to_string(), 600))
                 }
                 _ => None,
             },

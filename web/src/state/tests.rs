@@ -106,7 +106,7 @@ fn bad_parts_fall_back_with_a_note_and_good_parts_stay() {
             "ignored x=sideways",
             "ignored margin=500",
             "ignored GPU `tpu9`",
-            "ignored bogus=1",
+            "ignored unknown key `bogus` in the link",
             "ignored profile=nope",
         ],
     );
@@ -133,7 +133,180 @@ fn bad_parts_fall_back_with_a_note_and_good_parts_stay() {
     check_notes("profile=loaded", &["loaded from a file"]);
     check_notes(
         "%ZZ=%&&==&seq_len=1e999",
-        &["ignored %ZZ=%", "ignored =", "ignored seq_len=1e999"],
+        &[
+            "ignored unknown key `%ZZ`",
+            "ignored `==`: a part of the link without a key",
+            "ignored seq_len=1e999",
+        ],
+    );
+}
+
+/// An unknown key is named, with the closest key the link may hold; a
+/// spec's path of a workload field reads as the link's key.
+#[test]
+fn unknown_keys_are_named_with_the_closest_known_key() {
+    let s = check_notes(
+        "model=gpt2&workload.seqlen=4096&seqlen=2048&traning.steps=3&colour=red&moddel=gpt2&gpu=h200&batch=3",
+        &[
+            "ignored unknown key `workload.seqlen` in the link; did you mean `workload.seq_len`?",
+            "ignored unknown key `seqlen` in the link; did you mean `seq_len`?",
+            "ignored unknown key `traning.steps` in the link; did you mean `training.steps`?",
+            "ignored unknown key `colour` in the link: this page has no such setting",
+            "ignored unknown key `moddel` in the link; did you mean `model`?",
+            "ignored unknown key `gpu` in the link; did you mean `gpus`?",
+        ],
+    );
+    assert_eq!(s.model.id, "gpt2");
+    assert_eq!(s.workload.batch, 3);
+    assert_eq!(
+        s.workload.seq_len,
+        defaults::workload_for(&s.model.arch).seq_len
+    );
+    let s = check_notes(
+        "model=gpt2&workload.seq_len=777&workload.inference.new_tokens=5",
+        &[],
+    );
+    assert_eq!(s.workload.seq_len, 777);
+    assert_eq!(s.workload.inference.new_tokens, 5);
+    assert_eq!(
+        s.to_query(),
+        "model=gpt2&inference.new_tokens=5&seq_len=777"
+    );
+}
+
+/// A key set twice: the last counts, and the note says so (a refused last
+/// value is named, not the earlier one).
+#[test]
+fn a_key_set_twice_reads_the_last_and_says_so() {
+    let s = check_notes(
+        "model=gpt2&batch=4&batch=0&x=log&x=lin",
+        &[
+            "`batch` is set 2 times in the link; only the last, `batch=0`, is read",
+            "ignored batch=0: `workload.batch`",
+            "`x` is set 2 times in the link; only the last, `x=lin`, is read",
+        ],
+    );
+    assert_eq!(s.workload.batch, 1);
+    assert!(!s.view.log_x);
+    let s = check_notes(
+        "model=gpt2&batch=0&batch=4",
+        &["`batch` is set 2 times in the link; only the last, `batch=4`, is read"],
+    );
+    assert_eq!(s.workload.batch, 4);
+}
+
+/// Escapes that spell no text, and text that could hide or reorder a
+/// note, are named or escaped; nothing from the link is quoted at length.
+#[test]
+fn garbled_and_hostile_text_in_a_link_is_named_safely() {
+    let (s, notes) = AppState::from_query(
+        "model=gpt2&%FF%FE=1&x=%FF&batch=%E2%80%AE9&foo%1B%5B31m=1&seq_len=12%00",
+        IDS,
+    );
+    let all = notes.join("\n");
+    for needle in [
+        "ignored `%FF%FE=1`: its %-escapes are not UTF-8 text",
+        "ignored `x=%FF`: its %-escapes are not UTF-8 text",
+        "ignored batch=\\u{202e}9",
+        "ignored unknown key `foo\\u{1b}[31m`",
+        "ignored seq_len=12\\u{0}",
+    ] {
+        assert!(all.contains(needle), "notes lack `{needle}`:\n{all}");
+    }
+    assert!(!all.contains(['\u{0}', '\u{1b}', '\u{202e}']), "{all}");
+    assert_eq!(s.model.id, "gpt2");
+    // A long value is quoted in part.
+    let long = "9".repeat(3000);
+    let (_, notes) = AppState::from_query(&format!("batch={long}&model={long}"), IDS);
+    assert_eq!(notes.len(), 2, "{notes:?}");
+    for note in &notes {
+        assert!(note.chars().count() < 700, "{note}");
+        assert!(
+            note.contains(&format!("{}…", "9".repeat(QUOTE_CHARS))),
+            "{note}"
+        );
+    }
+}
+
+/// Over the length the page reads, a link is not read at all; under it,
+/// thousands of bad parts are read quickly and listed in a dozen notes.
+#[test]
+fn an_enormous_link_is_refused_and_a_long_one_read_quickly() {
+    let huge = format!("model=gpt2&batch=3&{}=1", "a".repeat(100_000));
+    let (s, notes) = AppState::from_query(&huge, IDS);
+    assert_eq!(s, AppState::default());
+    assert_eq!(notes.len(), 1, "{notes:?}");
+    assert!(
+        notes[0].contains("100,021 characters long, over the 8,192 this page reads"),
+        "{notes:?}"
+    );
+    let (s, _) = AppState::from_query(&"b".repeat(MAX_LINK_CHARS), IDS);
+    assert_eq!(s.model.id, DEFAULT_PRESET);
+    for part in ["k=1&", "batch=0&", "batch=1&", "=&", "%FF=1&", "a.x=1&"] {
+        let mut q = String::from("model=gpt2&");
+        while q.len() + part.len() <= MAX_LINK_CHARS {
+            q.push_str(part);
+        }
+        let started = std::time::Instant::now();
+        let (s, notes) = AppState::from_query(&q, IDS);
+        let took = started.elapsed();
+        assert!(took.as_millis() < 2000, "{part}: {took:?}");
+        assert!(notes.len() <= MAX_NOTES, "{part}: {} notes", notes.len());
+        assert_eq!(s.model.id, "gpt2", "{part}");
+        if notes.len() == MAX_NOTES {
+            assert!(
+                notes[MAX_NOTES - 1].contains("more parts of the link"),
+                "{notes:?}"
+            );
+        }
+    }
+}
+
+/// A dotted key thousands of levels deep (all a link of the largest length
+/// can hold) is refused by name, without exhausting the stack.
+#[test]
+fn a_deeply_dotted_key_is_refused_by_name() {
+    let deep = format!("model=custom&a.family=decoder&a.{}y=1", "x.".repeat(4000));
+    let (s, notes) = AppState::from_query(&deep, IDS);
+    assert_eq!(s.model.id, DEFAULT_PRESET);
+    assert!(
+        notes[0].contains("ignored `a.x.x.x.") && notes[0].contains("a key of 4,002 dotted parts"),
+        "{notes:?}"
+    );
+    let deep = format!("model=gpt2&training.{}y=1", "x.".repeat(4000));
+    let (s, notes) = AppState::from_query(&deep, IDS);
+    assert_eq!(s.model.id, "gpt2");
+    assert!(notes[0].contains("dotted parts"), "{notes:?}");
+}
+
+/// A custom architecture's unknown key is the core's message, with the
+/// link's key; architecture keys beside a preset are named.
+#[test]
+fn a_custom_architecture_s_unknown_key_shows_the_core_s_message() {
+    let mut s = AppState::for_model(presets::find("gpt2").unwrap().model());
+    s.model.id = "custom".into();
+    s.model.name = "mine".into();
+    let q = s.to_query().replace("a.hidden_size=", "a.hidden_sise=");
+    check_notes(
+        &q,
+        &["ignored the custom model (the link's `a.hidden_sise`): `model.hidden_sise`: unknown key; did you mean `hidden_size`?"],
+    );
+    check_notes(
+        "model=gpt2&a.family=decoder&a.hidden_size=3",
+        &["ignored `a.family` and the link's other architecture keys"],
+    );
+    let long = s
+        .to_query()
+        .replace("name=mine", &format!("name={}", "n".repeat(500)));
+    let (back, notes) = AppState::from_query(&long, IDS);
+    assert_eq!(
+        back.model.name.chars().count(),
+        MAX_NAME_CHARS + 1,
+        "{notes:?}"
+    );
+    assert!(
+        notes.iter().any(|n| n.contains("name was cut")),
+        "{notes:?}"
     );
 }
 
