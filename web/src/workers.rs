@@ -7,12 +7,18 @@
 //! ([`crate::curve::share`]). A worker gets a [`crate::protocol::Request`]
 //! and answers with text ([`crate::protocol::answer`]); the estimates are
 //! the ones the page's thread would compute (tested natively for every
-//! preset, and in the browser). A long generation's estimate at the chosen
+//! preset, and in the browser). A slow job's estimate at the chosen
 //! length and its GPU table each go to a worker of their own
-//! ([`estimate_one`], [`fit_rows`]). Whatever goes wrong with a worker
-//! (no module workers, a failed load, a trap, a bad or missing answer), its
-//! share is computed on the page's thread instead, so the curve never
-//! depends on workers being there.
+//! ([`estimate_one`], [`fit_rows`]), and its curve to workers of its own,
+//! one per core, a few lengths per request ([`crate::jobs::is_slow`]: a
+//! long generation, a custom model of a thousand layers), so that the
+//! page's thread never replays one of its points. Whatever goes wrong with
+//! a worker (no module workers, a failed load, a trap, a bad or missing
+//! answer), its share is computed on the page's thread instead, so the
+//! curve never depends on workers being there; but a slow curve's lengths
+//! that its workers could not compute are reported as not computed (each
+//! would hold the page's thread for long), and only where no worker starts
+//! at all does the page's thread compute a slow curve.
 
 use crate::curve::{self, share, CurveData, PointResult};
 use crate::protocol::{self, read_estimates, Inputs, Request};
@@ -86,8 +92,9 @@ pub fn answered_one() -> u32 {
     ANSWERED_ONE.with(std::cell::Cell::get)
 }
 
-/// Workers replaced by [`cancel_busy`] since the page loaded (for the
-/// browser tests).
+/// Curve workers stopped because their curve was superseded since the page
+/// loaded: pool workers replaced by [`cancel_busy`], a slow curve's own
+/// workers (for the browser tests).
 pub fn replaced() -> u32 {
     REPLACED.with(std::cell::Cell::get)
 }
@@ -240,15 +247,12 @@ pub fn start() {
     let cores = window.navigator().hardware_concurrency() as usize;
     let count = cores.saturating_sub(1).min(MAX_WORKERS);
     // Until the page's own module shows in its resources, try again at the
-    // next curve.
-    let urls = if count == 0 { None } else { module_urls() };
-    if count > 0 && urls.is_none() {
-        return;
-    }
-    POOL.with(|p| p.borrow_mut().started = true);
-    let Some((glue, wasm)) = urls else {
+    // next curve. (With one core the pool is empty, but a slow job's
+    // workers of their own still start from the module.)
+    let Some((glue, wasm)) = module_urls() else {
         return;
     };
+    POOL.with(|p| p.borrow_mut().started = true);
     let parts = Array::of1(&JsValue::from_str(&worker_script(&glue, &wasm)));
     let options = BlobPropertyBag::new();
     options.set_type("text/javascript");
@@ -506,6 +510,85 @@ async fn ask_alone(
     Some(answer)
 }
 
+/// A worker of its own, started from the page's module: it answers one
+/// request at a time, and is stopped when dropped.
+struct Helper {
+    worker: Worker,
+    inbox: std::rc::Rc<RefCell<Inbox>>,
+    _on_message: Closure<dyn FnMut(MessageEvent)>,
+}
+
+/// What a [`Helper`] said.
+#[derive(Default)]
+struct Inbox {
+    ready: bool,
+    answer: Option<String>,
+    failed: Option<String>,
+}
+
+impl Helper {
+    /// Starts a worker from `script` (it loads the module, then is ready).
+    fn start(script: &str) -> Option<Helper> {
+        let options = WorkerOptions::new();
+        options.set_type(WorkerType::Module);
+        let worker = Worker::new_with_options(script, &options).ok()?;
+        let inbox = std::rc::Rc::new(RefCell::new(Inbox::default()));
+        let on_message = {
+            let inbox = inbox.clone();
+            Closure::<dyn FnMut(MessageEvent)>::new(move |event: MessageEvent| {
+                let data = event.data();
+                let field =
+                    |name: &str| Reflect::get(&data, &name.into()).unwrap_or(JsValue::UNDEFINED);
+                let mut inbox = inbox.borrow_mut();
+                if field("ready").is_truthy() {
+                    inbox.ready = true;
+                } else if let Some(out) = field("out").as_string() {
+                    inbox.answer = Some(out);
+                } else if let Some(reason) = field("failed").as_string() {
+                    inbox.failed = Some(reason);
+                }
+            })
+        };
+        // A module that fails to load or a trapped instance says so in a
+        // `failed` message (the worker script's try/catch).
+        worker.set_onmessage(Some(on_message.as_ref().unchecked_ref()));
+        Some(Helper {
+            worker,
+            inbox,
+            _on_message: on_message,
+        })
+    }
+
+    /// Whether its module has loaded (it takes requests).
+    fn ready(&self) -> bool {
+        self.inbox.borrow().ready
+    }
+
+    /// Sends `request`; false if it cannot be sent.
+    fn ask(&self, request: &str) -> bool {
+        self.worker
+            .post_message(&request_message(0, request))
+            .is_ok()
+    }
+
+    /// The answer to the request sent, once in.
+    fn answer(&self) -> Option<String> {
+        self.inbox.borrow_mut().answer.take()
+    }
+
+    /// Why the worker stopped, if it did.
+    fn failure(&self) -> Option<String> {
+        self.inbox.borrow_mut().failed.take()
+    }
+}
+
+impl Drop for Helper {
+    fn drop(&mut self) {
+        self.worker.terminate();
+        self.worker.set_onmessage(None);
+    }
+}
+
 /// Starts a worker from `script`, asks it `request` once it has loaded,
 /// and stops it when it has answered (its text) or the answer is no longer
 /// `wanted` (`None`).
@@ -514,60 +597,125 @@ async fn one_off(
     request: &str,
     wanted: &impl Fn() -> bool,
 ) -> Option<Result<String, String>> {
-    #[derive(Default)]
-    struct Inbox {
-        answer: Option<String>,
-        failed: Option<String>,
-    }
-    let inbox = std::rc::Rc::new(RefCell::new(Inbox::default()));
-    let options = WorkerOptions::new();
-    options.set_type(WorkerType::Module);
-    let Ok(worker) = Worker::new_with_options(script, &options) else {
+    let Some(helper) = Helper::start(script) else {
         return Some(Err(String::from("no worker")));
     };
-    let on_message = {
-        let (inbox, worker, request) = (inbox.clone(), worker.clone(), request.to_string());
-        Closure::<dyn FnMut(MessageEvent)>::new(move |event: MessageEvent| {
-            let data = event.data();
-            let field =
-                |name: &str| Reflect::get(&data, &name.into()).unwrap_or(JsValue::UNDEFINED);
-            let mut inbox = inbox.borrow_mut();
-            if field("ready").is_truthy() {
-                let message = request_message(0, &request);
-                if worker.post_message(&message).is_err() {
-                    inbox.failed = Some(String::from("no worker"));
-                }
-            } else if let Some(out) = field("out").as_string() {
-                inbox.answer = Some(out);
-            } else if let Some(reason) = field("failed").as_string() {
-                inbox.failed = Some(reason);
-            }
-        })
-    };
-    // A module that fails to load or a trapped instance says so in a
-    // `failed` message (the worker script's try/catch).
-    worker.set_onmessage(Some(on_message.as_ref().unchecked_ref()));
-    let outcome = loop {
+    let mut asked = false;
+    loop {
         if !wanted() {
             STOPPED_ONE.with(|n| n.set(n.get() + 1));
-            break None;
+            return None;
         }
-        let (answer, failed) = {
-            let mut inbox = inbox.borrow_mut();
-            (inbox.answer.take(), inbox.failed.take())
-        };
-        if let Some(text) = answer {
-            break Some(Ok(text));
+        if let Some(text) = helper.answer() {
+            return Some(Ok(text));
         }
-        if let Some(e) = failed {
-            break Some(Err(e));
+        if let Some(e) = helper.failure() {
+            return Some(Err(e));
+        }
+        if !asked && helper.ready() {
+            if !helper.ask(request) {
+                return Some(Err(String::from("no worker")));
+            }
+            asked = true;
         }
         sleep_ms(20).await;
+    }
+}
+
+/// Lengths per request of a slow curve's workers: its progress moves by
+/// these, and a worker waits at most one poll between them.
+const SLOW_SHARE: usize = 4;
+
+/// A slow job's curve ([`crate::jobs::is_slow`]) from workers of its own,
+/// one per core, [`SLOW_SHARE`] lengths per request, while this thread only
+/// hands out requests and shows the progress. Stopped, its workers with
+/// it, once no longer `wanted` (an empty curve then). `None` where no
+/// worker can start (this thread computes the curve then).
+async fn slow_curve(
+    arch: &Architecture,
+    workload: &Workload,
+    runtime: &RuntimeProfile,
+    lengths: &[u32],
+    wanted: &impl Fn() -> bool,
+    progress: &impl Fn(Option<f64>),
+) -> Option<CurveData> {
+    let script = POOL.with(|p| p.borrow().script_url.clone())?;
+    let shares: Vec<&[u32]> = lengths.chunks(SLOW_SHARE).collect();
+    let cores = web_sys::window().map_or(1, |w| w.navigator().hardware_concurrency() as usize);
+    let count = cores.clamp(1, MAX_WORKERS + 1).min(shares.len());
+    // Each worker and the share it is computing.
+    let mut helpers: Vec<(Helper, Option<usize>)> = (0..count)
+        .map_while(|_| Helper::start(&script))
+        .map(|h| (h, None))
+        .collect();
+    if helpers.is_empty() {
+        return None;
+    }
+    let inputs = Inputs {
+        arch: arch.clone(),
+        workload: workload.clone(),
+        runtime: runtime.clone(),
     };
-    worker.terminate();
-    worker.set_onmessage(None);
-    drop(on_message);
-    outcome
+    let mut results: Vec<Option<Vec<PointResult>>> = vec![None; shares.len()];
+    let failed = |share: &[u32], why: &str| -> Vec<PointResult> {
+        let e = format!("a worker could not compute this length: {why}");
+        share.iter().map(|_| Err(e.clone())).collect()
+    };
+    let mut next = 0;
+    let mut done = 0;
+    progress(Some(0.0));
+    while done < shares.len() {
+        if !wanted() {
+            REPLACED.with(|r| r.set(r.get() + helpers.len() as u32));
+            return Some(CurveData::default());
+        }
+        helpers.retain_mut(|(helper, busy)| {
+            if let Some(text) = helper.answer() {
+                if let Some(k) = busy.take() {
+                    results[k] = Some(
+                        read_estimates(&text, shares[k].len())
+                            .unwrap_or_else(|e| failed(shares[k], &e)),
+                    );
+                    done += 1;
+                }
+            }
+            if let Some(why) = helper.failure() {
+                web_sys::console::warn_2(
+                    &"a slow curve's worker stopped:".into(),
+                    &why.clone().into(),
+                );
+                if let Some(k) = busy.take() {
+                    results[k] = Some(failed(shares[k], &why));
+                    done += 1;
+                }
+                return false;
+            }
+            if busy.is_none() && helper.ready() && next < shares.len() {
+                let request = Request::curve(inputs.clone(), shares[next].to_vec()).to_json();
+                if !helper.ask(&request) {
+                    return false;
+                }
+                *busy = Some(next);
+                next += 1;
+            }
+            true
+        });
+        if helpers.is_empty() {
+            // Every worker stopped: the shares left are not computed here
+            // (each would hold this thread for long).
+            for (k, share) in shares.iter().enumerate() {
+                if results[k].is_none() {
+                    results[k] = Some(failed(share, "no worker thread is left"));
+                }
+            }
+            break;
+        }
+        progress(Some(done as f64 / shares.len() as f64));
+        sleep_ms(20).await;
+    }
+    progress(None);
+    let results: Vec<PointResult> = results.into_iter().flatten().flatten().collect();
+    Some(CurveData::from_results(lengths, results))
 }
 
 /// The curve over `lengths`, shared between the ready workers and this
@@ -584,6 +732,12 @@ pub async fn curve(
     wanted: impl Fn() -> bool,
     progress: impl Fn(Option<f64>),
 ) -> CurveData {
+    if crate::jobs::is_slow(arch, workload) {
+        if let Some(curve) = slow_curve(arch, workload, runtime, lengths, &wanted, &progress).await
+        {
+            return curve;
+        }
+    }
     // Replacements for cancelled workers (`cancel_busy`) are given a
     // second to load, to share this (slow) curve.
     for _ in 0..50 {

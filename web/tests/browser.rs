@@ -478,6 +478,9 @@ async fn the_curve_workers_give_the_single_thread_curve() {
 #[wasm_bindgen_test]
 async fn a_slow_curve_shows_progress_and_gives_way_to_a_newer_input() {
     let page = Page::open("model=llama-3.2-1b").await;
+    // On a busy machine the first curve comes after the first paint, with
+    // its own progress note: the note waited for below is the slow one's.
+    page.curve_drawn().await;
     let fallbacks = headroom_web::workers::fallbacks();
     let replaced = headroom_web::workers::replaced();
     let draws = perf::draws();
@@ -1175,4 +1178,107 @@ async fn a_profile_s_names_are_shown_as_text_and_a_huge_one_is_refused() {
         page.text("profile-status").contains("5,000,000 bytes")
     })
     .await;
+}
+
+/// A custom architecture whose job passes 2^60 bytes: the core's refusal
+/// is shown by the breakdown and the chart, and no figure is NaN.
+#[wasm_bindgen_test]
+async fn a_job_too_large_to_replay_shows_the_core_s_refusal() {
+    use headroom_core::arch::Architecture;
+    let p = headroom_core::presets::find("llama-3.2-1b").expect("preset");
+    let mut s = headroom_web::state::AppState::for_model(p.model());
+    s.model.id = "custom".into();
+    s.model.name = "too large".into();
+    let Architecture::Decoder(d) = &mut s.model.arch else {
+        panic!("a decoder")
+    };
+    d.hidden_size = 1 << 20;
+    d.num_layers = 32;
+    d.num_heads = 256;
+    d.num_kv_heads = 8;
+    d.head_dim = 4096;
+    s.workload.batch = 65536;
+    s.workload.seq_len = 4096;
+    let page = Page::open(&s.to_query()).await;
+    assert!(page.find("url-note").is_none(), "{}", page.text("url-note"));
+    wait_until("the breakdown's refusal", || {
+        page.text("estimate-error").contains("2^60 bytes")
+    })
+    .await;
+    for _ in 0..3000 {
+        if page.text("curve-error").contains("2^60 bytes") {
+            break;
+        }
+        sleep(20).await;
+    }
+    assert!(
+        page.text("curve-error").contains("2^60 bytes"),
+        "{}",
+        page.text("curve-error")
+    );
+    page.fit_table().await;
+    assert_sane_figures(&page);
+}
+
+/// A valid job whose every estimate replays for seconds (a custom model of
+/// 1,024 layers generating 2,048 tokens): the page opens at once and its
+/// thread is never held long; the estimate, curve and table say they are
+/// coming; a quick job afterwards replaces them.
+#[wasm_bindgen_test]
+async fn a_huge_valid_job_never_holds_the_page_thread() {
+    use headroom_core::arch::Architecture;
+    let p = headroom_core::presets::find("llama-3.2-1b").expect("preset");
+    let mut s = headroom_web::state::AppState::for_model(p.model());
+    s.model.id = "custom".into();
+    s.model.name = "deep".into();
+    let Architecture::Decoder(d) = &mut s.model.arch else {
+        panic!("a decoder")
+    };
+    d.num_layers = 1024;
+    s.workload.seq_len = 128;
+    s.workload.inference.new_tokens = 2048;
+    let started = perf::now();
+    let page = Page::open(&s.to_query()).await;
+    let open_ms = perf::now() - started;
+    assert!(page.find("url-note").is_none(), "{}", page.text("url-note"));
+    let mut longest_gap: f64 = 0.0;
+    let mut last = perf::now();
+    let until = last + 4000.0;
+    while perf::now() < until {
+        sleep(20).await;
+        longest_gap = longest_gap.max(perf::now() - last);
+        last = perf::now();
+    }
+    console_log!(
+        "a 1,024-layer model generating 2,048 tokens: opened in {open_ms:.0} ms, longest wait between polls {longest_gap:.0} ms"
+    );
+    assert!(open_ms < 1500.0, "the page took {open_ms:.0} ms to open");
+    assert!(
+        longest_gap < 500.0,
+        "the page's thread was held for {longest_gap:.0} ms"
+    );
+    assert!(page.find("point-pending").is_some(), "no pending note");
+    assert!(
+        page.text("curve-progress").contains("Computing the curve"),
+        "{}",
+        page.text("curve-progress")
+    );
+    assert!(!page.fit_done());
+    assert_sane_figures(&page);
+    // A quick job: its estimate and curve replace the slow ones.
+    page.choose("preset", "gpt2");
+    page.type_in("new-tokens", "16");
+    wait_until("the quick estimate", || {
+        page.find("point-pending").is_none() && !page.text("peak-total").is_empty()
+    })
+    .await;
+    for _ in 0..1500 {
+        if page.find("curve-progress").is_none() && page.chart_attr("data-points") == 256 {
+            break;
+        }
+        sleep(20).await;
+    }
+    assert_eq!(page.chart_attr("data-points"), 256);
+    page.fit_table().await;
+    assert_sane_figures(&page);
 }

@@ -36,6 +36,13 @@ pub const SYNC_FIRST_CURVE_MS: f64 = 250.0;
 /// one (a million new tokens replays for seconds) never freezes the page.
 pub const SYNC_POINT_MAX_DECODE_STEPS: u32 = 2048;
 
+/// A job whose replay [`replay_cost`] puts above this many microseconds
+/// is computed off the page's thread: its estimate, its GPU table and
+/// every point of its curve go to workers. (The presets' default jobs cost
+/// well under a tenth of it; a custom architecture of a thousand layers, a
+/// long generation or a long recycling fold costs more.)
+pub const SYNC_MAX_COST_US: f64 = 50_000.0;
+
 /// A task of the GPU table's computation on the page's thread holds it
 /// about this long at most (plus one estimate), then hands it back.
 pub const FIT_TASK_MS: f64 = 30.0;
@@ -109,12 +116,55 @@ pub fn jobs_for_change(before: &AppState, after: &AppState, runtime_changed: boo
     }
 }
 
-/// A long generation replays every decode step (a million new tokens take
-/// seconds): its estimate and GPU table come from a worker.
-pub fn is_slow(w: &Workload) -> bool {
-    w.mode == Mode::Inference
+/// About how long one replay of `w` on `arch` takes natively, in
+/// microseconds, erring long: the replay's time follows how many layers it
+/// passes through (not how large they are). Measured with the replay's
+/// shortcuts on (training stops at its steady state after about three
+/// steps; a decode step replays one layer in full and the others' caches):
+/// a layer's forward pass costs up to 20 µs (a decoder's 30), its training
+/// step up to 200 µs, a decode step 1.5 µs per layer, an ESMFold block
+/// 20 µs per recycle (it only folds); mixtures of experts and sharded jobs
+/// about twice as much.
+pub fn replay_cost(arch: &Architecture, w: &Workload) -> f64 {
+    let training = w.mode == Mode::Training;
+    let per_layer = |forward: f64| if training { 200.0 } else { forward };
+    let generates = !training && w.inference.kind == InferenceKind::Generate;
+    let cost = match arch {
+        Architecture::Decoder(d) => {
+            let layers = f64::from(d.num_layers) * if d.moe.is_some() { 2.0 } else { 1.0 };
+            let decode = if generates {
+                layers * f64::from(w.inference.new_tokens) * 1.5
+            } else {
+                0.0
+            };
+            layers * per_layer(30.0) + decode
+        }
+        Architecture::Encoder(e) => f64::from(e.num_layers) * per_layer(20.0),
+        Architecture::Vit(v) => f64::from(v.num_layers) * per_layer(20.0),
+        Architecture::EsmFold(f) => {
+            let recycles = w.esmfold.num_recycles.unwrap_or(f.max_recycles);
+            let trunk = f64::from(f.trunk_blocks) * (1.0 + f64::from(recycles));
+            (f64::from(f.stem.num_layers) + trunk + f64::from(f.structure_blocks)) * 20.0
+        }
+        Architecture::Cnn(headroom_core::arch::CnnArch::ResNet { blocks, .. }) => {
+            blocks.iter().map(|&b| f64::from(b)).sum::<f64>() * per_layer(20.0)
+        }
+        Architecture::Cnn(_) => 17.0 * per_layer(20.0),
+    };
+    let sharded = if w.parallel.is_single() { 1.0 } else { 2.0 };
+    cost * sharded
+}
+
+/// A job too slow to replay on the page's thread: a generation of more
+/// than [`SYNC_POINT_MAX_DECODE_STEPS`] new tokens (a million take
+/// seconds), or any job whose [`replay_cost`] passes [`SYNC_MAX_COST_US`]
+/// (a custom model of a thousand layers). Its estimate, GPU table and
+/// curve come from workers.
+pub fn is_slow(arch: &Architecture, w: &Workload) -> bool {
+    let long_generation = w.mode == Mode::Inference
         && w.inference.kind == InferenceKind::Generate
-        && w.inference.new_tokens > SYNC_POINT_MAX_DECODE_STEPS
+        && w.inference.new_tokens > SYNC_POINT_MAX_DECODE_STEPS;
+    long_generation || replay_cost(arch, w) > SYNC_MAX_COST_US
 }
 
 /// Whether the first curve is computed before the first paint, given how
@@ -144,10 +194,15 @@ pub enum PointPlan {
 /// The plan for the estimate of `w`; `first_run` on the page's first run,
 /// `computed_before_paint` when a quick first estimate was computed before
 /// the first paint (a slow one, a shared link to a long generation, is not).
-pub fn point_plan(first_run: bool, computed_before_paint: bool, w: &Workload) -> PointPlan {
+pub fn point_plan(
+    first_run: bool,
+    computed_before_paint: bool,
+    arch: &Architecture,
+    w: &Workload,
+) -> PointPlan {
     if first_run && computed_before_paint {
         PointPlan::Keep
-    } else if is_slow(w) {
+    } else if is_slow(arch, w) {
         PointPlan::Worker
     } else {
         PointPlan::Here
@@ -166,11 +221,11 @@ pub enum FitPlan {
     Worker,
 }
 
-/// The plan for the GPU table of `w`.
-pub fn fit_plan(point_pending: bool, w: &Workload) -> FitPlan {
+/// The plan for the GPU table of `w` on `arch`.
+pub fn fit_plan(point_pending: bool, arch: &Architecture, w: &Workload) -> FitPlan {
     if point_pending {
         FitPlan::WaitForPoint
-    } else if is_slow(w) {
+    } else if is_slow(arch, w) {
         FitPlan::Worker
     } else {
         FitPlan::Steps
@@ -374,29 +429,68 @@ mod tests {
     /// are computed here; the estimate before the first paint stands.
     #[test]
     fn long_generations_go_to_a_worker() {
-        let mut w = llama().workload;
-        assert!(!is_slow(&w));
-        assert_eq!(point_plan(true, true, &w), PointPlan::Keep);
-        assert_eq!(point_plan(false, true, &w), PointPlan::Here);
-        assert_eq!(fit_plan(false, &w), FitPlan::Steps);
-        assert_eq!(fit_plan(true, &w), FitPlan::WaitForPoint);
+        let s = llama();
+        let a = &s.model.arch;
+        let mut w = s.workload;
+        assert!(!is_slow(a, &w));
+        assert_eq!(point_plan(true, true, a, &w), PointPlan::Keep);
+        assert_eq!(point_plan(false, true, a, &w), PointPlan::Here);
+        assert_eq!(fit_plan(false, a, &w), FitPlan::Steps);
+        assert_eq!(fit_plan(true, a, &w), FitPlan::WaitForPoint);
         w.inference.new_tokens = SYNC_POINT_MAX_DECODE_STEPS;
-        assert!(!is_slow(&w));
+        assert!(!is_slow(a, &w));
         w.inference.new_tokens = SYNC_POINT_MAX_DECODE_STEPS + 1;
-        assert!(is_slow(&w));
+        assert!(is_slow(a, &w));
         // A shared link to a long generation: the first estimate comes
         // from a worker after the first paint.
-        assert_eq!(point_plan(true, false, &w), PointPlan::Worker);
-        assert_eq!(point_plan(false, true, &w), PointPlan::Worker);
-        assert_eq!(fit_plan(false, &w), FitPlan::Worker);
-        assert_eq!(fit_plan(true, &w), FitPlan::WaitForPoint);
+        assert_eq!(point_plan(true, false, a, &w), PointPlan::Worker);
+        assert_eq!(point_plan(false, true, a, &w), PointPlan::Worker);
+        assert_eq!(fit_plan(false, a, &w), FitPlan::Worker);
+        assert_eq!(fit_plan(true, a, &w), FitPlan::WaitForPoint);
         // One forward pass or training runs no decode step.
         let mut forward = w.clone();
         forward.inference.kind = InferenceKind::Forward;
-        assert!(!is_slow(&forward));
+        assert!(!is_slow(a, &forward));
         let mut training = w;
         training.mode = Mode::Training;
-        assert!(!is_slow(&training));
+        assert!(!is_slow(a, &training));
+    }
+
+    /// Every preset's own job, trained or generating a few hundred tokens,
+    /// is computed on the page's thread; a custom model of a thousand
+    /// layers, a long generation of a deep model or a long fold is not.
+    #[test]
+    fn huge_jobs_go_to_workers_and_the_presets_stay_here() {
+        use headroom_core::arch::Architecture;
+        for p in presets::all() {
+            let s = AppState::for_model(p.model());
+            assert!(!is_slow(&p.arch, &s.workload), "{}", p.id);
+            let mut w = s.workload.clone();
+            w.mode = Mode::Training;
+            w.training.steps = 1000;
+            assert!(!is_slow(&p.arch, &w), "{} training", p.id);
+        }
+        let s = llama();
+        let mut w = s.workload.clone();
+        w.inference.new_tokens = 1024;
+        assert!(!is_slow(&s.model.arch, &w));
+        let mut deep = s.model.arch.clone();
+        let Architecture::Decoder(d) = &mut deep else {
+            panic!("a decoder")
+        };
+        d.num_layers = 1024;
+        assert!(is_slow(&deep, &s.workload));
+        w.mode = Mode::Training;
+        assert!(is_slow(&deep, &w));
+        let big = presets::find("llama-3.1-405b").unwrap();
+        let mut w = AppState::for_model(big.model()).workload;
+        w.inference.new_tokens = 1024;
+        assert!(is_slow(&big.arch, &w));
+        let fold = presets::find("esmfold-v1").unwrap();
+        let mut w = AppState::for_model(fold.model()).workload;
+        assert!(!is_slow(&fold.arch, &w));
+        w.esmfold.num_recycles = Some(64);
+        assert!(is_slow(&fold.arch, &w));
     }
 
     #[test]

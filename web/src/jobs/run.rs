@@ -48,7 +48,7 @@ pub fn first_point(
     state: RwSignal<AppState>,
     runtime: Memo<RuntimeProfile>,
 ) -> (RwSignal<Result<Estimate, String>>, RwSignal<bool>) {
-    let slow = state.with_untracked(|s| is_slow(&s.workload));
+    let slow = state.with_untracked(|s| is_slow(&s.model.arch, &s.workload));
     let point = if slow {
         Err(String::new())
     } else {
@@ -61,7 +61,8 @@ pub fn first_point(
 }
 
 /// The first curve before the first paint, when it is quick (most take
-/// tens of ms, judged by its first point); `curve_for` says whether it was.
+/// tens of ms, judged by its first point; a slow job's is not even tried);
+/// `curve_for` says whether it was.
 #[allow(clippy::type_complexity)]
 pub fn first_curve(
     curve_key: Memo<CurveKey>,
@@ -72,6 +73,9 @@ pub fn first_curve(
 ) {
     let rt = runtime.get_untracked();
     let first = curve_key.with_untracked(|(arch, w, view)| {
+        if is_slow(arch, w) {
+            return None;
+        }
         let lengths = view_lengths(view, CURVE_POINTS);
         let started = perf::now();
         let _ = crate::curve::estimate_lengths(arch, w, &rt, &lengths[..1.min(lengths.len())]);
@@ -118,7 +122,7 @@ fn point_job(page: PageContext) {
                 point_pending.set(false);
             }
         };
-        match point_plan(previous.is_none(), computed_before_paint, &w) {
+        match point_plan(previous.is_none(), computed_before_paint, &arch, &w) {
             PointPlan::Keep => {}
             PointPlan::Here => land(estimate(&arch, &w, &rt).map_err(|e| e.to_string())),
             PointPlan::Worker => {
@@ -209,7 +213,7 @@ fn fit_job(page: PageContext) {
         let ticket = runs.start();
         // The table needs the estimate at the chosen length: it waits for
         // one still being computed (this effect runs again when it lands).
-        let plan = fit_plan(point_pending.get(), &w);
+        let plan = fit_plan(point_pending.get(), &arch, &w);
         fit_pending.set(true);
         if plan == FitPlan::WaitForPoint {
             return;
