@@ -517,7 +517,8 @@ pub fn markdown(report: &Report, files: &[String]) -> String {
 
 /// The core's error-band table (`core/src/uncertainty/measured.rs`): the
 /// lowest and highest error of each family, mode and strategy among the
-/// compared cases, and over every case (`"any"`), as Rust source.
+/// compared cases (the central 95% of groups of 40 cases or more), and
+/// over every case (`"any"`), as Rust source.
 pub fn bands_source(report: &Report, files: &[String]) -> String {
     let mut groups: Vec<(&'static str, Mode, Strategy, Vec<f64>)> = Vec::new();
     for r in &report.rows {
@@ -555,9 +556,15 @@ pub fn bands_source(report: &Report, files: &[String]) -> String {
         Strategy::Zero1 => "Zero1",
         Strategy::Tp => "Tp",
     };
-    for (family, mode, strategy, errors) in &groups {
-        let lowest = errors.iter().copied().fold(f64::INFINITY, f64::min);
-        let highest = errors.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    for (family, mode, strategy, errors) in &mut groups {
+        // The central 95% of the errors: a group of 40 cases or more sets
+        // aside its most extreme 2.5% at each end (the range's coverage,
+        // which `check` prints, is then about 95% rather than all by
+        // construction); a smaller group keeps its extremes.
+        errors.sort_by(f64::total_cmp);
+        let set_aside = errors.len() * 25 / 1000;
+        let lowest = errors[set_aside];
+        let highest = errors[errors.len() - 1 - set_aside];
         let _ = writeln!(
             out,
             "    ErrorBand {{\n        family: \"{family}\",\n        mode: Mode::{},\n        strategy: Strategy::{},\n        cases: {},\n        lowest: {:.4},\n        highest: {:.4},\n    }},",

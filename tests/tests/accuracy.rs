@@ -410,3 +410,37 @@ fn several_gpu_cases_meet_the_bounds() {
         }
     }
 }
+
+/// The real-job suite (`measurements/real-jobs/measured.jsonl`): nine jobs
+/// written the way users write them (HF `Trainer` with its fused AdamW,
+/// Lightning, timm, `generate()`, sentence embeddings), measured through
+/// `calibration-collector run --cmd`. Two misses are known and named: BERT
+/// embeddings (-10.6%: `BertModel` keeps its embedding output through the
+/// encoder, and a later layer opens a third segment) and timm ResNet-50 in
+/// NCHW (-7.0%: two more cached segments of about 300 MiB whose cause is
+/// not found). Every other job within 3.5%.
+#[test]
+fn real_jobs_meet_the_bounds() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../measurements/real-jobs/measured.jsonl");
+    let text = std::fs::read_to_string(path).expect("measurements/real-jobs/measured.jsonl");
+    let (rows, skipped) = compare_file(&text);
+    assert!(skipped.is_empty(), "skipped: {skipped:?}");
+    assert_eq!(rows.len(), 9);
+    let known = ["embed_bert_b64_L512", "timm_resnet50_b128_r224"];
+    for r in &rows {
+        let limit = if known.contains(&r.case.as_str()) {
+            11.0
+        } else {
+            3.5
+        };
+        assert!(
+            r.error().abs() * 100.0 <= limit,
+            "{}: {:+.1}% (limit {limit}%)",
+            r.case,
+            r.error() * 100.0
+        );
+    }
+    let all: Vec<&Compared> = rows.iter().collect();
+    check_bounds("real jobs", &all, 1.5, 11.0, 2);
+}

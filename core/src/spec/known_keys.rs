@@ -169,37 +169,54 @@ pub fn unknown_key<'a>(prefix: &str, key: &str, known: impl Iterator<Item = &'a 
     )
 }
 
-/// The known key nearest to `key` by edit distance, if it is near enough
-/// to be a misspelling: at most a third of the longer word's letters (and
-/// at least 2) differ, or one is the other with a suffix (`grad_checkpoint`).
+/// The known key nearest to `key` by edit distance (a swap of two
+/// neighbouring letters counts as one edit), if it is near enough to be a
+/// misspelling: one edit for words of up to four letters, else at most a
+/// third of the longer word's letters (and at least 2), or one is the
+/// other with a suffix (`grad_checkpoint`). Ties go to the key of the same
+/// length.
 pub fn closest<'a>(key: &str, known: &[&'a str]) -> Option<&'a str> {
     let lower = key.to_ascii_lowercase();
+    let len = lower.chars().count();
     known
         .iter()
         .map(|k| (edit_distance(&lower, k), *k))
         .filter(|(d, k)| {
-            let longer = lower.chars().count().max(k.chars().count());
-            *d <= (longer / 3).max(2)
+            let longer = len.max(k.chars().count());
+            let allowed = if longer <= 4 { 1 } else { (longer / 3).max(2) };
+            *d <= allowed
                 || (lower.len() >= 4 && (k.starts_with(lower.as_str()) || lower.starts_with(k)))
         })
-        .min_by_key(|(d, _)| *d)
+        .min_by_key(|(d, k)| (*d, k.chars().count().abs_diff(len)))
         .map(|(_, k)| k)
 }
 
-/// Levenshtein distance in characters.
+/// Edit distance in characters: insertions, deletions, substitutions and
+/// swaps of two neighbouring characters (optimal string alignment).
 fn edit_distance(a: &str, b: &str) -> usize {
+    let a: Vec<char> = a.chars().collect();
     let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut diagonal = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let substitute = diagonal + usize::from(ca != *cb);
-            diagonal = row[j + 1];
-            row[j + 1] = substitute.min(row[j] + 1).min(row[j + 1] + 1);
+    let width = b.len() + 1;
+    let mut d: Vec<usize> = alloc::vec![0; (a.len() + 1) * width];
+    for (i, row) in d.chunks_mut(width).enumerate() {
+        row[0] = i;
+    }
+    for (j, cell) in d.iter_mut().take(width).enumerate() {
+        *cell = j;
+    }
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            let mut best = (d[(i - 1) * width + j] + 1)
+                .min(d[i * width + j - 1] + 1)
+                .min(d[(i - 1) * width + j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                best = best.min(d[(i - 2) * width + j - 2] + 1);
+            }
+            d[i * width + j] = best;
         }
     }
-    row[b.len()]
+    d[a.len() * width + b.len()]
 }
 
 #[cfg(test)]
@@ -217,6 +234,14 @@ mod tests {
         assert_eq!(closest("alocator", RUNTIME), Some("allocator"));
         assert_eq!(closest("Batch", WORKLOAD), Some("batch"));
         assert_eq!(closest("worldsize", PARALLEL), Some("world_size"));
+    }
+
+    #[test]
+    fn swapped_letters_are_one_edit_and_short_words_need_a_close_match() {
+        assert_eq!(edit_distance("modle", "model"), 1);
+        assert_eq!(closest("modle", SPEC), Some("model"));
+        assert_eq!(closest("mdoe", WORKLOAD), Some("mode"));
+        assert_eq!(closest("foo", &["from", "mode"]), None);
     }
 
     #[test]
