@@ -76,7 +76,8 @@ pub fn run(args: &GpusArgs) -> Result<String> {
     // The reservation covers the likely range's high end on the measured
     // card (the runtime's, the H200's).
     let range = likely_range(arch, w, peak.driver_peak, peak.outside_allocator, true);
-    let reservation = search::reservation(range.high.0, args.margin_percent);
+    let reservation =
+        search::range_reservation(arch, w, rt, peak.driver_peak.0, args.margin_percent);
     let length = if arch.is_vision() { "image" } else { "seq_len" };
     let mut out = String::new();
     let ranks = parallel_args::per_rank(w).map_or_else(String::new, |r| format!(" {r}"));
@@ -154,7 +155,7 @@ pub fn run(args: &GpusArgs) -> Result<String> {
             );
         }
         for (strategy, p) in &peaks {
-            let cap = fewest_capacity(f.gpu, arch, w, rt, *strategy, args.margin_percent);
+            let cap = search::strategy_capacity(f.gpu, arch, w, rt, *strategy, args.margin_percent);
             let _ = write!(out, " {:>12}", opt(search::fewest_gpus(p, cap)));
         }
         out.push('\n');
@@ -197,21 +198,6 @@ pub fn run(args: &GpusArgs) -> Result<String> {
     Ok(out)
 }
 
-/// The bytes of `gpu` one rank's peak may reach when the job is spread
-/// with `strategy` ([`search::decision_capacity`] of the job on two cards:
-/// the strategy's likely range).
-pub fn fewest_capacity(
-    gpu: &headroom_core::gpus::Gpu,
-    arch: &Architecture,
-    workload: &Workload,
-    runtime: &RuntimeProfile,
-    strategy: Strategy,
-    margin_percent: u32,
-) -> u64 {
-    let spread = search::on_gpus(workload, strategy, 2);
-    search::decision_capacity(gpu, arch, &spread, runtime, margin_percent)
-}
-
 /// One rank's peak at each GPU count tried ([`search::rank_peaks`]).
 type RankPeaks = Vec<(u32, Option<u64>)>;
 
@@ -230,7 +216,9 @@ fn fewest_cards_peaks(
             .map(|&s| {
                 let smallest = CATALOG
                     .iter()
-                    .map(|g| fewest_capacity(g, arch, workload, runtime, s, margin_percent))
+                    .map(|g| {
+                        search::strategy_capacity(g, arch, workload, runtime, s, margin_percent)
+                    })
                     .min()
                     .unwrap_or(0);
                 scope.spawn(move || {

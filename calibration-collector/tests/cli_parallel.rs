@@ -7,7 +7,6 @@
 mod common;
 
 use calibration_collector::cases::Status;
-use calibration_collector::gpus_cmd;
 use calibration_collector::parallel_run::{self, ParallelPoint};
 use calibration_collector::probe::nccl_from_results;
 use calibration_collector::run::RunArgs;
@@ -214,7 +213,7 @@ fn gpus_gives_the_fewest_cards_per_strategy() {
         [Strategy::Ddp, Strategy::Zero1, Strategy::Fsdp2]
     );
     // Within each card's capacity for the strategy's likely range.
-    let capacity = |gpu, s| gpus_cmd::fewest_capacity(gpu, arch, w, rt, s, 0);
+    let capacity = |gpu, s| headroom_core::search::strategy_capacity(gpu, arch, w, rt, s, 0);
     let peaks: Vec<_> = strategies
         .iter()
         .map(|&s| {

@@ -542,6 +542,43 @@ pub fn decision_capacity(
     ((usable - widening).max(0.0) * (1.0 + lowest)) as u64
 }
 
+/// [`decision_capacity`] for one rank of the job spread with `strategy`
+/// (the strategy's likely range: the job on two cards), for the fewest
+/// cards a job needs.
+pub fn strategy_capacity(
+    gpu: &crate::gpus::Gpu,
+    arch: &Architecture,
+    workload: &Workload,
+    runtime: &RuntimeProfile,
+    strategy: Strategy,
+    margin_percent: u32,
+) -> u64 {
+    let spread = on_gpus(workload, strategy, 2);
+    decision_capacity(gpu, arch, &spread, runtime, margin_percent)
+}
+
+/// The reservation to request for a job whose prediction is
+/// `driver_peak`: the likely range's high end (on the measured card) plus
+/// `margin_percent`, rounded up to a whole MiB ([`reservation`]).
+pub fn range_reservation(
+    arch: &Architecture,
+    workload: &Workload,
+    runtime: &RuntimeProfile,
+    driver_peak: u64,
+    margin_percent: u32,
+) -> u64 {
+    let libraries = crate::families::libraries(arch, workload, runtime);
+    let outside = crate::runtime::outside_allocator(runtime, libraries);
+    let range = crate::uncertainty::likely_range(
+        arch,
+        workload,
+        crate::bytes::Bytes(driver_peak),
+        crate::bytes::Bytes(outside),
+        true,
+    );
+    reservation(range.high.0, margin_percent)
+}
+
 /// Whether `gpu`'s overheads were measured (the H200's are; the runtime's
 /// defaults come from it).
 pub fn is_measured_card(gpu: &crate::gpus::Gpu) -> bool {
