@@ -10,8 +10,9 @@ pub const DEFAULT_PRESET: &str = "llama-3.1-8b";
 /// Points on the main curve.
 pub const CURVE_POINTS: usize = 256;
 
-/// The fragmentation margin the GPU-fit table starts with, in percent.
-pub const DEFAULT_MARGIN_PCT: u32 = 10;
+/// The margin the GPU-fit table starts with, in percent, on top of the
+/// likely range's high end (which already holds the measured errors).
+pub const DEFAULT_MARGIN_PCT: u32 = 0;
 
 /// Largest fragmentation margin accepted, in percent.
 pub const MAX_MARGIN_PCT: u32 = 100;

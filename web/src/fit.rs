@@ -4,8 +4,9 @@
 //! The searches are the core's (`search::LargestSearch` probing
 //! `search::fits_at`, as `search::max_length` and `search::max_batch` do),
 //! run one estimate at a time so the page can hand control back between
-//! them; the only arithmetic here applies the user's fragmentation margin,
-//! which is a scheduling policy, not a model of memory.
+//! them. A card fits when the likely range's high end, plus the user's
+//! margin, is within it: the core's `search::decision_capacity` (and
+//! `strategy_capacity` for the fewest cards), as the command line decides.
 //!
 //! The fewest cards a job needs with each strategy the core offers
 //! (`search::strategies_for`) come from one rank's peaks at 1 to 256 GPUs,
@@ -19,25 +20,27 @@ use headroom_core::estimate::{estimate_with, EstimateOptions};
 use headroom_core::gpus::{Gpu, CATALOG};
 use headroom_core::parallel::Strategy;
 use headroom_core::search::{
-    fewest_gpus, fits_at, on_gpus, rank_peaks, strategies_for, Axis, LargestSearch, GPU_COUNTS,
+    decision_capacity, fewest_gpus, fits_at, on_gpus, rank_peaks, strategies_for,
+    strategy_capacity, Axis, LargestSearch, GPU_COUNTS,
 };
 use headroom_core::workload::Workload;
 use headroom_core::{Bytes, RuntimeProfile};
 
 /// The reservation a scheduler should request for a job whose driver-level
-/// peak is `driver_peak`: the peak plus `margin_pct` percent, rounded up to
-/// a whole MiB.
-pub fn reservation(driver_peak: Bytes, margin_pct: u32) -> Bytes {
-    Bytes(headroom_core::search::reservation(
-        driver_peak.0,
-        margin_pct,
-    ))
-}
-
-/// Device memory a job may plan for on a card once the margin is set aside:
-/// `usable / (1 + margin)`.
-pub fn capacity(usable: u64, margin_pct: u32) -> u64 {
-    (usable as u128 * 100 / (100 + margin_pct as u128)) as u64
+/// peak is `driver_peak`: the likely range's high end plus `margin_pct`
+/// percent, rounded up to a whole MiB (`search::range_reservation`).
+pub fn reservation(
+    arch: &Architecture,
+    workload: &Workload,
+    runtime: &RuntimeProfile,
+    driver_peak: Option<Bytes>,
+    margin_pct: u32,
+) -> Option<Bytes> {
+    driver_peak.map(|p| {
+        Bytes(headroom_core::search::range_reservation(
+            arch, workload, runtime, p.0, margin_pct,
+        ))
+    })
 }
 
 /// How many jobs of `reservation` bytes run side by side in `usable` bytes.
@@ -68,11 +71,23 @@ pub struct FitRow {
 /// (`search::rank_peaks`), or the core's message.
 pub type FewestPeaks = Vec<(Strategy, Result<Vec<(u32, Option<u64>)>, String>)>;
 
-/// Where the peaks of [`FewestPeaks`] stop: the smallest catalog card's
-/// capacity once the margin is set aside (no card needs more GPUs).
-pub fn stop_below(margin_pct: u32) -> u64 {
-    let smallest = CATALOG.iter().map(|g| g.usable_bytes).min().unwrap_or(0);
-    capacity(smallest, margin_pct)
+/// Where the peaks of [`FewestPeaks`] stop: the smallest capacity any
+/// catalog card leaves one rank with any strategy (no card needs more GPUs).
+pub fn stop_below(
+    arch: &Architecture,
+    workload: &Workload,
+    runtime: &RuntimeProfile,
+    margin_pct: u32,
+) -> u64 {
+    strategies_for(arch, workload)
+        .into_iter()
+        .flat_map(|s| {
+            CATALOG
+                .iter()
+                .map(move |g| strategy_capacity(g, arch, workload, runtime, s, margin_pct))
+        })
+        .min()
+        .unwrap_or(0)
 }
 
 /// The peaks of every strategy the core offers for the job, all at once.
@@ -85,30 +100,45 @@ pub fn fewest_peaks(
     strategies_for(arch, workload)
         .into_iter()
         .map(|strategy| {
-            let peaks = rank_peaks(arch, workload, runtime, strategy, stop_below(margin_pct))
-                .map_err(|e| e.to_string());
+            let stop = stop_below(arch, workload, runtime, margin_pct);
+            let peaks =
+                rank_peaks(arch, workload, runtime, strategy, stop).map_err(|e| e.to_string());
             (strategy, peaks)
         })
         .collect()
 }
 
-/// The fewest cards of `gpu` per strategy, from the table's peaks.
+/// The fewest cards per strategy, from the table's peaks, within what
+/// `capacity(strategy)` gives one rank of a card.
 pub fn fewest_for(
     peaks: &FewestPeaks,
-    gpu: &Gpu,
-    margin_pct: u32,
+    capacity: impl Fn(Strategy) -> u64,
 ) -> Vec<(Strategy, Result<Option<u32>, String>)> {
-    let cap = capacity(gpu.usable_bytes, margin_pct);
     peaks
         .iter()
         .map(|(strategy, peaks)| {
             let answer = peaks
                 .as_ref()
-                .map(|p| fewest_gpus(p, cap))
+                .map(|p| fewest_gpus(p, capacity(*strategy)))
                 .map_err(Clone::clone);
             (*strategy, answer)
         })
         .collect()
+}
+
+/// [`fewest_for`] on `gpu` within the likely range's high end plus the
+/// margin ([`strategy_capacity`]).
+pub fn fewest_on(
+    peaks: &FewestPeaks,
+    gpu: &Gpu,
+    arch: &Architecture,
+    workload: &Workload,
+    runtime: &RuntimeProfile,
+    margin_pct: u32,
+) -> Vec<(Strategy, Result<Option<u32>, String>)> {
+    fewest_for(peaks, |s| {
+        strategy_capacity(gpu, arch, workload, runtime, s, margin_pct)
+    })
 }
 
 /// [`fewest_peaks`] one estimate per [`PeaksSearch::step`]: the same
@@ -124,10 +154,15 @@ pub struct PeaksSearch {
 
 impl PeaksSearch {
     /// The search for the job's strategies.
-    pub fn new(arch: &Architecture, workload: &Workload, margin_pct: u32) -> PeaksSearch {
+    pub fn new(
+        arch: &Architecture,
+        workload: &Workload,
+        runtime: &RuntimeProfile,
+        margin_pct: u32,
+    ) -> PeaksSearch {
         PeaksSearch {
             strategies: strategies_for(arch, workload),
-            stop_below: stop_below(margin_pct),
+            stop_below: stop_below(arch, workload, runtime, margin_pct),
             done: Vec::new(),
             current: Vec::new(),
         }
@@ -177,7 +212,7 @@ pub fn rows(
         .iter()
         .map(|gpu| {
             let mut r = row(gpu, arch, workload, runtime, driver_peak, margin_pct);
-            r.fewest = fewest_for(&peaks, gpu, margin_pct);
+            r.fewest = fewest_on(&peaks, gpu, arch, workload, runtime, margin_pct);
             r
         })
         .collect()
@@ -193,7 +228,7 @@ pub fn row(
     driver_peak: Option<Bytes>,
     margin_pct: u32,
 ) -> FitRow {
-    let mut search = RowSearch::new(gpu, arch, driver_peak, margin_pct);
+    let mut search = RowSearch::new(gpu, arch, workload, runtime, driver_peak, margin_pct);
     loop {
         if let Some(row) = search.step(arch, workload, runtime) {
             return row;
@@ -220,13 +255,15 @@ impl RowSearch {
     pub fn new(
         gpu: &'static Gpu,
         arch: &Architecture,
+        workload: &Workload,
+        runtime: &RuntimeProfile,
         driver_peak: Option<Bytes>,
         margin_pct: u32,
     ) -> RowSearch {
         RowSearch {
             gpu,
-            capacity: capacity(gpu.usable_bytes, margin_pct),
-            reservation: driver_peak.map(|p| reservation(p, margin_pct)),
+            capacity: decision_capacity(gpu, arch, workload, runtime, margin_pct),
+            reservation: reservation(arch, workload, runtime, driver_peak, margin_pct),
             length: LargestSearch::new(Axis::Length.limit(arch)),
             batch: LargestSearch::new(Axis::Batch.limit(arch)),
             length_error: None,
@@ -277,20 +314,25 @@ mod tests {
     use headroom_core::bytes::MIB;
 
     #[test]
-    fn reservation_adds_the_margin_and_rounds_up_to_a_mib() {
-        assert_eq!(reservation(Bytes(0), 10), Bytes(0));
-        assert_eq!(reservation(Bytes(1), 0), Bytes(MIB));
-        assert_eq!(reservation(Bytes(10 * MIB), 10), Bytes(11 * MIB));
-        assert_eq!(reservation(Bytes(10 * MIB + 1), 0), Bytes(11 * MIB));
-        assert_eq!(reservation(Bytes(u64::MAX), 100), Bytes(u64::MAX));
+    fn reservation_is_the_likely_range_s_high_end_plus_the_margin() {
+        let p = headroom_core::presets::find("gpt2").unwrap();
+        let w = crate::defaults::workload_for(&p.arch);
+        let rt = RuntimeProfile::h200();
+        assert_eq!(reservation(&p.arch, &w, &rt, None, 10), None);
+        let plain = reservation(&p.arch, &w, &rt, Some(Bytes(10_000 * MIB)), 0).unwrap();
+        assert!(plain > Bytes(10_000 * MIB), "{plain}");
+        assert_eq!(plain.0 % MIB, 0);
+        let with_margin = reservation(&p.arch, &w, &rt, Some(Bytes(10_000 * MIB)), 10).unwrap();
+        assert!(
+            with_margin.0 >= plain.0 + plain.0 / 10 - MIB,
+            "{with_margin} {plain}"
+        );
     }
 
     #[test]
     fn jobs_and_capacity() {
         assert_eq!(jobs_per_card(100, Bytes(30)), 3);
         assert_eq!(jobs_per_card(100, Bytes(0)), 0);
-        assert_eq!(capacity(110, 10), 100);
-        assert_eq!(capacity(u64::MAX, 0), u64::MAX);
     }
 
     /// The row searched one estimate at a time finds what the core's own
@@ -304,7 +346,7 @@ mod tests {
             let w = crate::defaults::workload_for(&p.arch);
             for gpu in [&CATALOG[0], &CATALOG[CATALOG.len() - 1]] {
                 let r = row(gpu, &p.arch, &w, &rt, None, 10);
-                let cap = capacity(gpu.usable_bytes, 10);
+                let cap = decision_capacity(gpu, &p.arch, &w, &rt, 10);
                 let expect =
                     |x: Result<Option<u32>, headroom_core::Error>| x.map_err(|e| e.to_string());
                 assert_eq!(
@@ -335,10 +377,19 @@ mod tests {
             10,
         );
         assert_eq!(r.len(), CATALOG.len());
+        // The likely range's high end plus the 10% margin, as the core
+        // computes it.
         assert_eq!(
             r[0].reservation,
-            Some(Bytes(22_000_000_000u64.div_ceil(MIB) * MIB))
+            Some(Bytes(headroom_core::search::range_reservation(
+                &p.arch,
+                &w,
+                &RuntimeProfile::h200(),
+                20_000_000_000,
+                10
+            )))
         );
+        assert!(r[0].reservation > Some(Bytes(22_000_000_000)));
         assert_eq!(
             r[0].jobs,
             Some(CATALOG[0].usable_bytes / r[0].reservation.unwrap().0)
@@ -362,7 +413,7 @@ mod tests {
         rt: &RuntimeProfile,
         margin: u32,
     ) -> FewestPeaks {
-        let mut search = PeaksSearch::new(arch, w, margin);
+        let mut search = PeaksSearch::new(arch, w, rt, margin);
         let mut steps = 0;
         loop {
             if let Some(peaks) = search.step(arch, w, rt) {
@@ -407,7 +458,7 @@ mod tests {
                     .map(|s| {
                         (
                             s,
-                            rank_peaks(arch, w, &rt, s, stop_below(margin))
+                            rank_peaks(arch, w, &rt, s, stop_below(arch, w, &rt, margin))
                                 .map_err(|e| e.to_string()),
                         )
                     })
@@ -459,13 +510,10 @@ mod tests {
             ),
             (Strategy::Zero1, Err("`workload.seq_len`: too long".into())),
         ];
-        let card = |gb: u64| Gpu {
-            usable_bytes: gb * GIB,
-            ..CATALOG[0]
-        };
-        let big = card(140);
+        // A card's capacity for one rank: its usable bytes less the margin.
+        let card = |gb: u64, margin: u64| move |_: Strategy| gb * GIB * 100 / (100 + margin);
         assert_eq!(
-            fewest_for(&peaks, &big, 0),
+            fewest_for(&peaks, card(140, 0)),
             vec![
                 (Strategy::Tp, Ok(Some(2))),
                 (Strategy::Ddp, Ok(None)),
@@ -474,22 +522,19 @@ mod tests {
         );
         // 4 has no peak: a 40 GB card needs 8.
         assert_eq!(
-            fewest_for(&peaks, &card(40), 0)[0],
+            fewest_for(&peaks, card(40, 0))[0],
             (Strategy::Tp, Ok(Some(8)))
         );
         // The margin leaves 75 GiB of 80 short: 8 cards.
         assert_eq!(
-            fewest_for(&peaks, &card(80), 0)[0],
+            fewest_for(&peaks, card(80, 0))[0],
             (Strategy::Tp, Ok(Some(2)))
         );
         assert_eq!(
-            fewest_for(&peaks, &card(80), 10)[0],
+            fewest_for(&peaks, card(80, 10))[0],
             (Strategy::Tp, Ok(Some(8)))
         );
-        assert_eq!(
-            fewest_for(&peaks, &card(10), 0)[0],
-            (Strategy::Tp, Ok(None))
-        );
+        assert_eq!(fewest_for(&peaks, card(10, 0))[0], (Strategy::Tp, Ok(None)));
     }
 
     /// The whole table's rows carry each card's fewest cards per strategy,
@@ -501,12 +546,12 @@ mod tests {
         let (arch, mut w) = training("llama-3.2-1b", Precision::Bf16);
         w.seq_len = 1024;
         let table = rows(&arch, &w, &rt, None, 10);
-        let stop = stop_below(10);
+        let stop = stop_below(&arch, &w, &rt, 10);
         for r in &table {
-            let cap = capacity(r.gpu.usable_bytes, 10);
             let expect: Vec<_> = strategies_for(&arch, &w)
                 .into_iter()
                 .map(|s| {
+                    let cap = strategy_capacity(r.gpu, &arch, &w, &rt, s, 10);
                     (
                         s,
                         Ok(fewest_gpus(

@@ -315,13 +315,9 @@ pub fn encode_rows(rows: &[FitRow]) -> String {
         .collect()
 }
 
-/// Reads [`encode_rows`] back into the table for `driver_peak` and
-/// `margin_pct` (jobs per card and reservations need no estimate).
-pub fn decode_rows(
-    text: &str,
-    driver_peak: Option<Bytes>,
-    margin_pct: u32,
-) -> Result<Vec<FitRow>, String> {
+/// Reads [`encode_rows`] back into the table for the job's
+/// `reservation` (`fit::reservation`; jobs per card need no estimate).
+pub fn decode_rows(text: &str, reservation: Option<Bytes>) -> Result<Vec<FitRow>, String> {
     let field = |v: &str| match v {
         "-" => Some(Ok(None)),
         _ => match v.strip_prefix('!') {
@@ -348,7 +344,6 @@ pub fn decode_rows(
                 })
                 .collect::<Option<Vec<_>>>()
                 .ok_or("GPU table: malformed")?;
-            let reservation = driver_peak.map(|p| fit::reservation(p, margin_pct));
             Ok(FitRow {
                 gpu,
                 max_length: field(length).ok_or("GPU table: malformed")?,

@@ -486,7 +486,8 @@ pub async fn fit_rows(
         margin_pct,
     };
     let answer = ask_alone(&request, &wanted).await?;
-    Some(answer.and_then(|text| protocol::decode_rows(&text, driver_peak, margin_pct)))
+    let reservation = crate::fit::reservation(arch, workload, runtime, driver_peak, margin_pct);
+    Some(answer.and_then(|text| protocol::decode_rows(&text, reservation)))
 }
 
 fn note_fallback(e: String) {

@@ -666,7 +666,7 @@ async fn a_slow_gpu_table_is_computed_off_the_page_thread() {
 #[wasm_bindgen_test]
 async fn a_job_on_several_gpus_shows_per_rank_peaks_and_fewest_cards() {
     use headroom_core::gpus::CATALOG;
-    use headroom_web::fit::{fewest_for, fewest_peaks};
+    use headroom_web::fit::{fewest_on, fewest_peaks};
     let page = Page::open("model=llama-3.1-8b&mode=training&training.precision=bf16").await;
     page.curve_drawn().await;
     assert!(page.find("per-rank").is_none(), "one GPU: no per-rank note");
@@ -702,7 +702,8 @@ async fn a_job_on_several_gpus_shows_per_rank_peaks_and_fewest_cards() {
     let peaks = fewest_peaks(&state.model.arch, &state.workload, &rt, state.margin_pct);
     let mut cells = Vec::new();
     for gpu in CATALOG.iter() {
-        for (strategy, n) in fewest_for(&peaks, gpu, state.margin_pct) {
+        let (arch, w) = (&state.model.arch, &state.workload);
+        for (strategy, n) in fewest_on(&peaks, gpu, arch, w, &rt, state.margin_pct) {
             let expect = match n {
                 Ok(Some(n)) => n.to_string(),
                 Ok(None) => "—".to_string(),

@@ -1,4 +1,5 @@
-//! The GPU table: which GPUs fit, with the fragmentation margin.
+//! The GPU table: which GPUs fit (the likely range's high end, plus the
+//! user's margin, within the card), as the command line's `gpus` decides.
 
 use super::context::use_page;
 use super::fields::{number_field, parse_u32};
@@ -9,7 +10,7 @@ use headroom_core::search::GPU_COUNTS;
 use leptos::prelude::*;
 
 /// Per GPU: the longest length, the largest batch, jobs per card and the
-/// reservation, with the fragmentation margin.
+/// reservation, with the user's margin on top of the likely range.
 #[component]
 pub fn FitPanel() -> impl IntoView {
     let page = use_page();
@@ -37,7 +38,7 @@ pub fn FitPanel() -> impl IntoView {
     view! {
         <div class="panel fit">
             <h2>"Which GPUs fit"</h2>
-            {number_field("margin", "Fragmentation margin (%)", 0, MAX_MARGIN_PCT as u64,
+            {number_field("margin", "Extra margin (%)", 0, MAX_MARGIN_PCT as u64,
                 move || page.state.with(|s| s.margin_pct.to_string()),
                 move |t| {
                     let v = parse_u32("margin", t, 0, MAX_MARGIN_PCT as u64)?;
@@ -94,9 +95,9 @@ pub fn FitPanel() -> impl IntoView {
             </div>
             <p class="hint">
                 {move || format!(
-                    "Longest length and largest batch leave the {}% margin free; a scheduler should request the reservation per job (the peak plus {}%, whole MiB).{} Runtime figures: {}.",
+                    "A card fits when the estimate's likely range (the errors measured for such jobs; wider on cards whose overheads were not measured) plus {}% stays within it; a scheduler should request the reservation per job (the range's high end plus {}%, whole MiB).{} Runtime figures: {}.",
                     page.state.with(|s| s.margin_pct), page.state.with(|s| s.margin_pct),
-                    if strategies().is_empty() { "" } else { " Fewest cards: the fewest of that card (1, 2, 4, 8, then whole nodes up to 256) whose per-rank peak, at this per-GPU batch, leaves the margin free; — where none does." },
+                    if strategies().is_empty() { "" } else { " Fewest cards: the fewest of that card (1, 2, 4, 8, then whole nodes up to 256) whose per-rank range, at this per-GPU batch, fits the same way; — where none does." },
                     page.profile.with(|p| format::shown(&p.name, 80))
                 )}
             </p>

@@ -11,7 +11,7 @@
 //! - [`calibration`]: the calibration profile and its runtime figures;
 //! - [`chart`]: the curve, its settings, tooltip and exports;
 //! - [`breakdown`]: the estimate at the chosen length;
-//! - [`gpu_table`]: which GPUs fit, with the fragmentation margin.
+//! - [`gpu_table`]: which GPUs fit, from the likely range plus a margin.
 //!
 //! [`fields`] holds the labelled inputs the panels share.
 

@@ -16,7 +16,7 @@
 //! is not applied. The decisions here are plain functions, tested natively;
 //! `run` (wasm32) wires them to signals, timers and workers.
 
-use crate::fit::{fewest_for, FewestPeaks, FitRow, PeaksSearch, RowSearch};
+use crate::fit::{fewest_on, FewestPeaks, FitRow, PeaksSearch, RowSearch};
 use crate::state::{AppState, View};
 use headroom_core::arch::Architecture;
 use headroom_core::gpus::CATALOG;
@@ -290,7 +290,7 @@ impl FitTable {
         margin_pct: u32,
     ) -> FitTable {
         FitTable {
-            peaks_search: PeaksSearch::new(&arch, &workload, margin_pct),
+            peaks_search: PeaksSearch::new(&arch, &workload, &runtime, margin_pct),
             peaks: None,
             arch,
             workload,
@@ -326,11 +326,12 @@ impl FitTable {
             let Some(gpu) = CATALOG.get(self.rows.len()) else {
                 return FitProgress::Done(std::mem::take(&mut self.rows));
             };
-            let search = self
-                .search
-                .get_or_insert_with(|| RowSearch::new(gpu, &self.arch, self.peak, self.margin_pct));
-            if let Some(mut row) = search.step(&self.arch, &self.workload, &self.runtime) {
-                row.fewest = fewest_for(peaks, gpu, self.margin_pct);
+            let (arch, workload, runtime) = (&self.arch, &self.workload, &self.runtime);
+            let search = self.search.get_or_insert_with(|| {
+                RowSearch::new(gpu, arch, workload, runtime, self.peak, self.margin_pct)
+            });
+            if let Some(mut row) = search.step(arch, workload, runtime) {
+                row.fewest = fewest_on(peaks, gpu, arch, workload, runtime, self.margin_pct);
                 self.search = None;
                 self.rows.push(row);
             }

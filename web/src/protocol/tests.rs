@@ -128,7 +128,11 @@ fn a_fit_rows_request_gives_the_same_table() {
     };
     let peak = Some(Bytes(5_000_000_000));
     assert_eq!(
-        decode_rows(&answer(&request.to_json()), peak, 15).unwrap(),
+        decode_rows(
+            &answer(&request.to_json()),
+            fit::reservation(&i.arch, &i.workload, &i.runtime, peak, 15)
+        )
+        .unwrap(),
         fit::rows(&i.arch, &i.workload, &i.runtime, peak, 15)
     );
 }
@@ -150,7 +154,7 @@ fn a_fit_rows_request_gives_the_fewest_cards_of_every_strategy() {
         margin_pct: 10,
     };
     round_trips(&request);
-    let rows = decode_rows(&answer(&request.to_json()), None, 10).unwrap();
+    let rows = decode_rows(&answer(&request.to_json()), None).unwrap();
     assert_eq!(rows, fit::rows(&i.arch, &i.workload, &i.runtime, None, 10));
     let strategies: Vec<Strategy> = rows[0].fewest.iter().map(|(s, _)| *s).collect();
     assert_eq!(
@@ -282,12 +286,13 @@ fn rows_through_text_are_the_same_rows() {
         ),
     ];
     table[3].fewest = vec![(Strategy::Tp, Ok(Some(8)))];
-    let back = decode_rows(&encode_rows(&table), peak, 15).unwrap();
+    let reservation = fit::reservation(&i.arch, &i.workload, &i.runtime, peak, 15);
+    let back = decode_rows(&encode_rows(&table), reservation).unwrap();
     table[1].max_batch = Err("`workload.batch`: too large and more".to_string());
     table[2].fewest[2].1 = Err("`workload.seq_len`: a b=c".to_string());
     assert_eq!(back, table);
     let bad_strategy = encode_rows(&table).replacen("tp=8", "pp=8", 1);
-    assert!(decode_rows(&bad_strategy, peak, 15).is_err());
-    assert!(decode_rows("1\t2\n", peak, 15).is_err());
-    assert!(decode_rows(&"x\ty\n".repeat(CATALOG.len()), peak, 15).is_err());
+    assert!(decode_rows(&bad_strategy, reservation).is_err());
+    assert!(decode_rows("1\t2\n", reservation).is_err());
+    assert!(decode_rows(&"x\ty\n".repeat(CATALOG.len()), reservation).is_err());
 }
