@@ -89,3 +89,33 @@ fn the_spec_names_the_implementation_and_refuses_a_fused_adafactor() {
         "{err}"
     );
 }
+
+/// LoRA under `Trainer(bf16=True)`: fp32 adapters on a bf16 base under
+/// autocast, whose `lora_A` saves a bf16 copy of its input rather than the
+/// fp32 cast. Pinned to the H200 measurement of the Trainer's LoRA job
+/// (`measurements/real-jobs/`, `trainer_llama1b_lora_b4_L1024`: allocated
+/// peak 14,370,005,504 B).
+#[test]
+fn lora_under_autocast_saves_the_adapters_input_in_bf16() {
+    let spec = |precision: &str| {
+        Spec::from_json(&format!(
+            r#"{{"model": "llama-3.2-1b", "workload": {{"mode": "training", "batch": 4, "seq_len": 1024, "dtype": "bf16",
+                "training": {{"optimizer": "adamw", "implementation": "fused", "precision": "{precision}", "steps": 3, "use_cache": true,
+                "lora": {{"rank": 8, "alpha": 16, "target_modules": ["q_proj", "v_proj"]}}}}}}}}"#
+        ))
+        .unwrap()
+    };
+    let run = |s: Spec| estimate(&s.model.arch, &s.workload, &s.runtime).unwrap();
+    let autocast = run(spec("amp_bf16"));
+    let plain = run(spec("bf16"));
+    let measured = 14_370_005_504u64;
+    assert!(
+        autocast.allocated_peak.0.abs_diff(measured) < 1 << 20,
+        "{} vs {measured}",
+        autocast.allocated_peak.0
+    );
+    // Two adapters in each of 16 layers keep a 16 MiB bf16 input instead
+    // of a 32 MiB fp32 one.
+    let saved = plain.allocated_peak.0 - autocast.allocated_peak.0;
+    assert!(saved.abs_diff(2 * 16 * (16 << 20)) < 1 << 20, "{saved}");
+}

@@ -56,6 +56,9 @@ pub(super) fn train(g: &mut Graph, model: &Model, workload: &Workload, b: u64, s
             (Precision::Fp32, false) => Ctx::plain(FP32),
             _ => Ctx::plain(BF16),
         };
+        // LoRA's base is frozen in the workload's dtype; `amp_bf16` puts its
+        // fp32 adapters under autocast.
+        cx.lora_autocast = t.lora.is_some() && t.precision == Precision::AmpBf16;
         let call = Call {
             batch: b,
             tokens: s,

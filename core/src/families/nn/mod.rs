@@ -145,6 +145,10 @@ pub struct Ctx {
     /// The 2-byte activations are IEEE fp16 rather than bf16 (fp16
     /// inference), which some kernels treat differently.
     pub fp16: bool,
+    /// LoRA adapters (fp32) on a bf16 base under `torch.autocast(bfloat16)`
+    /// (`Trainer(bf16=True)`): the base runs as plain bf16, and each
+    /// adapter's matmuls take bf16 copies of their fp32 input and weights.
+    pub lora_autocast: bool,
 }
 
 impl Ctx {
@@ -156,6 +160,7 @@ impl Ctx {
             cast_cache: Vec::new(),
             cache_weight_casts: true,
             fp16: false,
+            lora_autocast: false,
         }
     }
 
@@ -177,6 +182,7 @@ impl Ctx {
             cast_cache: Vec::new(),
             cache_weight_casts: true,
             fp16: false,
+            lora_autocast: false,
         }
     }
 
