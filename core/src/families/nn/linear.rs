@@ -147,68 +147,20 @@ pub fn linear_by(
     };
     match l.lora {
         None => out,
-        Some((a, b, rank)) if cx.lora_autocast => lora_under_autocast(g, cx, x, l, out, a, b, rank),
-        Some((a, b, rank)) => {
-            let x32 = cast(g, x, FP32, "lora: input cast to fp32");
-            let ha = g.op(
-                "lora_A",
-                &[x32.v, a],
-                rows * rank * FP32,
-                Component::Transient,
-                Saves::inputs(&[x32.v]),
-            );
-            g.mark_gemm(ha, GradOrder::WeightFirst);
-            g.drop(x32.v);
-            let hb = g.op(
-                "lora_B",
-                &[ha, b],
-                rows * l.out_features * FP32,
-                Component::Transient,
-                Saves::inputs(&[ha]),
-            );
-            g.mark_gemm(hb, GradOrder::WeightFirst);
-            g.drop(ha);
-            let scaled = g.op(
-                "lora scaling",
-                &[hb],
-                rows * l.out_features * FP32,
-                Component::Transient,
-                Saves::NOTHING,
-            );
-            g.drop(hb);
-            let sum = g.op(
-                "lora: result + delta",
-                &[out.v, scaled],
-                rows * l.out_features * FP32,
-                Component::Transient,
-                Saves::NOTHING,
-            );
-            g.drop_all(&[out.v, scaled]);
-            let back = cast(
-                g,
-                T {
-                    v: sum,
-                    elems: out.elems,
-                    dsize: FP32,
-                },
-                out.dsize,
-                "lora: result cast back",
-            );
-            g.drop(sum);
-            back
-        }
+        Some((a, b, rank)) => lora_branch(g, cx, x, l, out, a, b, rank),
     }
 }
 
-/// peft's LoRA branch under `torch.autocast(bfloat16)` on a bf16 base:
-/// `lora_B(lora_A(x.to(float32))) * scaling` added to the base output.
-/// The fp32 cast of the input lives only until `lora_A`, whose autocast
-/// takes (and autograd saves) a bf16 copy of it, half the bytes the plain
-/// branch keeps; the adapters' weights get cached bf16 copies, and every
-/// output is bf16 (the Trainer's LoRA job on the H200:
-/// `measurements/real-jobs/`, 2 adapters x 16 layers x 16 MiB less saved).
+/// peft's LoRA branch, `lora_B(lora_A(x.to(float32))) * scaling` added
+/// to the base output `out`, in fp32 and cast back to the output's dtype.
+/// Under `torch.autocast(bfloat16)` on a bf16 base ([`Ctx::lora_autocast`])
+/// the fp32 cast of the input lives only until `lora_A`, whose autocast
+/// takes (and autograd saves) a bf16 copy of it, half the bytes; the
+/// adapters' weights get cached bf16 copies and every output is bf16 (the
+/// Trainer's LoRA job on the H200, `measurements/real-jobs/`: 2 adapters x
+/// 16 layers x 16 MiB less saved).
 #[allow(clippy::too_many_arguments)]
-fn lora_under_autocast(
+fn lora_branch(
     g: &mut Graph,
     cx: &mut Ctx,
     x: T,
@@ -219,56 +171,78 @@ fn lora_under_autocast(
     rank: u64,
 ) -> T {
     let rows = x.elems / l.in_features;
+    let autocast = cx.lora_autocast;
+    let dsize = if autocast { BF16 } else { FP32 };
     let x32 = cast(g, x, FP32, "lora: input cast to fp32");
-    let (wa, drop_wa) = autocast_weight(g, cx, a, rank * l.in_features, FP32);
-    let xa = cast(g, x32, BF16, "lora_A: autocast input cast to bf16");
-    g.drop(x32.v);
+    // An adapter's weight as its matmul reads it: autocast's cached bf16
+    // copy (and whether the caller drops it), or the fp32 parameter.
+    let weight = |g: &mut Graph, cx: &mut Ctx, w: Value, elems: u64| {
+        if autocast {
+            let (copy, uncached) = autocast_weight(g, cx, w, elems, FP32);
+            (copy.v, uncached)
+        } else {
+            (w, false)
+        }
+    };
+    let (wa, drop_wa) = weight(g, cx, a, rank * l.in_features);
+    let input = if autocast {
+        let xa = cast(g, x32, BF16, "lora_A: autocast input cast to bf16");
+        g.drop(x32.v);
+        xa
+    } else {
+        x32
+    };
     let ha = g.op(
         "lora_A",
-        &[xa.v, wa.v],
-        rows * rank * BF16,
+        &[input.v, wa],
+        rows * rank * dsize,
         Component::Transient,
-        Saves::inputs(&[xa.v, wa.v]),
+        Saves::inputs(&[input.v, wa]),
     );
     g.mark_gemm(ha, GradOrder::WeightFirst);
-    g.drop(xa.v);
+    g.drop(input.v);
     if drop_wa {
-        g.drop(wa.v);
+        g.drop(wa);
     }
-    let (wb, drop_wb) = autocast_weight(g, cx, b, l.out_features * rank, FP32);
+    let (wb, drop_wb) = weight(g, cx, b, l.out_features * rank);
     let hb = g.op(
         "lora_B",
-        &[ha, wb.v],
-        rows * l.out_features * BF16,
+        &[ha, wb],
+        rows * l.out_features * dsize,
         Component::Transient,
-        Saves::inputs(&[ha, wb.v]),
+        Saves::inputs(&[ha, wb]),
     );
     g.mark_gemm(hb, GradOrder::WeightFirst);
     g.drop(ha);
     if drop_wb {
-        g.drop(wb.v);
+        g.drop(wb);
     }
     let scaled = g.op(
         "lora scaling",
         &[hb],
-        rows * l.out_features * BF16,
+        rows * l.out_features * dsize,
         Component::Transient,
         Saves::NOTHING,
     );
     g.drop(hb);
+    // bf16 + bf16 under autocast; a bf16 output plus the fp32 delta is fp32.
+    let sum_dsize = if autocast { out.dsize } else { FP32 };
     let sum = g.op(
         "lora: result + delta",
         &[out.v, scaled],
-        rows * l.out_features * out.dsize,
+        rows * l.out_features * sum_dsize,
         Component::Transient,
         Saves::NOTHING,
     );
     g.drop_all(&[out.v, scaled]);
-    T {
+    let sum = T {
         v: sum,
         elems: out.elems,
-        dsize: out.dsize,
-    }
+        dsize: sum_dsize,
+    };
+    let back = cast(g, sum, out.dsize, "lora: result cast back");
+    g.drop(sum.v);
+    back
 }
 
 /// Bytes of the global-memory buffer PyTorch's reduction kernel takes to
