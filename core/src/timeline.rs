@@ -6,12 +6,65 @@
 //! the job's peak, are exact. When the points fill up, neighbours merge in
 //! pairs and each point covers twice as many events: memory stays bounded
 //! whatever the job's length.
+//!
+//! The timeline also follows the job's phases ([`Phase`]) event by event,
+//! from the names the families give their ops, and keeps where each phase
+//! (and each training step or ESMFold recycle) starts: [`Timeline::spans`].
 
 use crate::trace::Op;
 use alloc::vec::Vec;
 
 /// Most points a timeline keeps.
 pub const MAX_POINTS: usize = 1024;
+
+/// Most phase spans a timeline keeps; a later change of phase is not
+/// recorded (the last span runs to the end). Training records three per
+/// step, a generation two, a fold one per recycle.
+pub const MAX_SPANS: usize = 1024;
+
+/// What part of the job an event belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// Building or loading the model.
+    Load,
+    /// A forward pass (each ESMFold recycle is one).
+    Forward,
+    /// Backward, checkpoint recomputation included.
+    Backward,
+    /// `optimizer.step()` and `zero_grad`, and optimizer state created ahead.
+    Optimizer,
+    /// A generation's forward pass over the prompt.
+    Prefill,
+    /// A generation's decode steps, one token each.
+    Decode,
+}
+
+impl Phase {
+    /// Its name on a chart.
+    pub fn label(self) -> &'static str {
+        match self {
+            Phase::Load => "load",
+            Phase::Forward => "forward",
+            Phase::Backward => "backward",
+            Phase::Optimizer => "optimizer",
+            Phase::Prefill => "prefill",
+            Phase::Decode => "decode",
+        }
+    }
+}
+
+/// Where a phase starts: from this event on (to the next span's first).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Span {
+    /// The first event of the span.
+    pub first_event: u64,
+    /// The phase.
+    pub phase: Phase,
+    /// The training step or ESMFold recycle, when the job has them.
+    pub step: Option<u32>,
+    /// What a step is called: "step" or "recycle".
+    pub step_kind: &'static str,
+}
 
 /// A run of consecutive allocation and free events.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -36,6 +89,10 @@ pub struct Timeline {
     width: u64,
     /// Events seen.
     events: u64,
+    /// Where each phase starts.
+    spans: Vec<Span>,
+    /// A generation's next-token op has run: what follows decodes.
+    generating: bool,
 }
 
 impl Timeline {
@@ -45,13 +102,79 @@ impl Timeline {
             points: Vec::with_capacity(MAX_POINTS),
             width: 1,
             events: 0,
+            spans: Vec::new(),
+            generating: false,
         }
+    }
+
+    /// The phase of an event of `op`, following the phase so far: loading
+    /// ops are named `load…`, backward starts at the op named `backward`
+    /// (its nodes then carry their forward ops' names), the optimizer's ops
+    /// are `optimizer…` and `zero_grad…`, a new training step or recycle
+    /// starts a forward pass, and a generation decodes after its first
+    /// `generate:` op (the forward pass before it is the prefill).
+    fn phase_of(&mut self, op: &Op) -> Phase {
+        let name = op.name;
+        let last = self.spans.last();
+        let current = last.map_or(Phase::Load, |s| s.phase);
+        let new_step = last.is_some_and(|s| s.step != op.step);
+        if name.starts_with("load") {
+            Phase::Load
+        } else if name.starts_with("backward") {
+            Phase::Backward
+        } else if name.starts_with("optimizer") || name.starts_with("zero_grad") {
+            Phase::Optimizer
+        } else if name.starts_with("generate:") {
+            self.generating = true;
+            current
+        } else if self.generating {
+            Phase::Decode
+        } else if new_step || current == Phase::Load || current == Phase::Optimizer {
+            Phase::Forward
+        } else {
+            current
+        }
+    }
+
+    /// Records where a phase starts, when `event` starts one.
+    fn follow_phase(&mut self, event: u64, op: &Op) {
+        let phase = self.phase_of(op);
+        if self
+            .spans
+            .last()
+            .is_some_and(|s| s.phase == phase && s.step == op.step)
+            || self.spans.len() == MAX_SPANS
+        {
+            return;
+        }
+        if let Some(last) = self.spans.last_mut() {
+            // Setting up before the first step (inputs, workspaces) joins
+            // the first step's forward pass.
+            if last.phase == phase && last.step.is_none() && phase == Phase::Forward {
+                last.step = op.step;
+                last.step_kind = op.step_kind;
+                return;
+            }
+        }
+        if phase == Phase::Decode {
+            // What ran before the first decode step was the prompt's pass.
+            for span in self.spans.iter_mut().filter(|s| s.phase == Phase::Forward) {
+                span.phase = Phase::Prefill;
+            }
+        }
+        self.spans.push(Span {
+            first_event: event,
+            phase,
+            step: op.step,
+            step_kind: op.step_kind,
+        });
     }
 
     /// One event: the totals right after it, and the op that caused it.
     pub fn observe(&mut self, op: Op, allocated: u64, reserved: u64) {
         let event = self.events;
         self.events += 1;
+        self.follow_phase(event, &op);
         if let Some(last) = self.points.last_mut() {
             if last.events < self.width {
                 last.events += 1;
@@ -104,6 +227,11 @@ impl Timeline {
     /// Every allocation and free seen.
     pub fn events(&self) -> u64 {
         self.events
+    }
+
+    /// Where each phase starts, in order; the first starts at event 0.
+    pub fn spans(&self) -> &[Span] {
+        &self.spans
     }
 }
 

@@ -80,3 +80,48 @@ fn a_timeline_does_not_change_the_estimate() {
         assert_eq!(with, without, "{id}");
     }
 }
+
+/// The phases of each kind of job, in the order they run.
+#[test]
+fn each_job_runs_its_phases_in_order() {
+    use headroom_core::timeline::Phase::{self, *};
+    let runtime = RuntimeProfile::h200();
+    for (id, w) in jobs() {
+        let arch = presets::find(id).unwrap().arch;
+        let (_, timeline) =
+            estimate_with_timeline(&arch, &w, &runtime, EstimateOptions::default()).unwrap();
+        let spans = timeline.spans();
+        assert_eq!(spans[0].first_event, 0, "{id}");
+        assert!(
+            spans
+                .windows(2)
+                .all(|s| s[0].first_event < s[1].first_event),
+            "{id}: {spans:?}"
+        );
+        let phases: Vec<(Phase, Option<u32>)> = spans.iter().map(|s| (s.phase, s.step)).collect();
+        let expected: Vec<(Phase, Option<u32>)> = match id {
+            "llama-3.1-8b" => vec![(Load, None), (Prefill, None), (Decode, None)],
+            "esmfold-v1" => {
+                let mut recycles = vec![(Load, None)];
+                recycles.extend((0..4).map(|r| (Forward, Some(r))));
+                recycles.push((Forward, None));
+                recycles
+            }
+            // Training: forward, backward, optimizer per step, until the
+            // replay's state repeats.
+            _ => {
+                let steps = spans.iter().filter_map(|s| s.step).max().unwrap() + 1;
+                let mut expected = vec![(Load, None)];
+                for step in 0..steps {
+                    expected.extend([Forward, Backward, Optimizer].map(|p| (p, Some(step))));
+                }
+                expected
+            }
+        };
+        assert_eq!(phases, expected, "{id}");
+        assert!(
+            spans.iter().all(|s| s.first_event < timeline.events()),
+            "{id}"
+        );
+    }
+}
