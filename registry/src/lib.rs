@@ -124,16 +124,19 @@ pub fn local_origin(origin: &str) -> bool {
     port_ok && ["localhost", "127.0.0.1", "[::1]"].contains(&host)
 }
 
-/// CORS for pages served from this machine, and the headers every answer
-/// carries.
+/// CORS, and the headers every answer carries. A page served from this
+/// machine may call the whole API; a page anywhere else may read it (`GET`:
+/// the listing and the profiles, which hold nothing private) but not upload.
 async fn headers(req: Request, next: Next) -> Response {
     let api = req.uri().path().starts_with("/api/");
+    let cross_origin = api && req.headers().contains_key(header::ORIGIN);
     let origin = req
         .headers()
         .get(header::ORIGIN)
         .and_then(|v| v.to_str().ok())
         .filter(|o| api && local_origin(o))
         .and_then(|o| HeaderValue::from_str(o).ok());
+    let read = matches!(*req.method(), Method::GET | Method::HEAD);
     let preflight = api && req.method() == Method::OPTIONS;
     let mut resp = if preflight {
         axum::http::StatusCode::NO_CONTENT.into_response()
@@ -173,6 +176,11 @@ async fn headers(req: Request, next: Next) -> Response {
                 HeaderValue::from_static("Location, Retry-After"),
             );
         }
+    } else if cross_origin && read {
+        h.insert(
+            header::ACCESS_CONTROL_ALLOW_ORIGIN,
+            HeaderValue::from_static("*"),
+        );
     }
     resp
 }

@@ -560,7 +560,8 @@ fn cors_page_and_methods() {
         assert!(!ans.body.contains("not served"));
     }
 
-    // A page on this machine may call the API; another site may not.
+    // A page on this machine may call the API; a page elsewhere may read
+    // it (a page pointed at this registry with `registry=URL`), not upload.
     let pre = a
         .options(&url)
         .header("Origin", "http://localhost:8080")
@@ -587,8 +588,36 @@ fn cors_page_and_methods() {
         listed.headers()["access-control-allow-origin"],
         "http://127.0.0.1:8080"
     );
+    for path in [url.clone(), format!("{url}/1"), format!("{url}?gpu=h200")] {
+        let elsewhere = a
+            .get(&path)
+            .header("Origin", "https://pages.example")
+            .call()
+            .unwrap();
+        assert_eq!(
+            elsewhere.headers()["access-control-allow-origin"],
+            "*",
+            "{path}"
+        );
+        assert!(elsewhere
+            .headers()
+            .get("access-control-allow-credentials")
+            .is_none());
+    }
+    let no_origin = a.get(&url).call().unwrap();
+    assert!(no_origin
+        .headers()
+        .get("access-control-allow-origin")
+        .is_none());
     let evil = a
-        .get(&url)
+        .post(&url)
+        .header("Origin", "https://evil.example")
+        .header("Content-Type", "application/json")
+        .send(serde_json::to_string(&profile("cross-site", 1)).unwrap())
+        .unwrap();
+    assert!(evil.headers().get("access-control-allow-origin").is_none());
+    let evil = a
+        .get(&format!("{}/", reg.base))
         .header("Origin", "https://evil.example")
         .call()
         .unwrap();

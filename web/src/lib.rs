@@ -21,6 +21,7 @@ pub mod intake;
 pub mod jobs;
 pub mod protocol;
 pub mod query;
+pub mod registry;
 pub mod state;
 pub mod vocab;
 

@@ -7,7 +7,9 @@
 //! paths of the core's `Workload`, whose enum values are the core's keys:
 //! `training.optimizer=sgd` is SGD with momentum, as in a spec; see
 //! `crate::vocab`), then the view (`x`, `from`, `to`,
-//! `gpus`, `margin`, `profile`). Anything that cannot be read falls back to
+//! `gpus`, `margin`, `profile`, and `registry`: the profile registry's
+//! address, when it is not this page's origin; see `crate::registry`).
+//! Anything that cannot be read falls back to
 //! its default and is listed in a note the page shows: an unknown key (with
 //! the closest known one), a key set twice (the last counts), escapes that
 //! are not UTF-8, a value out of range. A spec's path of a workload field
@@ -23,6 +25,7 @@ use crate::calib;
 use crate::defaults::{self, DEFAULT_MARGIN_PCT, DEFAULT_PRESET, MAX_MARGIN_PCT};
 use crate::format;
 use crate::query;
+use crate::registry;
 use headroom_core::arch::Model;
 use headroom_core::error::Error;
 use headroom_core::gpus;
@@ -58,10 +61,22 @@ pub struct AppState {
     pub margin_pct: u32,
     /// Calibration profile id.
     pub profile: String,
+    /// The profile registry's address from the link (`None`: this page's
+    /// origin).
+    pub registry: Option<String>,
 }
 
 /// Query keys that are not workload fields.
-const VIEW_KEYS: [&str; 7] = ["model", "name", "x", "from", "to", "gpus", "margin"];
+const VIEW_KEYS: [&str; 8] = [
+    "model",
+    "name",
+    "x",
+    "from",
+    "to",
+    "gpus",
+    "margin",
+    registry::LINK_KEY,
+];
 const PROFILE_KEY: &str = "profile";
 const ARCH_PREFIX: &str = "a.";
 /// A spec's prefix of workload fields, accepted before a workload key.
@@ -236,6 +251,7 @@ impl AppState {
             gpus: default_gpus(),
             margin_pct: DEFAULT_MARGIN_PCT,
             profile: calib::BUILTIN_ID.into(),
+            registry: None,
         }
     }
 
@@ -308,6 +324,9 @@ impl AppState {
         }
         if self.profile != calib::BUILTIN_ID {
             pairs.push((PROFILE_KEY.into(), self.profile.clone()));
+        }
+        if let Some(base) = &self.registry {
+            pairs.push((registry::LINK_KEY.into(), base.clone()));
         }
         query::join(&pairs)
     }
@@ -420,8 +439,19 @@ impl AppState {
                 )),
             }
         }
+        if let Some(base) = get(registry::LINK_KEY) {
+            match registry::parse_base(base) {
+                Ok(base) => state.registry = Some(base),
+                Err(e) => notes.push(format!(
+                    "ignored {}={}: {e}",
+                    registry::LINK_KEY,
+                    quote(base)
+                )),
+            }
+        }
         if let Some(p) = get(PROFILE_KEY) {
-            if profile_ids.contains(&p) {
+            // A registry's profile is fetched once the page is up.
+            if profile_ids.contains(&p) || registry::profile_number(p).is_some() {
                 state.profile = p.to_string();
             } else if p == calib::LOADED_ID {
                 notes.push(

@@ -1283,3 +1283,199 @@ async fn a_huge_valid_job_never_holds_the_page_thread() {
     page.fit_table().await;
     assert_sane_figures(&page);
 }
+
+// The profile registry. scripts/test.sh starts a headroom-registry on an
+// empty database and builds these tests with its address in
+// HEADROOM_REGISTRY_URL; it fails unless the REGISTRY line below is logged.
+
+const REGISTRY_URL: Option<&str> = option_env!("HEADROOM_REGISTRY_URL");
+
+/// The committed H200 profile named `name`, with a CUDA context of
+/// `context_bytes`.
+fn registry_profile(name: &str, context_bytes: u64) -> String {
+    let mut p: serde_json::Value = serde_json::from_str(include_str!(
+        "../../calibration/profiles/h200-2026-11-30.json"
+    ))
+    .expect("the committed profile is JSON");
+    p["name"] = name.into();
+    p["runtime"]["cuda_context_bytes"] = context_bytes.into();
+    p["coefficients"]["cuda_context_bytes"]["value"] = context_bytes.into();
+    p.to_string()
+}
+
+/// Uploads `profile` through the registry's API; its number there.
+async fn upload_profile(base: &str, profile: &str) -> u64 {
+    let init = web_sys::RequestInit::new();
+    init.set_method("POST");
+    init.set_body(&JsValue::from_str(profile));
+    let headers = web_sys::Headers::new().expect("headers");
+    headers
+        .append("Content-Type", "application/json")
+        .expect("a header");
+    init.set_headers(&headers);
+    let url = format!("{base}/api/v1/profiles");
+    let answer =
+        wasm_bindgen_futures::JsFuture::from(window().fetch_with_str_and_init(&url, &init))
+            .await
+            .unwrap_or_else(|e| panic!("no answer from {url}: {e:?}"));
+    let answer: web_sys::Response = answer.unchecked_into();
+    let text = wasm_bindgen_futures::JsFuture::from(answer.text().expect("a body"))
+        .await
+        .expect("the body")
+        .as_string()
+        .unwrap_or_default();
+    assert_eq!(answer.status(), 201, "{text}");
+    let stored: serde_json::Value = serde_json::from_str(&text).expect("JSON");
+    stored["id"].as_u64().expect("the stored profile's id")
+}
+
+/// Waits for the breakdown of the estimate, then gives its total.
+async fn peak_total(page: &Page) -> String {
+    wait_until("the breakdown", || {
+        page.find("row-cuda_context").is_some() && !page.text("peak-total").is_empty()
+    })
+    .await;
+    page.text("peak-total")
+}
+
+#[wasm_bindgen_test]
+async fn a_registry_s_profiles_are_listed_applied_marked_and_linked() {
+    let Some(base) = REGISTRY_URL else {
+        console_log!("skipped: the registry test reads HEADROOM_REGISTRY_URL at build time (scripts/test.sh sets it)");
+        return;
+    };
+    let name = "<img src=x onerror=alert(1)>Team H200";
+    let profile = registry_profile(name, 1_000_000_000);
+    let number = upload_profile(base, &profile).await;
+    let id = format!("registry-{number}");
+    let job = "model=llama-3.1-8b&seq_len=2048";
+    let pointed = format!("{job}&registry={}", headroom_web::query::encode(base));
+
+    // The built-in figures, for comparison.
+    let page = Page::open(job).await;
+    let builtin_peak = peak_total(&page).await;
+    let builtin_context = page.text("row-cuda_context");
+    assert!(
+        page.find("registry").is_none(),
+        "no registry at the page's own origin"
+    );
+    drop(page);
+
+    // Listed with its facts, its name as text; the GPU table marks the H200.
+    let page = Page::open(&pointed).await;
+    let item = format!("registry-profile-{number}");
+    wait_until("the registry's list", || page.find(&item).is_some()).await;
+    let listed = page.text(&item);
+    for part in [
+        name,
+        "NVIDIA H200",
+        "driver 580.159.04",
+        "torch 2.11.0+cu130",
+        "CUDA 13.0",
+        "points",
+        "median error",
+        "2026-11-30",
+    ] {
+        assert!(listed.contains(part), "`{listed}` lacks {part}");
+    }
+    assert_eq!(injected(&page), None);
+    page.choose("registry-gpu", "h200");
+    settle().await;
+    assert!(page.find(&item).is_some(), "listed for the H200");
+    page.fit_table().await;
+    wait_until("the GPU table's mark", || {
+        page.find("fit-h200-registry").is_some()
+    })
+    .await;
+    assert!(page.find("fit-rtx-4090-registry").is_none());
+    assert_eq!(peak_total(&page).await, builtin_peak, "nothing applied yet");
+
+    // Applied: the estimate takes the profile's runtime.
+    page.click(&format!("registry-apply-{number}"));
+    wait_until("the profile applied", || {
+        page.text("row-cuda_context").contains("1.00 GB")
+    })
+    .await;
+    assert!(
+        page.text("registry-status").contains("Applied"),
+        "{}",
+        page.text("registry-status")
+    );
+    assert_eq!(page.value("profile"), id);
+    assert!(page.text("runtime-figures").contains("954 MiB"));
+    let applied_peak = peak_total(&page).await;
+    assert_ne!(applied_peak, builtin_peak);
+    assert_eq!(injected(&page), None);
+    sleep(400).await;
+    let link = page.value("share-link");
+    assert!(link.contains(&format!("profile={id}")), "{link}");
+    assert_eq!(
+        window().location().search().unwrap(),
+        format!("?{}", link.split_once('?').expect("a query").1),
+        "the address bar holds the link"
+    );
+    drop(page);
+
+    // Exactly as loading the same profile from a file.
+    let page = Page::open(job).await;
+    page.type_in("profile-paste", &profile);
+    page.click("profile-load");
+    wait_until("the file's profile", || {
+        page.text("row-cuda_context").contains("1.00 GB")
+    })
+    .await;
+    assert_eq!(peak_total(&page).await, applied_peak);
+    drop(page);
+
+    // The link opens with the registry's profile applied.
+    let page = Page::open(link.split_once('?').expect("a query").1).await;
+    wait_until("the linked profile", || {
+        page.text("row-cuda_context").contains("1.00 GB")
+    })
+    .await;
+    assert_eq!(page.value("profile"), id);
+    assert_eq!(peak_total(&page).await, applied_peak);
+    assert!(page.find("url-note").is_none(), "{}", page.text("url-note"));
+    drop(page);
+
+    // A profile the registry no longer has: a note, the built-in figures.
+    let page = Page::open(&format!("{pointed}&profile=registry-999999")).await;
+    wait_until("the missing profile's note", || {
+        page.text("url-note").contains("#999999")
+    })
+    .await;
+    let note = page.text("url-note");
+    for part in ["404", "built-in H200", base] {
+        assert!(note.contains(part), "`{note}` lacks {part}");
+    }
+    assert_eq!(page.value("profile"), "h200");
+    assert_eq!(page.text("row-cuda_context"), builtin_context);
+    assert_eq!(peak_total(&page).await, builtin_peak);
+    assert!(!page.value("share-link").contains("profile="));
+    drop(page);
+
+    // A registry that does not answer: a note, the built-in figures.
+    let page = Page::open(&format!(
+        "{job}&registry=http%3A%2F%2F127.0.0.1%3A9&profile={id}"
+    ))
+    .await;
+    wait_until("the unreachable registry's note", || {
+        page.text("url-note").contains("could not be reached")
+    })
+    .await;
+    assert_eq!(peak_total(&page).await, builtin_peak);
+    wait_until("the panel says the registry could not be listed", || {
+        page.get("app")
+            .text_content()
+            .unwrap_or_default()
+            .contains("could not be listed")
+    })
+    .await;
+    drop(page);
+
+    // Links from before the registry open as they did.
+    let page = Page::open(&format!("{job}&profile=h200-2026-11-30")).await;
+    assert!(page.find("url-note").is_none(), "{}", page.text("url-note"));
+    assert_eq!(page.value("profile"), "h200-2026-11-30");
+    console_log!("REGISTRY profile #{number} of {base}: listed, applied, marked in the GPU table, linked; a missing and an unreachable one noted");
+}

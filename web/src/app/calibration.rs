@@ -1,8 +1,9 @@
-//! The calibration panel: the profile, its runtime figures, and loading a
-//! profile the collector wrote.
+//! The calibration panel: the profile, its runtime figures, the profile
+//! registry's profiles, and loading a profile the collector wrote.
 
 use super::context::use_page;
 use super::fields::read_file_text;
+use super::registry::RegistryProfiles;
 use crate::calib;
 use crate::format;
 use crate::intake;
@@ -97,6 +98,7 @@ pub fn CalibrationPanel() -> impl IntoView {
                 </select>
             </div>
             {figures}
+            <RegistryProfiles/>
             <details class="load-profile">
                 <summary>"Load a profile from the collector"</summary>
                 <div class="field">

@@ -3,6 +3,7 @@
 
 use super::context::use_page;
 use super::fields::{number_field, parse_u32};
+use super::registry;
 use crate::defaults::MAX_MARGIN_PCT;
 use crate::format;
 use crate::vocab::Choice;
@@ -72,7 +73,7 @@ pub fn FitPanel() -> impl IntoView {
                             let fits = r.jobs.unwrap_or(0) > 0;
                             view! {
                                 <tr data-testid=format!("fit-{}", r.gpu.id) class:nofit=!fits>
-                                    <th scope="row">{r.gpu.name}</th>
+                                    <th scope="row">{r.gpu.name}{registry::card_mark(r.gpu.id)}</th>
                                     <td>{format::bytes(headroom_core::Bytes(r.gpu.usable_bytes))}</td>
                                     <td data-testid=format!("fit-{}-length", r.gpu.id)>{opt(r.max_length)}</td>
                                     <td data-testid=format!("fit-{}-batch", r.gpu.id)>{opt(r.max_batch)}</td>

@@ -8,7 +8,8 @@
 //! - [`header`]: title, share link, theme, notes about the link;
 //! - [`model`]: preset picker, architecture fields, config.json import;
 //! - [`workload`]: mode, batch, length and the workload's options;
-//! - [`calibration`]: the calibration profile and its runtime figures;
+//! - [`calibration`]: the calibration profile and its runtime figures,
+//!   with [`registry`]'s list of the profile registry's profiles;
 //! - [`chart`]: the curve, its settings, tooltip and exports;
 //! - [`breakdown`]: the estimate at the chosen length;
 //! - [`gpu_table`]: which GPUs fit, from the likely range plus a margin.
@@ -24,6 +25,7 @@ pub mod gpu_table;
 pub mod header;
 pub mod model;
 pub mod perf;
+pub mod registry;
 pub mod workload;
 
 pub use chart::last_export;
@@ -48,6 +50,7 @@ pub fn mount() {
 pub fn App() -> impl IntoView {
     let page = PageContext::from_location();
     provide_context(page);
+    registry::start(page);
     crate::jobs::run::start(page);
 
     let theme = page.theme;

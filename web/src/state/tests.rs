@@ -501,3 +501,36 @@ fn bad_parallel_parts_fall_back_with_a_note() {
         &["ignored parallel.strategy=sideways: `workload.parallel.strategy`"],
     );
 }
+
+#[test]
+fn a_registry_profile_and_the_registry_s_address_round_trip() {
+    let mut s = AppState {
+        profile: crate::registry::profile_id(7),
+        ..AppState::default()
+    };
+    let q = round_trip(&s);
+    assert_eq!(q, "model=llama-3.1-8b&profile=registry-7");
+    s.registry = Some("http://gpu-box:8090".into());
+    let q = round_trip(&s);
+    assert_eq!(
+        q,
+        "model=llama-3.1-8b&profile=registry-7&registry=http%3A%2F%2Fgpu-box%3A8090"
+    );
+    // The address as typed reads too, its trailing `/` dropped.
+    let (typed, notes) =
+        AppState::from_query("profile=registry-7&registry=http://gpu-box:8090/", IDS);
+    assert!(notes.is_empty(), "{notes:?}");
+    assert_eq!(typed, s);
+}
+
+#[test]
+fn a_bad_registry_address_or_profile_id_falls_back_with_a_note() {
+    let (s, notes) = AppState::from_query("registry=javascript:alert(1)&profile=registry-07", IDS);
+    assert_eq!(s.registry, None);
+    assert_eq!(s.profile, calib::BUILTIN_ID);
+    assert_eq!(notes.len(), 2, "{notes:?}");
+    assert!(notes[0].contains("ignored registry=javascript:alert(1): not an http"));
+    assert!(notes[1].contains("ignored profile=registry-07"));
+    let (_, notes) = AppState::from_query("registy=http://h:1", IDS);
+    assert!(notes[0].contains("did you mean `registry`?"), "{notes:?}");
+}
