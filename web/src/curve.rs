@@ -25,21 +25,43 @@ pub struct CurveData {
 /// One length's outcome: the estimate, or the core's message.
 pub type PointResult = Result<Estimate, String>;
 
+thread_local! {
+    /// This thread's replay between estimates, its arrays kept.
+    static SPARE_REPLAY: std::cell::RefCell<Option<Replay>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// A replay whose arrays are kept from this thread's earlier estimates (a
+/// new one when none is spare): the first replay on fresh arrays is the
+/// slowest. Give it back with [`put_back_replay`].
+pub fn take_replay(runtime: &RuntimeProfile) -> Replay {
+    SPARE_REPLAY
+        .with(|r| r.borrow_mut().take())
+        .unwrap_or_else(|| Replay::new(runtime.allocator, None))
+}
+
+/// Keeps `replay` for this thread's next estimates.
+pub fn put_back_replay(replay: Replay) {
+    SPARE_REPLAY.with(|r| *r.borrow_mut() = Some(replay));
+}
+
 /// The exact estimate at each of `lengths`, in order, on one replay whose
-/// arrays are allocated once. This is all a curve costs; the page splits
-/// the lengths over worker threads ([`share`]) and reassembles them
-/// ([`CurveData::from_results`]).
+/// arrays are kept from one estimate to the next. This is all a curve
+/// costs; the page splits the lengths over worker threads ([`share`]) and
+/// reassembles them ([`CurveData::from_results`]).
 pub fn estimate_lengths(
     arch: &Architecture,
     workload: &Workload,
     runtime: &RuntimeProfile,
     lengths: &[u32],
 ) -> Vec<PointResult> {
-    let mut replay = Replay::new(runtime.allocator, None);
-    lengths
+    let mut replay = take_replay(runtime);
+    let out = lengths
         .iter()
         .map(|&length| estimate_point(&mut replay, arch, workload, runtime, length))
-        .collect()
+        .collect();
+    put_back_replay(replay);
+    out
 }
 
 /// The exact estimate at one length, on `replay` (reused from one length
@@ -70,6 +92,30 @@ pub fn share(lengths: &[u32], parts: usize, k: usize) -> Vec<u32> {
 /// The lengths of the curve over the view's range (geometric on a log axis).
 pub fn view_lengths(view: &View, count: usize) -> Vec<u32> {
     lengths(view.from, view.to, count, view.log_x)
+}
+
+/// `lengths` (ascending) in the order that spreads the first ones computed
+/// over the whole range: the ends, the middle, the quarters' middles, and
+/// so on, each length once. The page draws a curve's first points from the
+/// front of this order, then refines it with the rest.
+pub fn spread_order(lengths: &[u32]) -> Vec<u32> {
+    let n = lengths.len();
+    let mut order: Vec<usize> = match n {
+        0 => return Vec::new(),
+        1 => vec![0],
+        _ => vec![0, n - 1],
+    };
+    let mut intervals = std::collections::VecDeque::from([(0, n - 1)]);
+    while let Some((lo, hi)) = intervals.pop_front() {
+        if hi - lo < 2 {
+            continue;
+        }
+        let mid = lo + (hi - lo) / 2;
+        order.push(mid);
+        intervals.push_back((lo, mid));
+        intervals.push_back((mid, hi));
+    }
+    order.into_iter().map(|i| lengths[i]).collect()
 }
 
 impl CurveData {
@@ -107,6 +153,29 @@ impl CurveData {
             }
         }
         out
+    }
+
+    /// This curve with `other`'s lengths added (both computed for the same
+    /// inputs; `other` holds none of this curve's lengths).
+    pub fn merge(self, other: CurveData) -> CurveData {
+        let mut points: Vec<(u32, Estimate)> = self
+            .lengths
+            .into_iter()
+            .zip(self.estimates)
+            .chain(other.lengths.into_iter().zip(other.estimates))
+            .collect();
+        points.sort_by_key(|p| p.0);
+        let (lengths, estimates) = points.into_iter().unzip();
+        let error = match (self.error, other.error) {
+            (Some(a), Some(b)) => Some(if b.0 < a.0 { b } else { a }),
+            (a, b) => a.or(b),
+        };
+        CurveData {
+            lengths,
+            estimates,
+            failed: self.failed + other.failed,
+            error,
+        }
     }
 
     /// Index of the estimate nearest to `length` on the axis.
@@ -264,6 +333,51 @@ pub(crate) mod tests {
         }
         assert_eq!(share(&[1, 2, 3, 4, 5], 2, 1), vec![2, 4]);
         assert!(share(&[1, 2], 3, 2).is_empty());
+    }
+
+    /// The first lengths of the spread order cover the whole range evenly,
+    /// and the order holds every length once.
+    #[test]
+    fn the_spread_order_starts_with_lengths_over_the_whole_range() {
+        let all: Vec<u32> = (0..256).map(|i| 100 + 10 * i).collect();
+        let order = spread_order(&all);
+        let mut sorted = order.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, all);
+        assert_eq!(&order[..3], &[100, 2650, 1370]);
+        // The first 17 are spaced at most 16 steps apart.
+        let mut first: Vec<u32> = order[..17].to_vec();
+        first.sort_unstable();
+        assert!(first.windows(2).all(|w| w[1] - w[0] <= 160), "{first:?}");
+        for n in 0..6 {
+            let few: Vec<u32> = (0..n).collect();
+            let mut order = spread_order(&few);
+            order.sort_unstable();
+            assert_eq!(order, few);
+        }
+    }
+
+    /// A curve drawn from its first points, then refined with the rest, is
+    /// the curve computed at once.
+    #[test]
+    fn a_first_draw_merged_with_the_rest_is_the_whole_curve() {
+        let p = headroom_core::presets::find("vit-b-16").unwrap();
+        let s = crate::state::AppState::for_model(p.model());
+        let rt = RuntimeProfile::h200();
+        // Image sizes below 16 px are rejected: errors merge too.
+        let all: Vec<u32> = (1..=24).map(|i| i * 4).collect();
+        let whole =
+            CurveData::from_results(&all, estimate_lengths(&p.arch, &s.workload, &rt, &all));
+        assert!(whole.failed > 0);
+        let order = spread_order(&all);
+        for cut in [0, 1, 5, 24] {
+            let (first, rest) = order.split_at(cut);
+            let part = |l: &[u32]| {
+                CurveData::from_results(l, estimate_lengths(&p.arch, &s.workload, &rt, l))
+            };
+            assert_eq!(part(first).merge(part(rest)), whole, "cut at {cut}");
+            assert_eq!(part(rest).merge(part(first)), whole, "cut at {cut}");
+        }
     }
 
     #[test]

@@ -41,9 +41,18 @@ pub const MAX_WORKERS: usize = 7;
 const ANSWER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// The page's thread hands control back to the browser (input, drawing)
-/// after computing for this long, so that a slow curve (a generation of
-/// thousands of tokens replays every decode step) never freezes the page.
-const YIELD_AFTER_MS: f64 = 50.0;
+/// after computing for this long, so that a curve being refined never
+/// delays an input's answer by more than this (and a slow one, a
+/// generation of thousands of tokens, never freezes the page).
+const YIELD_AFTER_MS: f64 = 16.0;
+
+/// The page's thread draws a curve's first points after computing them
+/// for about this long (the chosen length's and the first of its share's,
+/// spread over the range), then refines the curve with the rest.
+pub const FIRST_DRAW_MS: f64 = 5.0;
+
+/// A curve's progress is shown once its computation has taken this long.
+const SHOW_PROGRESS_AFTER_MS: f64 = 250.0;
 
 /// What a worker thread runs for each request (exported to its JS).
 #[wasm_bindgen]
@@ -375,9 +384,23 @@ fn now() -> f64 {
 }
 
 /// Lets the browser run its queued work (input events, rendering) before
-/// this task goes on.
+/// this task goes on: a message to itself, which (unlike a timer nested in
+/// timers) is not delayed by 4 ms.
 async fn yield_to_browser() {
-    sleep_ms(0).await;
+    let promise = Promise::new(
+        &mut |resolve, _reject| match web_sys::MessageChannel::new() {
+            Ok(channel) => {
+                channel.port1().set_onmessage(Some(&resolve));
+                if channel.port2().post_message(&JsValue::NULL).is_err() {
+                    let _ = resolve.call0(&JsValue::NULL);
+                }
+            }
+            Err(_) => {
+                let _ = resolve.call0(&JsValue::NULL);
+            }
+        },
+    );
+    let _ = wasm_bindgen_futures::JsFuture::from(promise).await;
 }
 
 /// Resumes after `ms` milliseconds (a timer task).
@@ -390,9 +413,16 @@ async fn sleep_ms(ms: i32) {
     let _ = wasm_bindgen_futures::JsFuture::from(promise).await;
 }
 
+/// What the page's thread has computed of a curve when it draws the
+/// curve's first points: the lengths of its share done so far, in order,
+/// and their outcomes.
+pub type FirstPoints<'a> = (&'a [u32], &'a [PointResult]);
+
 /// This thread's share of a curve, computed point by point; after
-/// [`YIELD_AFTER_MS`] of work it reports its progress and yields to the
-/// browser, and it stops (`None`) once the curve is no longer `wanted`.
+/// [`FIRST_DRAW_MS`] of work it hands what it has to `first_draw` (once),
+/// after every [`YIELD_AFTER_MS`] it yields to the browser (reporting its
+/// progress once that has taken [`SHOW_PROGRESS_AFTER_MS`]), and it stops
+/// (`None`) once the curve is no longer `wanted`.
 async fn own_share(
     arch: &Architecture,
     workload: &Workload,
@@ -400,15 +430,26 @@ async fn own_share(
     lengths: &[u32],
     wanted: &impl Fn() -> bool,
     progress: &impl Fn(Option<f64>),
+    mut first_draw: Option<&mut dyn FnMut(FirstPoints)>,
 ) -> Option<Vec<PointResult>> {
-    let mut replay = headroom_core::trace::Replay::new(runtime.allocator, None);
+    let mut replay = curve::take_replay(runtime);
     let mut out = Vec::with_capacity(lengths.len());
-    let mut since = now();
+    let started = now();
+    let mut since = started;
     for (done, &length) in lengths.iter().enumerate() {
-        if now() - since > YIELD_AFTER_MS {
-            progress(Some(done as f64 / lengths.len() as f64));
+        let first_due = first_draw.is_some() && now() - started > FIRST_DRAW_MS;
+        if first_due || now() - since > YIELD_AFTER_MS {
+            if first_due {
+                if let Some(draw) = first_draw.take() {
+                    draw((&lengths[..done], &out));
+                }
+            }
+            if now() - started > SHOW_PROGRESS_AFTER_MS {
+                progress(Some(done as f64 / lengths.len() as f64));
+            }
             yield_to_browser().await;
             if !wanted() {
+                curve::put_back_replay(replay);
                 return None;
             }
             since = now();
@@ -421,6 +462,7 @@ async fn own_share(
             length,
         ));
     }
+    curve::put_back_replay(replay);
     Some(out)
 }
 
@@ -719,8 +761,21 @@ async fn slow_curve(
     Some(CurveData::from_results(lengths, results))
 }
 
+/// A curve's first draw, before it is complete.
+pub struct FirstDraw<'a> {
+    /// The chosen length, computed first (left out of the complete curve
+    /// when it is not one of the curve's lengths).
+    pub chosen: u32,
+    /// Shows the first points: the chosen length's and those of this
+    /// thread's share computed in [`FIRST_DRAW_MS`].
+    pub show: &'a dyn Fn(CurveData),
+}
+
 /// The curve over `lengths`, shared between the ready workers and this
-/// thread (which takes share 0 while the workers run theirs). `wanted`
+/// thread (which takes share 0 while the workers run theirs), each share
+/// in [`curve::spread_order`], so that the points computed first spread
+/// over the range; with `first`, this thread shows its first points after
+/// [`FIRST_DRAW_MS`] (a quick curve is complete before then). `wanted`
 /// says whether the curve is still needed: this thread stops its share
 /// once it is not, and computes a share a worker could not answer only
 /// while it is. `progress` hears this thread's fraction done while a slow
@@ -730,6 +785,7 @@ pub async fn curve(
     workload: &Workload,
     runtime: &RuntimeProfile,
     lengths: &[u32],
+    first: Option<FirstDraw<'_>>,
     wanted: impl Fn() -> bool,
     progress: impl Fn(Option<f64>),
 ) -> CurveData {
@@ -755,9 +811,15 @@ pub async fn curve(
     });
     let workers = ready();
     let parts = workers.len() + 1;
+    let mut order = curve::spread_order(lengths);
+    let chosen = first.as_ref().map(|f| f.chosen);
+    if let Some(at) = order.iter().position(|&l| Some(l) == chosen) {
+        // The chosen length is one of the curve's: this thread's first.
+        order[..=at].rotate_right(1);
+    }
     let mut asked: Vec<(Vec<u32>, Promise, usize, u32)> = Vec::with_capacity(parts);
     for (k, &worker) in workers.iter().enumerate() {
-        let mine = share(lengths, parts, k + 1);
+        let mine = share(&order, parts, k + 1);
         if mine.is_empty() {
             continue;
         }
@@ -770,9 +832,31 @@ pub async fn curve(
         let (promise, id) = request(worker, &text);
         asked.push((mine, promise, worker, id));
     }
-    let own = share(lengths, parts, 0);
+    let own = share(&order, parts, 0);
     let started = now();
-    let computed = own_share(arch, workload, runtime, &own, &wanted, &progress).await;
+    // The chosen length, when the curve lacks it, is drawn first only.
+    let in_range = |c: &u32| lengths.first() <= Some(c) && Some(c) <= lengths.last();
+    let extra: Vec<u32> = chosen
+        .filter(|c| in_range(c) && !lengths.contains(c))
+        .into_iter()
+        .collect();
+    let extra_result = curve::estimate_lengths(arch, workload, runtime, &extra);
+    let mut show_first = |(done, results): FirstPoints| {
+        if let Some(first) = &first {
+            let mut shown: Vec<u32> = done.to_vec();
+            shown.extend(&extra);
+            let mut outcomes = results.to_vec();
+            outcomes.extend(extra_result.iter().cloned());
+            (first.show)(CurveData::from_results(&shown, outcomes));
+        }
+    };
+    let first_draw = first
+        .is_some()
+        .then_some(&mut show_first as &mut dyn FnMut(FirstPoints));
+    let computed = own_share(
+        arch, workload, runtime, &own, &wanted, &progress, first_draw,
+    )
+    .await;
     progress(None);
     // The workers' shares are as large as this one: give them twice its
     // time, and at least ANSWER_TIMEOUT.
@@ -799,7 +883,8 @@ pub async fn curve(
             Err(e) => {
                 FALLBACKS.with(|f| f.set(f.get() + 1));
                 web_sys::console::warn_2(&"computing a worker's share here:".into(), &e.into());
-                let part = own_share(arch, workload, runtime, &mine, &wanted, &progress).await;
+                let part =
+                    own_share(arch, workload, runtime, &mine, &wanted, &progress, None).await;
                 progress(None);
                 match part {
                     Some(part) => part,

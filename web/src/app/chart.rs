@@ -157,7 +157,9 @@ pub fn ChartPanel() -> impl IntoView {
             }
             Err(e) => leptos::logging::warn!("chart: {e}"),
         }
-        perf::drawn();
+        let complete = !page.curve_refining.get();
+        perf::drawn(complete);
+        let _ = el.set_attribute("data-complete", &complete.to_string());
         let _ = el.set_attribute("data-draws", &perf::draws().to_string());
         let _ = el.set_attribute("data-measured", &measured.len().to_string());
         let _ = el.set_attribute("data-workers", &crate::workers::ready().len().to_string());

@@ -97,6 +97,8 @@ pub struct PageContext {
     pub curve: RwSignal<CurveData>,
     /// How far this thread is through a slow curve's computation (0 to 1).
     pub curve_progress: RwSignal<Option<f64>>,
+    /// The curve on hand holds only its first points: the rest are coming.
+    pub curve_refining: RwSignal<bool>,
     /// What the curve in `curve` was computed for (the key and runtime).
     pub curve_for: StoredValue<Option<(CurveKey, RuntimeProfile)>>,
     /// What the curve for the current inputs is keyed by.
@@ -161,6 +163,7 @@ impl PageContext {
             profile,
             curve,
             curve_progress: RwSignal::new(None),
+            curve_refining: RwSignal::new(false),
             curve_for,
             curve_key,
             bands: Memo::new(move |_| curve.with(bands)),

@@ -1,12 +1,16 @@
-//! Timing of input changes to finished chart redraws, read by the
-//! performance test.
+//! Timing of input changes to chart redraws, read by the performance
+//! test: to the first chart for the new inputs (a curve's first points)
+//! and to the complete curve.
 
 use std::cell::{Cell, RefCell};
 
 thread_local! {
     static INPUT_AT: Cell<Option<f64>> = const { Cell::new(None) };
+    static FIRST_DRAWN: Cell<bool> = const { Cell::new(false) };
     static TIMINGS: RefCell<Vec<f64>> = const { RefCell::new(Vec::new()) };
+    static COMPLETE_TIMINGS: RefCell<Vec<f64>> = const { RefCell::new(Vec::new()) };
     static DRAWS: Cell<u32> = const { Cell::new(0) };
+    static COMPLETE_DRAWS: Cell<u32> = const { Cell::new(0) };
 }
 
 /// `performance.now()` in ms.
@@ -19,14 +23,26 @@ pub fn now() -> f64 {
 /// Called at the start of every input handler.
 pub fn input() {
     INPUT_AT.with(|c| c.set(Some(now())));
+    FIRST_DRAWN.with(|f| f.set(false));
 }
 
-/// Called when the chart has been drawn.
-pub fn drawn() {
+/// Called when the chart has been drawn; `complete` when it shows the
+/// whole curve (not only its first points).
+pub fn drawn(complete: bool) {
     DRAWS.with(|d| d.set(d.get() + 1));
-    if let Some(start) = INPUT_AT.with(|c| c.take()) {
-        let ms = now() - start;
+    if complete {
+        COMPLETE_DRAWS.with(|d| d.set(d.get() + 1));
+    }
+    let Some(start) = INPUT_AT.with(Cell::get) else {
+        return;
+    };
+    let ms = now() - start;
+    if !FIRST_DRAWN.with(|f| f.replace(true)) {
         TIMINGS.with(|t| t.borrow_mut().push(ms));
+    }
+    if complete {
+        INPUT_AT.with(|c| c.set(None));
+        COMPLETE_TIMINGS.with(|t| t.borrow_mut().push(ms));
     }
 }
 
@@ -35,7 +51,17 @@ pub fn draws() -> u32 {
     DRAWS.with(Cell::get)
 }
 
-/// Input-to-redraw times recorded since the last call, ms.
+/// Chart draws of a complete curve since the page loaded.
+pub fn complete_draws() -> u32 {
+    COMPLETE_DRAWS.with(Cell::get)
+}
+
+/// Input-to-first-redraw times recorded since the last call, ms.
 pub fn take() -> Vec<f64> {
     TIMINGS.with(|t| std::mem::take(&mut *t.borrow_mut()))
+}
+
+/// Input-to-complete-curve times recorded since the last call, ms.
+pub fn take_complete() -> Vec<f64> {
+    COMPLETE_TIMINGS.with(|t| std::mem::take(&mut *t.borrow_mut()))
 }

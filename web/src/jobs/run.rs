@@ -124,7 +124,10 @@ fn point_job(page: PageContext) {
         };
         match point_plan(previous.is_none(), computed_before_paint, &arch, &w) {
             PointPlan::Keep => {}
-            PointPlan::Here => land(estimate(&arch, &w, &rt).map_err(|e| e.to_string())),
+            PointPlan::Here => {
+                let length = w.length(arch.is_vision());
+                land(crate::curve::estimate_lengths(&arch, &w, &rt, &[length]).remove(0))
+            }
             PointPlan::Worker => {
                 if !point_pending.get_untracked() {
                     point_pending.set(true);
@@ -149,9 +152,11 @@ fn point_job(page: PageContext) {
 /// share is in, unless a newer change has started another.
 fn curve_job(page: PageContext) {
     let PageContext {
+        state,
         runtime,
         curve,
         curve_progress,
+        curve_refining,
         curve_for,
         curve_key,
         ..
@@ -174,6 +179,7 @@ fn curve_job(page: PageContext) {
         }
         let ticket = runs.start();
         let lengths = view_lengths(&key.2, CURVE_POINTS);
+        let chosen = state.with_untracked(AppState::length);
         leptos::task::spawn_local(async move {
             let wanted = move || runs.wanted(ticket);
             let progress = move |p: Option<f64>| {
@@ -181,12 +187,24 @@ fn curve_job(page: PageContext) {
                     curve_progress.try_set(p);
                 }
             };
+            // Every point drawn is exact and for the current inputs: first
+            // the chosen length's and a few spread over the range, then all.
+            let land = |data: CurveData, complete: bool| {
+                if wanted() {
+                    curve_for.set_value(Some((key.clone(), rt.clone())));
+                    curve_refining.try_set(!complete);
+                    curve.try_set(data);
+                }
+            };
+            let show = |data: CurveData| land(data, false);
+            let first = crate::workers::FirstDraw {
+                chosen,
+                show: &show,
+            };
             let (arch, w, _) = &key;
-            let data = crate::workers::curve(arch, w, &rt, &lengths, wanted, progress).await;
-            if wanted() {
-                curve_for.set_value(Some((key, rt)));
-                curve.try_set(data);
-            }
+            let data =
+                crate::workers::curve(arch, w, &rt, &lengths, Some(first), wanted, progress).await;
+            land(data, true);
         });
     });
 }
@@ -203,6 +221,7 @@ fn fit_job(page: PageContext) {
         point_pending,
         fit,
         fit_pending,
+        curve_refining,
         ..
     } = page;
     let fit_key = Memo::new(move |_| state.with(super::fit_key));
@@ -226,7 +245,13 @@ fn fit_job(page: PageContext) {
             fit_pending.try_set(false);
         };
         if plan == FitPlan::Steps {
-            fit_steps(Rc::new(RefCell::new(table)), wanted, out, true);
+            fit_steps(
+                Rc::new(RefCell::new(table)),
+                wanted,
+                curve_refining,
+                out,
+                true,
+            );
             return;
         }
         // Where no worker answers, this thread computes it.
@@ -235,9 +260,13 @@ fn fit_job(page: PageContext) {
             let (peak, margin) = table.peak_and_margin();
             match crate::workers::fit_rows(arch, w, rt, peak, margin, wanted).await {
                 Some(Ok(rows)) if wanted() => out(rows),
-                Some(Err(_)) if wanted() => {
-                    fit_steps(Rc::new(RefCell::new(table)), wanted, out, true)
-                }
+                Some(Err(_)) if wanted() => fit_steps(
+                    Rc::new(RefCell::new(table)),
+                    wanted,
+                    curve_refining,
+                    out,
+                    true,
+                ),
                 _ => {}
             }
         });
@@ -245,16 +274,21 @@ fn fit_job(page: PageContext) {
 }
 
 /// Runs the table's estimates for up to [`FIT_TASK_MS`] in a task of its
-/// own, then schedules the next task; stops when no longer `wanted`.
+/// own, then schedules the next task; stops when no longer `wanted`. While
+/// the curve is being refined, its tasks wait: the chart comes first.
 fn fit_steps(
     table: Rc<RefCell<FitTable>>,
     wanted: impl Fn() -> bool + Copy + 'static,
+    curve_refining: RwSignal<bool>,
     out: impl Fn(Vec<crate::fit::FitRow>) + Copy + 'static,
     first: bool,
 ) {
     let delay = if first { FIT_FIRST_DELAY_MS } else { 0 };
     set_timeout(
         move || {
+            if curve_refining.try_get_untracked() == Some(true) && wanted() {
+                return fit_steps(table, wanted, curve_refining, out, true);
+            }
             let start = perf::now();
             let progress = table
                 .borrow_mut()
@@ -264,7 +298,7 @@ fn fit_steps(
             }
             match progress {
                 FitProgress::Done(rows) => out(rows),
-                FitProgress::More => fit_steps(table, wanted, out, false),
+                FitProgress::More => fit_steps(table, wanted, curve_refining, out, false),
             }
         },
         Duration::from_millis(delay),
