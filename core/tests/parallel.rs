@@ -309,3 +309,40 @@ fn one_gpu_is_the_plain_job() {
     );
     assert_eq!(fewest_gpus(&[(1, Some(10))], 7), None);
 }
+
+/// DDP's reducer rebuilds its buckets at the second forward in the order
+/// the first backward made the gradients ready, closing a bucket with the
+/// parameter that reaches the cap. The H200 trace of ZeRO-1 on
+/// Llama-3.2-1B (amp bf16, b4 L1024, checkpointing;
+/// `measurements/h200-parallel/traces/`) allocates, in this order, the
+/// final norm with layer 15's `down_proj` (67,117,056 B), `up_proj` and
+/// `gate_proj` (67,108,864 B each), the post-attention norm with the
+/// attention projections (41,951,232 B), then each earlier layer alike
+/// (its `down_proj` bucket carrying the later layer's input norm), and last
+/// the embedding with layer 0's input norm (1,050,681,344 B).
+#[test]
+fn ddp_rebuilds_its_buckets_in_gradient_ready_order() {
+    let a = arch("llama-3.2-1b");
+    let mut w = with(
+        training(4, 1024, Precision::AmpBf16, true),
+        Strategy::Zero1,
+        1,
+    );
+    w.training.steps = 2;
+    let runtime = RuntimeProfile::h200();
+    let mut replay = headroom_core::trace::Replay::new(runtime.allocator, None);
+    replay.event_log = Some(Vec::new());
+    headroom_core::families::replay(&a, &w, &runtime, &mut replay).unwrap();
+    let buckets: Vec<u64> = replay
+        .event_log
+        .take()
+        .unwrap()
+        .into_iter()
+        .filter(|&(alloc, _, _, op)| alloc && op.name == "DDP: gradient buckets")
+        .map(|(_, size, _, _)| size)
+        .collect();
+    let layer = [67_117_056, 67_108_864, 67_108_864, 41_951_232];
+    let mut expected: Vec<u64> = layer.iter().copied().cycle().take(16 * 4).collect();
+    expected.push(1_050_681_344);
+    assert_eq!(buckets, expected);
+}

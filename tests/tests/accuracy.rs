@@ -346,15 +346,15 @@ fn generalization_batch_14_convolutional_training_guard() {
 /// (`measurements/h200-parallel/measured-w1.jsonl`, and
 /// `measured-w1-2.jsonl`, predicted before it was measured) and FSDP2 on two
 /// H200s (`measurements/public/h200x2-fsdp2-public.jsonl`). Every case
-/// within 3% of its driver peak, none more than 3% under, but the named
-/// ones:
-/// - two DDP runs in which the reducer's first bucket outlived its rebuild
-///   at the second forward (repeats of the same jobs did not): under by
-///   one flat copy of the gradients in allocated memory, which the model
-///   does not follow;
-/// - ZeRO-1 with checkpointing at b4 L1024 (both runs): allocated exact,
-///   reserved 2.1 GB under (the run makes a second 2 GB loss-sized segment
-///   in its second step).
+/// within 3% of its driver peak, none more than 3% under, but two DDP runs
+/// in which the reducer's first bucket outlived its rebuild at the second
+/// forward (repeats of the same jobs did not): under by one flat copy of
+/// the gradients in allocated memory, which the model does not follow.
+/// ZeRO-1 with checkpointing (b4 L1024, both runs) is pinned to its
+/// reserved peak: it was 2.1 GB under until the reducer's rebuilt buckets
+/// followed the order gradients became ready, which puts layer 0's norm
+/// weight in the embedding's bucket (8 KiB too large for the free
+/// embedding-sized blocks, as the trace shows).
 #[test]
 fn several_gpu_cases_meet_the_bounds() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../measurements");
@@ -388,26 +388,71 @@ fn several_gpu_cases_meet_the_bounds() {
                 "{}: allocated under by {missing}, not one gradient copy",
                 r.case
             );
-        } else if zero1_checkpointed.contains(&r.case.as_str()) {
+            continue;
+        }
+        if zero1_checkpointed.contains(&r.case.as_str()) {
             assert!(
-                (-0.065..=-0.05).contains(&r.error()),
-                "{}: {:+.1}% (known -5.9%)",
+                r.reserved.0.abs_diff(r.reserved.1) <= 64 << 20,
+                "{}: reserved {} predicted, {} measured",
                 r.case,
-                100.0 * r.error()
-            );
-            assert!(
-                r.allocated.0.abs_diff(r.allocated.1) <= 2 << 20,
-                "{}",
-                r.case
-            );
-        } else {
-            assert!(
-                r.error().abs() <= 0.03,
-                "{}: {:+.1}%",
-                r.case,
-                100.0 * r.error()
+                r.reserved.0,
+                r.reserved.1
             );
         }
+        assert!(
+            r.error().abs() <= 0.03,
+            "{}: {:+.1}%",
+            r.case,
+            100.0 * r.error()
+        );
+    }
+}
+
+/// Autocast caches a leaf weight's bf16 cast whatever the grad mode, so a
+/// non-reentrant checkpointed forward keeps every layer's casts until the
+/// autocast region ends (the H200 trace of ZeRO-1 b4 L1024 with
+/// checkpointing: 96 32 MiB, 64 8 MiB and 64 2 MiB casts freed at
+/// `autocast.__exit__` over its two steps). Pinned to the reserved peaks of
+/// the checkpointed amp jobs, which were 1.5% to 3.2% under while the
+/// replay freed each cast after its matmul.
+#[test]
+fn checkpointed_autocast_jobs_keep_their_weight_casts() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../measurements");
+    let pinned = [
+        (
+            "h200/validation.jsonl",
+            "llama1b_train_amp_bf16_gradckpt_b8_L4096",
+        ),
+        (
+            "h200-generalization/measured-2.jsonl",
+            "gpt2_train_amp_bf16_adamw_gradckpt_b16_L1024",
+        ),
+        (
+            "h200-generalization/measured-5.jsonl",
+            "bert_base_train_amp_bf16_adamw_gradckpt_b32_L512",
+        ),
+        (
+            "h200-generalization/measured-7.jsonl",
+            "llama1b_train_amp_bf16_adamw_gradckpt_b16_L2048",
+        ),
+        (
+            "h200-parallel/measured-w1-2.jsonl",
+            "llama3b_zero1_w1_amp_bf16_b2_L1024_ckpt1",
+        ),
+        ("real-jobs/measured.jsonl", "trainer_llama1b_gc_b8_L2048"),
+    ];
+    for (file, case) in pinned {
+        let text = std::fs::read_to_string(root.join(file)).expect(file);
+        let (rows, _) = compare_file(&text);
+        let r = rows.iter().find(|r| r.case == case).expect(case);
+        let off = r.reserved.0 as f64 / r.reserved.1 as f64 - 1.0;
+        assert!(
+            off.abs() <= 0.005,
+            "{case}: reserved {:+.2}% ({} predicted, {} measured)",
+            100.0 * off,
+            r.reserved.0,
+            r.reserved.1
+        );
     }
 }
 

@@ -264,10 +264,7 @@ pub(crate) fn forward(
             // layer runs without saving; the boundary keeps its input.
             let grad = g.grad_mode;
             g.grad_mode = false;
-            let cached = cx.cache_weight_casts;
-            cx.cache_weight_casts = false;
             let o = encoder_layer(g, cx, a, lw, x, (b, s), attention, rope, training, l);
-            cx.cache_weight_casts = cached;
             g.grad_mode = grad;
             g.checkpoint(l as u32, x.v, o.v);
             o

@@ -206,6 +206,9 @@ impl Graph<'_> {
                 if node.gemm.is_some() {
                     self.autograd_gemm();
                 }
+                if leaf {
+                    self.note_grad_ready(input);
+                }
                 let copied_out = leaf && self.leaf_grads_copied_out;
                 let s = self.st_mut(input);
                 if copied_out {
@@ -274,6 +277,27 @@ impl Graph<'_> {
             self.st_mut(input).grad_from_matmul = false;
             self.drop_grad(old);
             self.drop_grad(new);
+        }
+    }
+
+    /// Starts recording the order in which parameters' gradients become
+    /// ready (see [`Graph::take_grad_ready_order`]).
+    pub fn record_grad_ready_order(&mut self) {
+        self.grad_ready_order = Some(alloc::vec::Vec::new());
+    }
+
+    /// The parameters in the order their gradients became ready since
+    /// [`Graph::record_grad_ready_order`] (each placed at its last
+    /// contribution: a tied embedding's gradient is ready after the lookup's
+    /// backward, not the head's), and stops recording.
+    pub fn take_grad_ready_order(&mut self) -> alloc::vec::Vec<Value> {
+        self.grad_ready_order.take().unwrap_or_default()
+    }
+
+    fn note_grad_ready(&mut self, param: Value) {
+        if let Some(order) = self.grad_ready_order.as_mut() {
+            order.retain(|&v| v != param);
+            order.push(param);
         }
     }
 

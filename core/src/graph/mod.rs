@@ -168,6 +168,11 @@ pub struct Graph<'r> {
     /// as soon as it exists (DDP with `gradient_as_bucket_view`: `.grad`
     /// becomes a view of the bucket).
     pub leaf_grads_copied_out: bool,
+    /// Parameters in the order their gradients became ready in backward
+    /// (the last contribution of each, as autograd's `AccumulateGrad` runs
+    /// it), when recording: DDP's reducer rebuilds its buckets in this
+    /// order ([`Graph::record_grad_ready_order`]).
+    grad_ready_order: Option<Vec<Value>>,
     layer: Option<u32>,
     /// Bytes of every parameter created, when recording (see [`Graph::record_params`]).
     param_log: Option<Vec<u64>>,
@@ -224,6 +229,7 @@ impl<'r> Graph<'r> {
             generations,
             grad_mode: false,
             leaf_grads_copied_out: false,
+            grad_ready_order: None,
             layer: None,
             param_log: None,
             staged: Vec::new(),

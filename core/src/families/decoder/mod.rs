@@ -341,13 +341,12 @@ impl Model<'_> {
                 f.borrow_mut().pre_forward(g, l);
             }
             let out = if call.checkpointing {
-                // Non-reentrant checkpoint: run without saving; the boundary keeps the input.
+                // Non-reentrant checkpoint: run without saving; the boundary keeps
+                // the input, and autocast caches the weight casts as it would
+                // outside a checkpoint.
                 let grad = g.grad_mode;
                 g.grad_mode = false;
-                let cached = cx.cache_weight_casts;
-                cx.cache_weight_casts = false;
                 let o = self.layer(g, cx, l, x, call, rope, cache, eager_mask);
-                cx.cache_weight_casts = cached;
                 g.grad_mode = grad;
                 g.checkpoint(l as u32, x.v, o.v);
                 o

@@ -139,8 +139,12 @@ pub struct Ctx {
     pub compute_dsize: u64,
     /// Autocast's cache of bf16 weight copies: (weight, copy).
     pub cast_cache: Vec<(Value, T)>,
-    /// Cache weight casts (off inside checkpointed segments, where the
-    /// H200 snapshot shows no per-layer weight copies outliving the layer).
+    /// Cache weight casts. Autocast caches a leaf weight's cast whatever
+    /// the grad mode, so a checkpointed layer's forward caches them too
+    /// (the H200 trace of a checkpointed ZeRO-1 job: every layer's casts
+    /// freed at `autocast.__exit__`); off in a checkpoint's recompute,
+    /// whose own autocast region ends with the layer (the copies autograd
+    /// saved live on until the layer's backward).
     pub cache_weight_casts: bool,
     /// The 2-byte activations are IEEE fp16 rather than bf16 (fp16
     /// inference), which some kernels treat differently.
