@@ -38,10 +38,35 @@ cargo build -p headroom-core --target wasm32-unknown-unknown
 section "browser tests (headless Chromium)"
 # The page's shipped profile (optimised): the redraw timing is measured on
 # the code users get, and the tests stay within the webdriver's timeouts.
+# The registry's browser test uploads to, lists and applies from a real
+# headroom-registry (built by cargo test --workspace) on an empty database,
+# whose address it reads at build time.
+BROWSER_REG_DIR="$(mktemp -d)"
+target/debug/headroom-registry --db "$BROWSER_REG_DIR/registry.sqlite" --listen 127.0.0.1:0 \
+    --dist "$BROWSER_REG_DIR/no-page" >"$BROWSER_REG_DIR/out" &
+BROWSER_REG_PID=$!
+trap 'kill "$BROWSER_REG_PID" 2>/dev/null || true; rm -rf "$BROWSER_REG_DIR"' EXIT
+for _ in $(seq 1 100); do
+    if grep -q 'listening on' "$BROWSER_REG_DIR/out"; then break; fi
+    sleep 0.1
+done
+HEADROOM_REGISTRY_URL="$(grep -o 'http://[0-9.:]*' "$BROWSER_REG_DIR/out" | head -n 1)"
+export HEADROOM_REGISTRY_URL
 LOG="$(mktemp)"
 cargo test -p headroom-web --target wasm32-unknown-unknown --profile wasm-release -- --nocapture 2>&1 | tee "$LOG"
 PERF_LINE="$(grep -o 'PERF .*' "$LOG" | tail -n 1 || true)"
+REGISTRY_LINE="$(grep -o 'REGISTRY profile .*' "$LOG" | tail -n 1 || true)"
 rm -f "$LOG"
+kill "$BROWSER_REG_PID"
+wait "$BROWSER_REG_PID" || true
+rm -rf "$BROWSER_REG_DIR"
+trap - EXIT
+unset HEADROOM_REGISTRY_URL
+if [ -z "$REGISTRY_LINE" ]; then
+    echo "FAIL: the registry's browser test did not run against the registry"
+    exit 1
+fi
+echo "$REGISTRY_LINE"
 echo "$PERF_LINE"
 MEDIAN="$(echo "$PERF_LINE" | sed -n 's/.*curve-changing input: median \([0-9.]*\) ms.*/\1/p')"
 if [ -n "$MEDIAN" ] && awk "BEGIN { exit !($MEDIAN > 16) }"; then

@@ -135,6 +135,21 @@ impl FetchError {
     }
 }
 
+/// The note shown when the registry a link names could not be listed.
+pub fn unlisted_note(base: &str, why: &str) -> String {
+    format!("{} could not be listed: {why}", label(base))
+}
+
+/// The note shown when `skipped` entries of the registry's listing are not
+/// profiles.
+pub fn skipped_note(base: &str, skipped: usize) -> String {
+    format!(
+        "{} entries of the listing of {} are not profiles and are left out",
+        format::int(skipped as u64),
+        label(base)
+    )
+}
+
 /// The note shown when the link's registry profile `number` could not be
 /// applied.
 pub fn fallback_note(number: u64, base: &str, why: &str) -> String {
@@ -153,8 +168,8 @@ pub struct Entry {
     pub name: String,
     /// The GPU's name as the driver gives it.
     pub gpu: String,
-    /// The GPU's memory as CUDA reports it, bytes.
-    pub gpu_total_bytes: Option<u64>,
+    /// The catalog card it is, if the catalog has it ([`card_for`]).
+    pub card: Option<&'static Gpu>,
     /// Driver version.
     pub driver: String,
     /// CUDA version.
@@ -171,11 +186,6 @@ pub struct Entry {
 }
 
 impl Entry {
-    /// The catalog card the profile was measured on, if the catalog has it.
-    pub fn card(&self) -> Option<&'static Gpu> {
-        card_for(&self.gpu, self.gpu_total_bytes?)
-    }
-
     /// Its facts in one line: GPU, driver, torch and CUDA, points, fit
     /// quality, date.
     pub fn facts(&self) -> String {
@@ -213,7 +223,7 @@ impl Listing {
     pub fn for_card<'a>(&'a self, gpu_id: &'a str) -> impl Iterator<Item = &'a Entry> + 'a {
         self.entries
             .iter()
-            .filter(move |e| gpu_id.is_empty() || e.card().is_some_and(|c| c.id == gpu_id))
+            .filter(move |e| gpu_id.is_empty() || e.card.is_some_and(|c| c.id == gpu_id))
     }
 
     /// The catalog cards with a profile, with how many, in catalog order.
@@ -244,11 +254,16 @@ fn entry(value: &Value) -> Option<Entry> {
         .and_then(|a| a.get("median_abs_err"))
         .and_then(Value::as_f64)
         .filter(|e| (0.0..=10.0).contains(e));
+    let gpu = text(obj, "gpu");
+    let card = obj
+        .get("gpu_total_bytes")
+        .and_then(Value::as_u64)
+        .and_then(|bytes| card_for(&gpu, bytes));
     Some(Entry {
         number,
         name: text(obj, "name"),
-        gpu: text(obj, "gpu"),
-        gpu_total_bytes: obj.get("gpu_total_bytes").and_then(Value::as_u64),
+        gpu,
+        card,
         driver: text(obj, "driver"),
         cuda: text(obj, "cuda"),
         torch: text(obj, "torch"),
@@ -400,13 +415,13 @@ mod tests {
             panic!("{listing:?}")
         };
         assert_eq!(h200.number, 7);
-        assert_eq!(h200.card().map(|g| g.id), Some("h200"));
+        assert_eq!(h200.card.map(|g| g.id), Some("h200"));
         assert_eq!(
             h200.facts(),
             "NVIDIA H200 · driver 580.159.04 · torch 2.11.0+cu130 · CUDA 13.0 · 5 points · median error 0.7% after the fit · 2026-11-30"
         );
         assert_eq!(a100.name, "<img src=x onerror=alert(1)>");
-        assert_eq!(a100.card().map(|g| g.id), Some("a100-80gb"));
+        assert_eq!(a100.card.map(|g| g.id), Some("a100-80gb"));
         assert_eq!(a100.median_error, None);
         assert_eq!(
             a100.facts(),
@@ -495,5 +510,13 @@ mod tests {
             .describe()
             .contains("2,097,152 bytes"));
         assert_eq!(FetchError::Status(503).describe(), "it answered HTTP 503");
+        assert_eq!(
+            skipped_note("", 4),
+            "4 entries of the listing of this page's registry are not profiles and are left out"
+        );
+        assert_eq!(
+            unlisted_note("", "its answer is not JSON (EOF)"),
+            "this page's registry could not be listed: its answer is not JSON (EOF)"
+        );
     }
 }

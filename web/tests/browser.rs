@@ -1360,16 +1360,22 @@ async fn a_registry_s_profiles_are_listed_applied_marked_and_linked() {
     let builtin_peak = peak_total(&page).await;
     let builtin_context = page.text("row-cuda_context");
     assert!(
-        page.find("registry").is_none(),
+        page.find("registry-gpu").is_none(),
         "no registry at the page's own origin"
     );
     drop(page);
 
     // Listed with its facts, its name as text; the GPU table marks the H200.
     let page = Page::open(&pointed).await;
-    let item = format!("registry-profile-{number}");
-    wait_until("the registry's list", || page.find(&item).is_some()).await;
-    let listed = page.text(&item);
+    let option = format!("#profile option[value='{id}']");
+    let listed = || {
+        page.root
+            .query_selector(&option)
+            .expect("a valid selector")
+            .and_then(|o| o.text_content())
+    };
+    wait_until("the registry's profiles", || listed().is_some()).await;
+    let text = listed().unwrap_or_default();
     for part in [
         name,
         "NVIDIA H200",
@@ -1380,12 +1386,12 @@ async fn a_registry_s_profiles_are_listed_applied_marked_and_linked() {
         "median error",
         "2026-11-30",
     ] {
-        assert!(listed.contains(part), "`{listed}` lacks {part}");
+        assert!(text.contains(part), "`{text}` lacks {part}");
     }
     assert_eq!(injected(&page), None);
     page.choose("registry-gpu", "h200");
     settle().await;
-    assert!(page.find(&item).is_some(), "listed for the H200");
+    assert!(listed().is_some(), "listed for the H200");
     page.fit_table().await;
     wait_until("the GPU table's mark", || {
         page.find("fit-h200-registry").is_some()
@@ -1395,15 +1401,15 @@ async fn a_registry_s_profiles_are_listed_applied_marked_and_linked() {
     assert_eq!(peak_total(&page).await, builtin_peak, "nothing applied yet");
 
     // Applied: the estimate takes the profile's runtime.
-    page.click(&format!("registry-apply-{number}"));
+    page.choose("profile", &id);
     wait_until("the profile applied", || {
         page.text("row-cuda_context").contains("1.00 GB")
     })
     .await;
     assert!(
-        page.text("registry-status").contains("Applied"),
+        page.text("profile-status").contains("Applied"),
         "{}",
-        page.text("registry-status")
+        page.text("profile-status")
     );
     assert_eq!(page.value("profile"), id);
     assert!(page.text("runtime-figures").contains("954 MiB"));
@@ -1459,20 +1465,19 @@ async fn a_registry_s_profiles_are_listed_applied_marked_and_linked() {
     drop(page);
 
     // A registry that does not answer: a note, the built-in figures.
-    let page = Page::open(&format!(
-        "{job}&registry=http%3A%2F%2F127.0.0.1%3A9&profile={id}"
-    ))
-    .await;
+    let unreachable = format!("{job}&registry=http%3A%2F%2F127.0.0.1%3A9");
+    let page = Page::open(&format!("{unreachable}&profile={id}")).await;
     wait_until("the unreachable registry's note", || {
         page.text("url-note").contains("could not be reached")
     })
     .await;
+    assert!(page.text("url-note").contains(&format!("#{number}")));
     assert_eq!(peak_total(&page).await, builtin_peak);
-    wait_until("the panel says the registry could not be listed", || {
-        page.get("app")
-            .text_content()
-            .unwrap_or_default()
-            .contains("could not be listed")
+    assert!(page.find("registry-gpu").is_none());
+    drop(page);
+    let page = Page::open(&unreachable).await;
+    wait_until("the unlisted registry's note", || {
+        page.text("url-note").contains("could not be listed")
     })
     .await;
     drop(page);

@@ -1,9 +1,10 @@
-//! The calibration panel: the profile, its runtime figures, the profile
-//! registry's profiles, and loading a profile the collector wrote.
+//! The calibration panel: the profile (bundled, loaded, or one of the
+//! profile registry's), its runtime figures, and loading a profile the
+//! collector wrote.
 
 use super::context::use_page;
 use super::fields::read_file_text;
-use super::registry::RegistryProfiles;
+use super::registry;
 use crate::calib;
 use crate::format;
 use crate::intake;
@@ -21,6 +22,8 @@ pub fn CalibrationPanel() -> impl IntoView {
     // The pasted text lives in the textarea alone (read when loaded).
     let paste: NodeRef<leptos::html::Textarea> = NodeRef::new();
     let status = RwSignal::new(None::<Result<String, String>>);
+    // The GPU whose registry profiles the select lists (empty: every GPU).
+    let registry_gpu = RwSignal::new(String::new());
     let load = move |text: String| {
         let checked = intake::check_json_text("the profile", &text, intake::MAX_PROFILE_BYTES);
         let parsed = checked.and_then(|()| calib::parse_profile(&text, calib::LOADED_ID));
@@ -87,18 +90,22 @@ pub fn CalibrationPanel() -> impl IntoView {
             <legend>"Calibration profile"</legend>
             <div class="field">
                 <label for="profile">"Profile"</label>
-                <select id="profile" data-testid="profile" on:change=move |ev| { let v = event_target_value(&ev); page.update(|s| s.profile = v); }>
+                <select id="profile" data-testid="profile" on:change=move |ev| registry::choose(page, status, event_target_value(&ev))>
                     {move || {
                         let current = page.state.with(|s| s.profile.clone());
-                        page.profiles.get().into_iter().map(|p| {
-                            let selected = p.id == current;
-                            view! { <option value=p.id.clone() selected=selected>{format!("{} ({} points)", format::shown(&p.name, NAME_CHARS), p.points.len())}</option> }
+                        let mut options: Vec<(String, String)> = page.profiles.with(|ps| {
+                            ps.iter().map(|p| (p.id.clone(), format!("{} ({} points)", format::shown(&p.name, NAME_CHARS), p.points.len()))).collect()
+                        });
+                        options.extend(registry::profile_options(page, &registry_gpu.get()));
+                        options.into_iter().map(|(id, text)| {
+                            let selected = id == current;
+                            view! { <option value=id selected=selected>{text}</option> }
                         }).collect_view()
                     }}
                 </select>
             </div>
+            {registry::gpu_choice(page, registry_gpu)}
             {figures}
-            <RegistryProfiles/>
             <details class="load-profile">
                 <summary>"Load a profile from the collector"</summary>
                 <div class="field">

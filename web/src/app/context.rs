@@ -7,6 +7,7 @@ use crate::chart::Theme;
 use crate::curve::{bands, Band, CurveData};
 use crate::fit::FitRow;
 use crate::jobs::{self, CurveKey};
+use crate::registry::Listing;
 use crate::state::AppState;
 use headroom_core::estimate::Estimate;
 use headroom_core::workload::Workload;
@@ -115,6 +116,8 @@ pub struct PageContext {
     pub fit: RwSignal<Option<Vec<FitRow>>>,
     /// A newer GPU table is being computed.
     pub fit_pending: RwSignal<bool>,
+    /// The profile registry's profiles, once listed (`super::registry`).
+    pub registry: RwSignal<Option<Listing>>,
 }
 
 /// The page's context (inside [`super::App`]).
@@ -172,6 +175,7 @@ impl PageContext {
             measured,
             fit: RwSignal::new(None),
             fit_pending: RwSignal::new(true),
+            registry: RwSignal::new(None),
         }
     }
 

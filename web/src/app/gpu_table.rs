@@ -73,7 +73,7 @@ pub fn FitPanel() -> impl IntoView {
                             let fits = r.jobs.unwrap_or(0) > 0;
                             view! {
                                 <tr data-testid=format!("fit-{}", r.gpu.id) class:nofit=!fits>
-                                    <th scope="row">{r.gpu.name}{registry::card_mark(r.gpu.id)}</th>
+                                    <th scope="row">{r.gpu.name}{registry::card_mark(page, r.gpu.id)}</th>
                                     <td>{format::bytes(headroom_core::Bytes(r.gpu.usable_bytes))}</td>
                                     <td data-testid=format!("fit-{}-length", r.gpu.id)>{opt(r.max_length)}</td>
                                     <td data-testid=format!("fit-{}-batch", r.gpu.id)>{opt(r.max_batch)}</td>

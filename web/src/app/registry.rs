@@ -7,11 +7,12 @@
 //! address a link gives (`registry=URL`). Its answers are read as untrusted
 //! text (`crate::registry`): bounded in size and time, shown as text.
 
-use super::context::{use_page, PageContext};
+use super::context::PageContext;
+use super::fields::select_field;
 use crate::calib;
 use crate::format;
 use crate::intake;
-use crate::registry::{self, FetchError, Listing};
+use crate::registry::{self, FetchError};
 use leptos::prelude::*;
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
@@ -22,83 +23,55 @@ const TIMEOUT_MS: u32 = 10_000;
 /// Most characters of a profile's name shown.
 const NAME_CHARS: usize = 80;
 
-/// What the page knows of the registry's profiles.
-#[derive(Clone, Debug, PartialEq)]
-enum Known {
-    /// Asked, no answer yet.
-    Pending,
-    /// This page's origin serves no registry, and the link names none.
-    NotServed,
-    /// The registry the link names could not be listed, and why.
-    Failed(String),
-    /// Its profiles.
-    Listed(Listing),
+/// The registry's address (empty: this page's origin).
+fn base_of(page: PageContext) -> String {
+    page.state
+        .with_untracked(|s| s.registry.clone())
+        .unwrap_or_default()
 }
 
-/// The registry's signals, provided by [`start`].
-#[derive(Clone, Copy)]
-struct RegistryContext {
-    /// Its address (empty: this page's origin).
-    base: StoredValue<String>,
-    known: RwSignal<Known>,
-    /// The catalog cards it has profiles for, with how many.
-    cards: Memo<Vec<(&'static str, usize)>>,
-    /// What applying a profile from the list came to.
-    status: RwSignal<Option<Result<String, String>>>,
-}
-
-/// Asks the registry for its profiles and, where the link names one of
-/// them, applies it (or notes why not and keeps the built-in profile).
+/// Asks the registry for its profiles (into `page.registry`), then applies
+/// the one the link names.
+/// What fails where the link named a registry or a profile is a note, and
+/// the page keeps the built-in profile; a page served without a registry
+/// shows nothing of it.
 pub fn start(page: PageContext) {
-    let named = page.state.with_untracked(|s| s.registry.clone());
-    let explicit = named.is_some();
-    let base = named.unwrap_or_default();
-    let known = RwSignal::new(Known::Pending);
-    let cards = Memo::new(move |_| {
-        known.with(|k| match k {
-            Known::Listed(l) => l.cards().into_iter().map(|(g, n)| (g.id, n)).collect(),
-            _ => Vec::new(),
-        })
-    });
-    provide_context(RegistryContext {
-        base: StoredValue::new(base.clone()),
-        known,
-        cards,
-        status: RwSignal::new(None),
-    });
-    let listing_url = registry::listing_url(&base);
-    let label = registry::label(&base);
-    leptos::task::spawn_local(async move {
-        let read = fetch_text(&listing_url, registry::MAX_LISTING_BYTES)
-            .await
-            .map_err(|e| e.describe())
-            .and_then(|text| registry::parse_listing(&text));
-        known.try_set(match read {
-            Ok(listing) => Known::Listed(listing),
-            // A page served without a registry: nothing to show.
-            Err(_) if !explicit => Known::NotServed,
-            Err(why) => Known::Failed(format!(
-                "The profiles of {label} could not be listed: {why}."
-            )),
-        });
-    });
+    let base = base_of(page);
+    let explicit = !base.is_empty();
     let linked = page
         .state
         .with_untracked(|s| registry::profile_number(&s.profile));
-    if let Some(number) = linked {
-        leptos::task::spawn_local(async move {
-            if let Err(why) = apply(page, &base, number).await {
-                page.notes
-                    .try_update(|n| n.push(registry::fallback_note(number, &base, &why)));
-                let id = registry::profile_id(number);
-                page.state.try_update(|s| {
-                    if s.profile == id {
-                        s.profile = calib::BUILTIN_ID.into();
-                    }
-                });
+    leptos::task::spawn_local(async move {
+        let read = fetch_text(&registry::listing_url(&base), registry::MAX_LISTING_BYTES)
+            .await
+            .map_err(|e| e.describe())
+            .and_then(|text| registry::parse_listing(&text));
+        let failed = match read {
+            Ok(found) => {
+                if found.skipped > 0 {
+                    let note = registry::skipped_note(&base, found.skipped);
+                    page.notes.try_update(|n| n.push(note));
+                }
+                page.registry.try_set(Some(found));
+                match linked {
+                    Some(number) => apply(page, &base, number).await.err(),
+                    None => None,
+                }
+            }
+            Err(why) => (explicit || linked.is_some()).then_some(why),
+        };
+        let Some(why) = failed else { return };
+        let note = match linked {
+            Some(number) => registry::fallback_note(number, &base, &why),
+            None => registry::unlisted_note(&base, &why),
+        };
+        page.notes.try_update(|n| n.push(note));
+        page.state.try_update(|s| {
+            if registry::profile_number(&s.profile).is_some() {
+                s.profile = calib::BUILTIN_ID.into();
             }
         });
-    }
+    });
 }
 
 /// Fetches the registry's profile `number` and makes it the page's profile;
@@ -182,108 +155,88 @@ async fn fetch_text(url: &str, max: u64) -> Result<String, FetchError> {
     String::from_utf8(bytes).map_err(|_| FetchError::NotText)
 }
 
-/// The calibration panel's list of the registry's profiles, for the GPU
-/// chosen above it, each with its facts and a button that applies it.
-#[component]
-pub fn RegistryProfiles() -> impl IntoView {
-    let page = use_page();
-    let Some(reg) = use_context::<RegistryContext>() else {
-        return ().into_any();
-    };
-    let card = RwSignal::new(String::new());
-    let apply_one = move |number: u64| {
-        reg.status
-            .set(Some(Ok(format!("Fetching profile #{number}…"))));
-        leptos::task::spawn_local(async move {
-            let done = apply(page, &reg.base.get_value(), number).await;
-            reg.status.try_set(Some(
-                done.map_err(|why| format!("Profile #{number} was not applied: {why}.")),
-            ));
-        });
-    };
-    let listed = move |listing: Listing| {
-        let heading = format!(
-            "Profiles in {} ({})",
-            registry::label(&reg.base.get_value()),
-            format::int(listing.entries.len() as u64)
-        );
-        let skipped = (listing.skipped > 0).then(|| {
-            format!(
-                "{} entries of the listing are not profiles and are left out.",
-                format::int(listing.skipped as u64)
-            )
-        });
-        let options = listing
-            .cards()
-            .into_iter()
-            .map(|(g, n)| view! { <option value=g.id>{format!("{} ({n})", g.name)}</option> })
-            .collect_view();
-        let rows = move || {
-            let chosen = card.get();
-            let rows: Vec<_> = listing
-                .for_card(&chosen)
-                .map(|e| {
-                    let number = e.number;
-                    view! {
-                        <li data-testid=format!("registry-profile-{number}")>
-                            <span class="name">{format::shown(&e.name, NAME_CHARS)}</span>
-                            <span class="facts">{e.facts()}</span>
-                            <button type="button" data-testid=format!("registry-apply-{number}") on:click=move |_| apply_one(number)>"Apply"</button>
-                        </li>
-                    }
-                })
-                .collect();
-            if rows.is_empty() {
-                view! { <li>"No profile here yet: calibration-collector upload --to this registry adds one."</li> }.into_any()
-            } else {
-                rows.collect_view().into_any()
-            }
+/// The registry's profiles measured on the card `gpu_id` (every profile
+/// for an empty id) that are not the page's yet, as the profile select's
+/// options: their id, and their name with their facts.
+pub fn profile_options(page: PageContext, gpu_id: &str) -> Vec<(String, String)> {
+    page.registry.with(|listing| {
+        let Some(listing) = listing else {
+            return Vec::new();
         };
-        view! {
-            <details class="registry" data-testid="registry" open>
-                <summary>{heading}</summary>
-                <div class="field">
-                    <label for="registry-gpu">"GPU"</label>
-                    <select id="registry-gpu" data-testid="registry-gpu" on:change=move |ev| card.set(event_target_value(&ev))>
-                        <option value="">"every GPU"</option>
-                        {options}
-                    </select>
-                </div>
-                <ul class="registry-list" data-testid="registry-profiles">{rows}</ul>
-                <p class="hint">{skipped}" Applying a profile sets the runtime figures to its own, as loading its file does; the link then names it."</p>
-            </details>
-        }
-        .into_any()
+        page.profiles.with(|loaded| {
+            listing
+                .for_card(gpu_id)
+                .filter(|e| {
+                    let id = registry::profile_id(e.number);
+                    !loaded.iter().any(|p| p.id == id)
+                })
+                .map(|e| {
+                    let name = format::shown(&e.name, NAME_CHARS);
+                    let text = format!("Registry #{}: {name} — {}", e.number, e.facts());
+                    (registry::profile_id(e.number), text)
+                })
+                .collect()
+        })
+    })
+}
+
+/// Makes `id` the page's profile: a registry profile the page does not
+/// hold yet is fetched first, and `status` (the panel's status line) says
+/// what that came to.
+pub fn choose(page: PageContext, status: RwSignal<Option<Result<String, String>>>, id: String) {
+    let held = page
+        .profiles
+        .with_untracked(|ps| ps.iter().any(|p| p.id == id));
+    let Some(number) = registry::profile_number(&id).filter(|_| !held) else {
+        page.update(|s| s.profile = id);
+        return;
     };
-    view! {
-        {move || match reg.known.get() {
-            Known::Pending | Known::NotServed => ().into_any(),
-            Known::Failed(why) => view! { <p class="status error">{why}</p> }.into_any(),
-            Known::Listed(listing) => listed(listing),
-        }}
-        <p class="status" role="status" data-testid="registry-status">
-            {move || match reg.status.get() {
-                Some(Ok(m)) => view! { <span class="ok">{m}</span> }.into_any(),
-                Some(Err(e)) => view! { <span class="error">{e}</span> }.into_any(),
-                None => ().into_any(),
-            }}
-        </p>
+    super::perf::input();
+    status.set(Some(Ok(format!("Fetching profile #{number}…"))));
+    leptos::task::spawn_local(async move {
+        let done = apply(page, &base_of(page), number).await;
+        status.try_set(Some(
+            done.map_err(|why| format!("Profile #{number} was not applied: {why}.")),
+        ));
+    });
+}
+
+/// The choice of GPU whose registry profiles the profile select lists
+/// (shown once the registry has listed its profiles).
+pub fn gpu_choice(page: PageContext, gpu_id: RwSignal<String>) -> impl IntoView {
+    move || {
+        page.registry.with(|listing| {
+            let listing = listing.as_ref()?;
+            let mut options = vec![("", "every GPU")];
+            options.extend(listing.cards().into_iter().map(|(g, _)| (g.id, g.name)));
+            Some(select_field(
+                "registry-gpu",
+                "Registry profiles measured on",
+                options,
+                move || gpu_id.get(),
+                move |v| gpu_id.set(v),
+            ))
+        })
     }
-    .into_any()
 }
 
 /// The GPU table's mark of a card the registry has measured profiles for.
-pub fn card_mark(gpu_id: &'static str) -> impl IntoView {
-    let reg = use_context::<RegistryContext>();
+pub fn card_mark(page: PageContext, gpu_id: &'static str) -> impl IntoView {
     move || {
-        let count = reg?
-            .cards
-            .with(|c| c.iter().find(|(id, _)| *id == gpu_id).map(|(_, n)| *n))?;
-        Some(view! {
-            <span class="registry-mark" data-testid=format!("fit-{gpu_id}-registry")
-                title=format!("{} measured profile(s) of this card in the registry", format::int(count as u64))>
-                "measured"
-            </span>
+        let measured = page.registry.with(|l| {
+            l.as_ref().is_some_and(|l| {
+                l.entries
+                    .iter()
+                    .any(|e| e.card.is_some_and(|c| c.id == gpu_id))
+            })
+        });
+        measured.then(|| {
+            view! {
+                <span class="registry-mark" data-testid=format!("fit-{gpu_id}-registry")
+                    title="The profile registry holds a profile measured on this card">
+                    "measured"
+                </span>
+            }
         })
     }
 }
