@@ -25,19 +25,22 @@ pub enum Theme {
 }
 
 impl Theme {
-    fn background(self) -> RGBColor {
+    /// Its background colour.
+    pub fn background(self) -> RGBColor {
         match self {
             Theme::Light => RGBColor(255, 255, 255),
             Theme::Dark => RGBColor(22, 27, 34),
         }
     }
-    fn foreground(self) -> RGBColor {
+    /// Its foreground colour.
+    pub fn foreground(self) -> RGBColor {
         match self {
             Theme::Light => RGBColor(31, 35, 40),
             Theme::Dark => RGBColor(230, 237, 243),
         }
     }
-    fn grid(self) -> RGBColor {
+    /// Its grid colour.
+    pub fn grid(self) -> RGBColor {
         match self {
             Theme::Light => RGBColor(225, 228, 232),
             Theme::Dark => RGBColor(48, 54, 61),

@@ -23,6 +23,7 @@ pub mod protocol;
 pub mod query;
 pub mod registry;
 pub mod state;
+pub mod timeline;
 pub mod vocab;
 
 #[cfg(target_arch = "wasm32")]

@@ -64,10 +64,58 @@ pub struct AppState {
     /// The profile registry's address from the link (`None`: this page's
     /// origin).
     pub registry: Option<String>,
+    /// Which of the results' panels are open.
+    pub panels: Panels,
+}
+
+/// The results' panels a link opens (`advise=GPU`, `timeline=1`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Panels {
+    /// The catalog GPU whose "what would make it fit" is open.
+    pub advise: Option<String>,
+    /// The chart of memory over the job is open.
+    pub timeline: bool,
+}
+
+impl Panels {
+    /// The link's pairs for the open panels.
+    fn to_pairs(&self, pairs: &mut Vec<(String, String)>) {
+        if let Some(gpu) = &self.advise {
+            pairs.push((ADVISE_KEY.into(), gpu.clone()));
+        }
+        if self.timeline {
+            pairs.push((TIMELINE_KEY.into(), "1".into()));
+        }
+    }
+
+    /// Reads the panels' keys of a link; what cannot be read leaves its
+    /// panel closed, with a note.
+    fn read(advise: Option<&str>, timeline: Option<&str>, notes: &mut Vec<String>) -> Panels {
+        let mut panels = Panels::default();
+        if let Some(id) = advise {
+            if gpus::find(id).is_some() {
+                panels.advise = Some(id.to_string());
+            } else {
+                notes.push(format!(
+                    "ignored {ADVISE_KEY}={}: not a GPU of the catalog",
+                    quote(id)
+                ));
+            }
+        }
+        match timeline {
+            None | Some("0") => {}
+            Some("1") => panels.timeline = true,
+            Some(other) => notes.push(format!(
+                "ignored {TIMELINE_KEY}={}: allowed: 1 (open) or 0",
+                quote(other)
+            )),
+        }
+        panels
+    }
 }
 
 /// Query keys that are not workload fields.
-const VIEW_KEYS: [&str; 8] = [
+const VIEW_KEYS: [&str; 10] = [
     "model",
     "name",
     "x",
@@ -76,7 +124,11 @@ const VIEW_KEYS: [&str; 8] = [
     "gpus",
     "margin",
     registry::LINK_KEY,
+    ADVISE_KEY,
+    TIMELINE_KEY,
 ];
+const ADVISE_KEY: &str = "advise";
+const TIMELINE_KEY: &str = "timeline";
 const PROFILE_KEY: &str = "profile";
 const ARCH_PREFIX: &str = "a.";
 /// A spec's prefix of workload fields, accepted before a workload key.
@@ -252,6 +304,7 @@ impl AppState {
             margin_pct: DEFAULT_MARGIN_PCT,
             profile: calib::BUILTIN_ID.into(),
             registry: None,
+            panels: Panels::default(),
         }
     }
 
@@ -328,6 +381,7 @@ impl AppState {
         if let Some(base) = &self.registry {
             pairs.push((registry::LINK_KEY.into(), base.clone()));
         }
+        self.panels.to_pairs(&mut pairs);
         query::join(&pairs)
     }
 
@@ -439,6 +493,7 @@ impl AppState {
                 )),
             }
         }
+        state.panels = Panels::read(get(ADVISE_KEY), get(TIMELINE_KEY), &mut notes);
         if let Some(base) = get(registry::LINK_KEY) {
             match registry::parse_base(base) {
                 Ok(base) => state.registry = Some(base),

@@ -148,6 +148,13 @@ impl Page {
             .unwrap_or(0)
     }
 
+    fn chart_attr_of(&self, id: &str, name: &str) -> u32 {
+        self.get(id)
+            .get_attribute(name)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    }
+
     /// Waits until the chart shows a curve for the current inputs (the
     /// first one comes after the first paint where it would delay it).
     async fn curve_drawn(&self) {
@@ -1487,4 +1494,406 @@ async fn a_registry_s_profiles_are_listed_applied_marked_and_linked() {
     assert!(page.find("url-note").is_none(), "{}", page.text("url-note"));
     assert_eq!(page.value("profile"), "h200-2026-11-30");
     console_log!("REGISTRY profile #{number} of {base}: listed, applied, marked in the GPU table, linked; a missing and an unreachable one noted");
+}
+
+// ---- What would make it fit, memory over the job, narrow and dark pages ----
+
+/// The app state a link opens, as the page reads it.
+fn state_of(query: &str) -> headroom_web::state::AppState {
+    let ids: Vec<String> = headroom_web::calib::bundled()
+        .into_iter()
+        .map(|p| p.id)
+        .collect();
+    let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+    headroom_web::state::AppState::from_query(query, &ids).0
+}
+
+/// A "does not fit" in the GPU table opens the core's suggestions for
+/// that card, each with its peak and cost; the link carries the card, and
+/// the suggestions are the ones `advise` gives natively.
+#[wasm_bindgen_test]
+async fn a_does_not_fit_link_opens_what_would_make_it_fit() {
+    let query = "model=llama-3.2-1b&mode=training&seq_len=2048&batch=4";
+    let page = Page::open(query).await;
+    page.fit_table().await;
+    let gpu_id = "l40s";
+    let link = page
+        .root
+        .query_selector("[data-testid='fit-l40s'] [data-testid='advise-l40s']")
+        .expect("a selector")
+        .expect("the L40S's \"does not fit\"");
+    link.dyn_into::<HtmlElement>().expect("a button").click();
+    settle().await;
+    wait_until("the suggestions", || {
+        page.find("advice").is_some() && page.find("advice-pending").is_none()
+    })
+    .await;
+    assert!(
+        page.find("suggestions").is_some(),
+        "{}",
+        page.text("advice")
+    );
+    let shown: Vec<String> = {
+        let list = page
+            .root
+            .query_selector_all("[data-testid='suggestion-peak']")
+            .expect("a selector");
+        (0..list.length())
+            .filter_map(|i| list.item(i).and_then(|n| n.text_content()))
+            .collect()
+    };
+    let s = state_of(query);
+    let gpu = headroom_core::gpus::find(gpu_id).expect("a catalog card");
+    let rt = headroom_core::RuntimeProfile::h200();
+    let native = headroom_core::advice::advise(&s.model.arch, &s.workload, &rt, gpu, s.margin_pct)
+        .expect("advice");
+    assert!(
+        !native.is_empty(),
+        "the core suggests something for {gpu_id}"
+    );
+    let expected: Vec<String> = native
+        .iter()
+        .map(|s| headroom_web::format::bytes(headroom_core::Bytes(s.driver_peak)))
+        .collect();
+    assert_eq!(shown, expected);
+    let first = page.text("suggestion");
+    assert!(first.contains(&native[0].what), "{first}");
+    assert!(first.contains(native[0].change.cost()), "{first}");
+    settle().await;
+    sleep(300).await;
+    assert!(
+        page.value("share-link")
+            .contains(&format!("advise={gpu_id}")),
+        "{}",
+        page.value("share-link")
+    );
+    page.click("advice-close");
+    settle().await;
+    assert!(page.find("advice").is_none());
+}
+
+/// Memory over the job: the chart's highest reserved point is the peak the
+/// page shows and the core computes, its phases run in order, and the CSV
+/// holds its points with their phases.
+#[wasm_bindgen_test]
+async fn the_timeline_shows_the_peak_and_the_phases_and_exports_csv() {
+    let query = "model=llama-3.2-1b&mode=training&seq_len=512";
+    let page = Page::open(query).await;
+    assert!(page.find("timeline").is_none(), "closed until asked for");
+    page.click("timeline-toggle");
+    wait_until("the timeline", || {
+        page.find("timeline")
+            .and_then(|c| c.get_attribute("data-max-reserved"))
+            .is_some()
+    })
+    .await;
+    let s = state_of(query);
+    let rt = headroom_core::RuntimeProfile::h200();
+    let estimate = headroom_core::estimate(&s.model.arch, &s.workload, &rt).expect("an estimate");
+    let attr = |name: &str| page.get("timeline").get_attribute(name).unwrap_or_default();
+    assert_eq!(
+        attr("data-max-reserved"),
+        estimate.reserved_peak.0.to_string()
+    );
+    assert_eq!(
+        attr("data-max-allocated"),
+        estimate.allocated_peak.0.to_string()
+    );
+    assert_eq!(
+        page.text("timeline-peak"),
+        headroom_web::format::bytes(estimate.reserved_peak)
+    );
+    let phases = attr("data-phases");
+    assert!(
+        phases
+            .starts_with("load|forward, step 0|backward, step 0|optimizer, step 0|forward, step 1"),
+        "{phases}"
+    );
+    assert!(page.text("timeline-live").contains("weights"));
+    page.click("timeline-csv");
+    let (name, csv) = last_export().expect("an export");
+    assert_eq!(name, "headroom-llama-3.2-1b-timeline.csv");
+    let rows: Vec<&str> = csv.lines().collect();
+    assert!(
+        rows[0].starts_with("first_event,events,phase,"),
+        "{}",
+        rows[0]
+    );
+    assert_eq!(
+        rows.len() as u32,
+        1 + page.chart_attr_of("timeline", "data-points")
+    );
+    // The last columns: reserved bytes, then driver-level bytes.
+    assert!(
+        rows[0].ends_with(",reserved_bytes,driver_bytes"),
+        "{}",
+        rows[0]
+    );
+    let top = rows[1..]
+        .iter()
+        .map(|r| {
+            r.rsplit(',')
+                .nth(1)
+                .expect("a reserved column")
+                .parse::<u64>()
+                .expect("bytes")
+        })
+        .max();
+    assert_eq!(top, Some(estimate.reserved_peak.0));
+    assert!(
+        rows[1].starts_with("0,") && rows[1].contains(",\"load\","),
+        "{}",
+        rows[1]
+    );
+    page.click("timeline-png");
+    let (name, png) = last_export().expect("an export");
+    assert_eq!(name, "headroom-llama-3.2-1b-timeline.png");
+    assert!(png.starts_with("data:image/png"));
+    settle().await;
+    sleep(300).await;
+    assert!(page.value("share-link").contains("timeline=1"));
+}
+
+/// Links carry the open panels, and links from before them open as before.
+#[wasm_bindgen_test]
+async fn links_open_the_advice_and_the_timeline_and_old_links_still_open() {
+    let page = Page::open("model=llama-3.1-8b&advise=rtx-4090&timeline=1").await;
+    assert!(page.find("advice").is_some());
+    assert!(
+        page.text("advice").contains("RTX 4090"),
+        "{}",
+        page.text("advice")
+    );
+    assert!(page.find("timeline").is_some());
+    assert!(page.find("url-note").is_none(), "{}", page.text("url-note"));
+    drop(page);
+    let page = Page::open("model=gpt2&batch=3&seq_len=777&x=lin&margin=20&gpus=h200,").await;
+    assert!(page.find("url-note").is_none(), "{}", page.text("url-note"));
+    assert!(page.find("advice").is_none() && page.find("timeline").is_none());
+    assert_eq!(page.value("batch"), "3");
+    assert!(!page.text("peak-total").is_empty());
+}
+
+/// The page's stylesheet, with the dark scheme's media query made to
+/// match when `dark`.
+fn stylesheet(dark: bool) -> String {
+    let css = include_str!("../style.css");
+    if dark {
+        css.replace("(prefers-color-scheme: dark)", "all")
+    } else {
+        css.to_string()
+    }
+}
+
+/// At a phone's width (a 390 px frame with the page's stylesheet) nothing
+/// is wider than the screen and the answer is in view.
+#[wasm_bindgen_test]
+async fn at_phone_width_nothing_overflows_and_the_answer_shows() {
+    let doc = window().document().expect("a document");
+    let frame: web_sys::HtmlIFrameElement = doc
+        .create_element("iframe")
+        .expect("an iframe")
+        .unchecked_into();
+    frame.set_width("390");
+    frame.set_height("844");
+    let _ = frame.set_attribute("style", "border: 0");
+    doc.body()
+        .expect("a body")
+        .append_child(&frame)
+        .expect("append");
+    let inner = frame.content_document().expect("the frame's document");
+    let style = inner.create_element("style").expect("a style");
+    style.set_text_content(Some(&stylesheet(false)));
+    inner
+        .head()
+        .expect("a head")
+        .append_child(&style)
+        .expect("append");
+    let root = inner.create_element("div").expect("a div");
+    inner
+        .body()
+        .expect("a body")
+        .append_child(&root)
+        .expect("append");
+    let handle = mount_to(root.clone().unchecked_into::<HtmlElement>(), App);
+    let page = Page {
+        root,
+        _handle: Box::new(handle),
+    };
+    settle().await;
+    page.fit_table().await;
+    let html = inner.document_element().expect("an html element");
+    assert_eq!(
+        frame
+            .content_window()
+            .expect("a window")
+            .inner_width()
+            .ok()
+            .and_then(|w| w.as_f64()),
+        Some(390.0)
+    );
+    assert!(
+        html.scroll_width() <= 390,
+        "the page is {} px wide at 390 px",
+        html.scroll_width()
+    );
+    let peak = page.get("peak-total").get_bounding_client_rect();
+    assert!(peak.width() > 0.0 && peak.left() >= 0.0 && peak.right() <= 390.0);
+    for id in ["chart", "breakdown", "gpu-table"] {
+        let wrap = page.get(id).get_bounding_client_rect();
+        let shown = if id == "gpu-table" {
+            page.get(id)
+                .parent_element()
+                .expect("its wrap")
+                .get_bounding_client_rect()
+        } else {
+            wrap
+        };
+        assert!(shown.right() <= 390.0, "{id} ends at {} px", shown.right());
+    }
+    drop(page);
+    frame.remove();
+}
+
+/// Relative luminance of an sRGB colour (WCAG).
+fn luminance([r, g, b]: [f64; 3]) -> f64 {
+    let c = |v: f64| {
+        let v = v / 255.0;
+        if v <= 0.03928 {
+            v / 12.92
+        } else {
+            ((v + 0.055) / 1.055).powf(2.4)
+        }
+    };
+    0.2126 * c(r) + 0.7152 * c(g) + 0.0722 * c(b)
+}
+
+fn contrast(a: [f64; 3], b: [f64; 3]) -> f64 {
+    let (la, lb) = (luminance(a), luminance(b));
+    (la.max(lb) + 0.05) / (la.min(lb) + 0.05)
+}
+
+/// `rgb(r, g, b)` or `rgba(r, g, b, a)`: the colour and its alpha.
+fn css_rgb(text: &str) -> ([f64; 3], f64) {
+    let inner = text
+        .trim_start_matches("rgba(")
+        .trim_start_matches("rgb(")
+        .trim_end_matches(')');
+    let v: Vec<f64> = inner
+        .split(',')
+        .map(|p| p.trim().parse().unwrap_or(0.0))
+        .collect();
+    ([v[0], v[1], v[2]], v.get(3).copied().unwrap_or(1.0))
+}
+
+/// The colour `el`'s text is drawn on: the first opaque background of it
+/// or an ancestor.
+fn background_of(el: &Element) -> [f64; 3] {
+    let mut at = Some(el.clone());
+    while let Some(e) = at {
+        let style = window()
+            .get_computed_style(&e)
+            .ok()
+            .flatten()
+            .expect("a style");
+        let (rgb, alpha) = css_rgb(
+            &style
+                .get_property_value("background-color")
+                .unwrap_or_default(),
+        );
+        if alpha > 0.5 {
+            return rgb;
+        }
+        at = e.parent_element();
+    }
+    [255.0, 255.0, 255.0]
+}
+
+/// The darkest and the lightest pixel of a canvas.
+fn canvas_extremes(canvas: &Element) -> ([f64; 3], [f64; 3]) {
+    let canvas: web_sys::HtmlCanvasElement = canvas.clone().unchecked_into();
+    let ctx: web_sys::CanvasRenderingContext2d = canvas
+        .get_context("2d")
+        .ok()
+        .flatten()
+        .expect("a 2D context")
+        .unchecked_into();
+    let data = ctx
+        .get_image_data(0.0, 0.0, canvas.width() as f64, canvas.height() as f64)
+        .expect("its pixels")
+        .data();
+    let mut dark = [255.0; 3];
+    let mut light = [0.0; 3];
+    for px in data.chunks(4) {
+        let rgb = [px[0] as f64, px[1] as f64, px[2] as f64];
+        if luminance(rgb) < luminance(dark) {
+            dark = rgb;
+        }
+        if luminance(rgb) > luminance(light) {
+            light = rgb;
+        }
+    }
+    (dark, light)
+}
+
+/// With the system's dark scheme (the stylesheet's dark media query and
+/// `matchMedia` answering dark), the charts and tables are light on dark.
+#[wasm_bindgen_test]
+async fn in_the_dark_scheme_text_is_light_on_dark() {
+    let doc = window().document().expect("a document");
+    let storage = window().local_storage().ok().flatten().expect("storage");
+    let _ = storage.remove_item("headroom-theme");
+    let real_match_media =
+        js_sys::Reflect::get(&window(), &"matchMedia".into()).expect("matchMedia");
+    let dark_match_media = js_sys::Function::new_with_args(
+        "q",
+        "return { matches: q.indexOf('dark') >= 0, media: q, onchange: null, addListener() {}, removeListener() {}, addEventListener() {}, removeEventListener() {} };",
+    );
+    js_sys::Reflect::set(&window(), &"matchMedia".into(), &dark_match_media).expect("set");
+    let style = doc.create_element("style").expect("a style");
+    style.set_text_content(Some(&stylesheet(true)));
+    doc.head()
+        .expect("a head")
+        .append_child(&style)
+        .expect("append");
+
+    let page = Page::open("model=llama-3.2-1b&timeline=1").await;
+    page.curve_drawn().await;
+    page.fit_table().await;
+    wait_until("the timeline", || {
+        page.find("timeline")
+            .and_then(|c| c.get_attribute("data-max-reserved"))
+            .is_some()
+    })
+    .await;
+    for id in ["chart", "timeline"] {
+        let (dark, light) = canvas_extremes(&page.get(id));
+        assert!(
+            luminance(dark) < 0.05,
+            "{id}'s background {dark:?} is not dark"
+        );
+        assert!(contrast(dark, light) >= 7.0, "{id}: {light:?} on {dark:?}");
+    }
+    for id in ["gpu-table", "breakdown-table", "timeline-live"] {
+        let cell = page
+            .get(id)
+            .query_selector("td, th")
+            .expect("a selector")
+            .expect("a cell");
+        let style = window()
+            .get_computed_style(&cell)
+            .ok()
+            .flatten()
+            .expect("a style");
+        let (text, _) = css_rgb(&style.get_property_value("color").unwrap_or_default());
+        let back = background_of(&cell);
+        assert!(
+            luminance(back) < 0.05,
+            "{id}'s background {back:?} is not dark"
+        );
+        assert!(contrast(text, back) >= 4.5, "{id}: {text:?} on {back:?}");
+    }
+    drop(page);
+    style.remove();
+    js_sys::Reflect::set(&window(), &"matchMedia".into(), &real_match_media).expect("restore");
 }

@@ -29,7 +29,7 @@ pub fn last_export() -> Option<(String, String)> {
 }
 
 /// Saves `text` as a file named `name` (and keeps it for the tests).
-fn download(name: &str, mime: &str, text: &str) {
+pub(super) fn download(name: &str, mime: &str, text: &str) {
     LAST_EXPORT.with(|e| *e.borrow_mut() = Some((name.to_string(), text.to_string())));
     let parts = js_sys::Array::of1(&wasm_bindgen::JsValue::from_str(text));
     let bag = web_sys::BlobPropertyBag::new();
@@ -44,8 +44,17 @@ fn download(name: &str, mime: &str, text: &str) {
     let _ = web_sys::Url::revoke_object_url(&url);
 }
 
+/// Saves what `canvas` shows as a PNG file named `name` (and keeps its
+/// data URL for the tests).
+pub(super) fn save_png(canvas: &HtmlCanvasElement, name: &str) {
+    if let Ok(url) = canvas.to_data_url() {
+        LAST_EXPORT.with(|e| *e.borrow_mut() = Some((name.to_string(), url.clone())));
+        click_link(name, &url);
+    }
+}
+
 /// Follows `href` as a download named `name`.
-fn click_link(name: &str, href: &str) {
+pub(super) fn click_link(name: &str, href: &str) {
     if let Ok(a) = document().create_element("a") {
         let a: web_sys::HtmlAnchorElement = a.unchecked_into();
         a.set_href(href);
@@ -55,7 +64,7 @@ fn click_link(name: &str, href: &str) {
 }
 
 /// The exported files' name: `headroom-` and the model id.
-fn file_stem(state: &AppState) -> String {
+pub(super) fn file_stem(state: &AppState) -> String {
     let id = if state.model.id == "custom" {
         "custom"
     } else {
@@ -213,11 +222,10 @@ pub fn ChartPanel() -> impl IntoView {
 
     let export_png = move |_| {
         if let Some(el) = canvas.get_untracked() {
-            if let Ok(url) = el.to_data_url() {
-                let name = format!("{}.png", page.state.with_untracked(file_stem));
-                LAST_EXPORT.with(|e| *e.borrow_mut() = Some((name.clone(), url.clone())));
-                click_link(&name, &url);
-            }
+            save_png(
+                &el,
+                &format!("{}.png", page.state.with_untracked(file_stem)),
+            );
         }
     };
     let export_csv = move |_| {

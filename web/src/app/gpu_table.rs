@@ -1,6 +1,7 @@
 //! The GPU table: which GPUs fit (the likely range's high end, plus the
 //! user's margin, within the card), as the command line's `gpus` decides.
 
+use super::advice;
 use super::context::use_page;
 use super::fields::{number_field, parse_u32};
 use super::registry;
@@ -65,10 +66,11 @@ pub fn FitPanel() -> impl IntoView {
                     {move || match page.fit.get() {
                         None => view! { <tr><td colspan=6 + strategies().len()>"computing…"</td></tr> }.into_any(),
                         Some(rows) => rows.into_iter().map(|r| {
-                            let opt = |v: Result<Option<u32>, String>| match v {
-                                Ok(Some(n)) => format::int(n as u64),
-                                Ok(None) => "does not fit".into(),
-                                Err(e) => format!("n/a ({})", format::shown(&e, 600)),
+                            let id = r.gpu.id;
+                            let opt = move |v: Result<Option<u32>, String>| match v {
+                                Ok(None) => advice::advise_link(id).into_any(),
+                                Ok(Some(n)) => format::int(n as u64).into_any(),
+                                Err(e) => format!("n/a ({})", format::shown(&e, 600)).into_any(),
                             };
                             let fits = r.jobs.unwrap_or(0) > 0;
                             view! {
@@ -77,7 +79,7 @@ pub fn FitPanel() -> impl IntoView {
                                     <td>{format::bytes(headroom_core::Bytes(r.gpu.usable_bytes))}</td>
                                     <td data-testid=format!("fit-{}-length", r.gpu.id)>{opt(r.max_length)}</td>
                                     <td data-testid=format!("fit-{}-batch", r.gpu.id)>{opt(r.max_batch)}</td>
-                                    <td data-testid=format!("fit-{}-jobs", r.gpu.id)>{r.jobs.map_or("n/a".into(), |j| j.to_string())}</td>
+                                    <td data-testid=format!("fit-{}-jobs", r.gpu.id)>{match r.jobs { Some(0) => advice::advise_link(id).into_any(), Some(j) => j.to_string().into_any(), None => "n/a".into_any() }}</td>
                                     <td data-testid=format!("fit-{}-reserve", r.gpu.id)>{r.reservation.map_or("n/a".into(), format::mib)}</td>
                                     {r.fewest.into_iter().map(|(st, n)| {
                                         let (text, title) = match n {
@@ -94,6 +96,7 @@ pub fn FitPanel() -> impl IntoView {
                 </tbody>
             </table>
             </div>
+            <advice::AdvicePanel/>
             <p class="hint">
                 {move || format!(
                     "A card fits when the estimate's likely range (the errors measured for such jobs; wider on cards whose overheads were not measured) plus {}% stays within it; a scheduler should request the reservation per job (the range's high end plus {}%, whole MiB).{} Runtime figures: {}.",

@@ -12,10 +12,13 @@
 //!   with [`registry`]'s list of the profile registry's profiles;
 //! - [`chart`]: the curve, its settings, tooltip and exports;
 //! - [`breakdown`]: the estimate at the chosen length;
-//! - [`gpu_table`]: which GPUs fit, from the likely range plus a margin.
+//! - [`timeline`]: memory over the job at the chosen length, on demand;
+//! - [`gpu_table`]: which GPUs fit, from the likely range plus a margin,
+//!   and [`advice`]: what would make the job fit a card it does not.
 //!
 //! [`fields`] holds the labelled inputs the panels share.
 
+pub mod advice;
 pub mod breakdown;
 pub mod calibration;
 pub mod chart;
@@ -26,6 +29,7 @@ pub mod header;
 pub mod model;
 pub mod perf;
 pub mod registry;
+pub mod timeline;
 pub mod workload;
 
 pub use chart::last_export;
@@ -76,6 +80,7 @@ pub fn App() -> impl IntoView {
                 <section class="results" aria-label="Results">
                     <ChartPanel/>
                     <BreakdownPanel/>
+                    <timeline::TimelinePanel/>
                     <FitPanel/>
                 </section>
             </main>

@@ -534,3 +534,26 @@ fn a_bad_registry_address_or_profile_id_falls_back_with_a_note() {
     let (_, notes) = AppState::from_query("registy=http://h:1", IDS);
     assert!(notes[0].contains("did you mean `registry`?"), "{notes:?}");
 }
+
+/// The open panels travel in the link; a link from before they existed
+/// opens with them closed, and a value the page cannot read is noted.
+#[test]
+fn open_panels_round_trip_and_old_links_open_them_closed() {
+    let mut s = AppState::default();
+    s.panels.advise = Some("rtx-4090".into());
+    s.panels.timeline = true;
+    let q = round_trip(&s);
+    assert_eq!(q, "model=llama-3.1-8b&advise=rtx-4090&timeline=1");
+    let (old, notes) = AppState::from_query("model=gpt2&batch=3&x=lin", &[]);
+    assert!(notes.is_empty(), "{notes:?}");
+    assert_eq!(old.panels, Panels::default());
+    check_notes(
+        "advise=tpu-v9&timeline=yes",
+        &[
+            "ignored advise=tpu-v9: not a GPU of the catalog",
+            "ignored timeline=yes: allowed: 1 (open) or 0",
+        ],
+    );
+    let (closed, _) = AppState::from_query("timeline=0", &[]);
+    assert!(!closed.panels.timeline);
+}
