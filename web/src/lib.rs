@@ -29,4 +29,6 @@ pub mod vocab;
 #[cfg(target_arch = "wasm32")]
 pub mod app;
 #[cfg(target_arch = "wasm32")]
+pub mod panels;
+#[cfg(target_arch = "wasm32")]
 pub mod workers;

@@ -41,6 +41,40 @@ pub struct Inputs {
     pub runtime: RuntimeProfile,
 }
 
+impl Inputs {
+    /// Model, workload and runtime as a spec's JSON object (`model`,
+    /// `workload`, `runtime`), with `fields` added.
+    pub fn to_json_with(&self, fields: &[(&str, Value)]) -> String {
+        let mut v = serde_json::json!({
+            "model": self.arch,
+            "workload": self.workload,
+            "runtime": self.runtime,
+        });
+        if let Some(map) = v.as_object_mut() {
+            for (key, value) in fields {
+                map.insert((*key).into(), value.clone());
+            }
+        }
+        v.to_string()
+    }
+
+    /// Reads [`Inputs::to_json_with`] with the core's spec readers, and
+    /// gives the whole object for its other fields.
+    pub fn from_json(text: &str) -> Result<(Inputs, Value), String> {
+        let v: Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
+        let arch = parse_model(v.get("model")).map_err(|e| e.to_string())?.arch;
+        let workload = parse_workload(v.get("workload")).map_err(|e| e.to_string())?;
+        let runtime =
+            parse_runtime(v.get("runtime").unwrap_or(&Value::Null)).map_err(|e| e.to_string())?;
+        let inputs = Inputs {
+            arch,
+            workload,
+            runtime,
+        };
+        Ok((inputs, v))
+    }
+}
+
 /// What the page asks a worker.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Request {
@@ -102,37 +136,19 @@ impl Request {
 
     /// The request as JSON.
     pub fn to_json(&self) -> String {
-        let i = self.inputs();
-        let mut v = serde_json::json!({
-            "kind": self.kind(),
-            "model": i.arch,
-            "workload": i.workload,
-            "runtime": i.runtime,
-        });
-        let (key, value) = match self {
+        let value = match self {
             Request::Curve { lengths, .. } => ("lengths", Value::from(lengths.clone())),
             Request::Estimate { length, .. } => ("length", Value::from(*length)),
             Request::FitRows { margin_pct, .. } => ("margin_pct", Value::from(*margin_pct)),
         };
-        if let Some(map) = v.as_object_mut() {
-            map.insert(key.into(), value);
-        }
-        v.to_string()
+        self.inputs()
+            .to_json_with(&[("kind", Value::from(self.kind())), value])
     }
 
     /// Reads [`Request::to_json`] with the core's spec readers (the ones
     /// the page already uses for links, configs and profiles).
     pub fn from_json(text: &str) -> Result<Request, String> {
-        let v: Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
-        let arch = parse_model(v.get("model")).map_err(|e| e.to_string())?.arch;
-        let workload = parse_workload(v.get("workload")).map_err(|e| e.to_string())?;
-        let runtime =
-            parse_runtime(v.get("runtime").unwrap_or(&Value::Null)).map_err(|e| e.to_string())?;
-        let inputs = Inputs {
-            arch,
-            workload,
-            runtime,
-        };
+        let (inputs, v) = Inputs::from_json(text)?;
         let length = |l: &Value| {
             l.as_u64()
                 .and_then(|l| u32::try_from(l).ok())

@@ -115,14 +115,18 @@ pub fn fallbacks() -> u32 {
 }
 
 /// The URLs of this module's JS glue and wasm, from the resources the page
-/// loaded (`*_bg.wasm`, next to the glue `*.js` wasm-bindgen writes).
-fn module_urls() -> Option<(String, String)> {
+/// loaded (`*_bg.wasm`, next to the glue `*.js` wasm-bindgen writes; not
+/// the panels module's, `crate::app::lazy`).
+pub(crate) fn module_urls() -> Option<(String, String)> {
     let performance = web_sys::window()?.performance()?;
     let entries: Array = performance.get_entries_by_type("resource");
     entries.iter().find_map(|entry| {
         let name = Reflect::get(&entry, &"name".into()).ok()?.as_string()?;
         let path = name.split(['?', '#']).next()?;
         let stem = path.strip_suffix("_bg.wasm")?;
+        if stem.ends_with(crate::app::lazy::PANELS_MODULE) {
+            return None;
+        }
         Some((format!("{stem}.js"), path.to_string()))
     })
 }

@@ -29,7 +29,7 @@ pub fn last_export() -> Option<(String, String)> {
 }
 
 /// Saves `text` as a file named `name` (and keeps it for the tests).
-pub(super) fn download(name: &str, mime: &str, text: &str) {
+pub(crate) fn download(name: &str, mime: &str, text: &str) {
     LAST_EXPORT.with(|e| *e.borrow_mut() = Some((name.to_string(), text.to_string())));
     let parts = js_sys::Array::of1(&wasm_bindgen::JsValue::from_str(text));
     let bag = web_sys::BlobPropertyBag::new();
@@ -46,7 +46,7 @@ pub(super) fn download(name: &str, mime: &str, text: &str) {
 
 /// Saves what `canvas` shows as a PNG file named `name` (and keeps its
 /// data URL for the tests).
-pub(super) fn save_png(canvas: &HtmlCanvasElement, name: &str) {
+pub(crate) fn save_png(canvas: &HtmlCanvasElement, name: &str) {
     if let Ok(url) = canvas.to_data_url() {
         LAST_EXPORT.with(|e| *e.borrow_mut() = Some((name.to_string(), url.clone())));
         click_link(name, &url);

@@ -26,6 +26,7 @@ pub mod context;
 pub mod fields;
 pub mod gpu_table;
 pub mod header;
+pub mod lazy;
 pub mod model;
 pub mod perf;
 pub mod registry;

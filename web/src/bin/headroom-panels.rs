@@ -1,0 +1,42 @@
+//! The panels module: the advice and timeline panels, which the page
+//! fetches and instantiates the first time one of them opens
+//! (`headroom_web::panels`, `headroom_web::app::lazy`).
+
+#[cfg(target_arch = "wasm32")]
+mod exports {
+    use wasm_bindgen::prelude::wasm_bindgen;
+    use web_sys::HtmlElement;
+
+    /// `headroom_web::panels::show_advice`.
+    #[wasm_bindgen]
+    pub fn show_advice(container: HtmlElement, request: &str, fits_already: bool) {
+        headroom_web::panels::show_advice(container, request, fits_already);
+    }
+
+    /// `headroom_web::panels::show_timeline`.
+    #[wasm_bindgen]
+    pub fn show_timeline(container: HtmlElement, request: &str, theme: &str, file_stem: &str) {
+        headroom_web::panels::show_timeline(container, request, theme, file_stem);
+    }
+
+    /// `headroom_web::panels::close_advice`.
+    #[wasm_bindgen]
+    pub fn close_advice() {
+        headroom_web::panels::close_advice();
+    }
+
+    /// `headroom_web::panels::close_timeline`.
+    #[wasm_bindgen]
+    pub fn close_timeline() {
+        headroom_web::panels::close_timeline();
+    }
+}
+
+/// The page calls the module's exports; instantiating it does nothing else.
+#[cfg(target_arch = "wasm32")]
+fn main() {}
+
+#[cfg(not(target_arch = "wasm32"))]
+fn main() {
+    eprintln!("headroom-panels is the page's second wasm module: run ./scripts/serve.sh");
+}
