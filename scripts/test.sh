@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 source scripts/setup.sh
 
 section() { printf '\n======== %s ========\n' "$*"; }
-BUNDLE_LIMIT=425000 # bytes, gzip -9 of dist/*.wasm + dist/*.js
+BUNDLE_LIMIT=425000 # bytes, gzip -9 of the wasm + JS the page loads at start (not the panels module)
 
 section "cargo fmt --check"
 cargo fmt --all -- --check
@@ -82,16 +82,39 @@ section "trunk build --release --offline"
 cargo fetch
 trunk build --release --offline
 
-section "bundle size (gzip -9 of dist/*.wasm + dist/*.js)"
+section "bundle size (gzip -9 of the wasm + JS the page loads at start)"
+# The page loads what dist/index.html names; the advice and timeline
+# panels' module (headroom-panels, web/src/app/lazy.rs) only when one of
+# them opens, so it is counted on its own line, not against the limit.
 TOTAL=0
+STARTS=0
+LAZY=0
 for f in dist/*.wasm dist/*.js; do
     SIZE="$(gzip -9 -c "$f" | wc -c)"
-    echo "  $f: $SIZE bytes gzipped"
-    TOTAL=$((TOTAL + SIZE))
+    case "$(basename "$f")" in
+    headroom-panels*)
+        if grep -q "$(basename "$f")" dist/index.html; then
+            echo "FAIL: dist/index.html loads the panels module $f at start"
+            exit 1
+        fi
+        echo "  $f: $SIZE bytes gzipped (loaded when a panel opens)"
+        LAZY=$((LAZY + SIZE))
+        ;;
+    *)
+        echo "  $f: $SIZE bytes gzipped"
+        TOTAL=$((TOTAL + SIZE))
+        STARTS=$((STARTS + 1))
+        ;;
+    esac
 done
-echo "  total: $TOTAL bytes ($((TOTAL / 1000)) KB) gzipped; limit $BUNDLE_LIMIT"
+if [ "$STARTS" -ne 2 ] || [ "$LAZY" -eq 0 ]; then
+    echo "FAIL: expected the page's wasm and JS and the panels module in dist/"
+    exit 1
+fi
+echo "  panels module, loaded when the advice or the timeline opens: $LAZY bytes ($((LAZY / 1000)) KB) gzipped"
+echo "  at start: $TOTAL bytes ($((TOTAL / 1000)) KB) gzipped; limit $BUNDLE_LIMIT"
 if [ "$TOTAL" -gt "$BUNDLE_LIMIT" ]; then
-    echo "FAIL: the bundle is above $BUNDLE_LIMIT bytes gzipped"
+    echo "FAIL: the wasm + JS the page loads at start are above $BUNDLE_LIMIT bytes gzipped"
     exit 1
 fi
 
