@@ -371,7 +371,7 @@ impl Config<'_> {
                     "a list of layer indices",
                 )
             })?;
-            let mut sorted: alloc::vec::Vec<u64> = alloc::vec::Vec::new();
+            let mut indices: alloc::vec::Vec<u64> = alloc::vec::Vec::new();
             for item in list {
                 let i = item.as_u64().ok_or_else(|| {
                     Error::invalid(
@@ -380,16 +380,28 @@ impl Config<'_> {
                         "a list of layer indices",
                     )
                 })?;
-                sorted.push(i);
+                indices.push(i);
             }
-            sorted.sort_unstable();
-            sorted.dedup();
-            if sorted.iter().enumerate().any(|(k, &i)| k as u64 != i) {
+            // The distinct indices must be 0..k: marked in a list as long
+            // as the indices (no sort, which would be one more sort in the
+            // page's bundle), none past it and no gap.
+            let n = indices.len();
+            let mut seen = alloc::vec![false; n];
+            let mut past = false;
+            for &i in &indices {
+                if i < n as u64 {
+                    seen[i as usize] = true;
+                } else {
+                    past = true;
+                }
+            }
+            let k = seen.iter().take_while(|&&s| s).count();
+            if past || seen[k..].contains(&true) {
                 return Err(Error::unsupported(
                     "qwen2_moe with mlp_only_layers other than the leading layers 0..k",
                 ));
             }
-            first_dense_layers = sorted.len() as u32;
+            first_dense_layers = k as u32;
         }
         Ok(Some(MoeConfig {
             num_experts,
@@ -626,5 +638,41 @@ mod tests {
         assert_eq!(layer_pattern(&v(&[s, s, f, s, s, f]), 6).unwrap(), 3);
         assert!(layer_pattern(&v(&[f, s, s, s]), 4).is_err());
         assert!(layer_pattern(&v(&[s, f]), 3).is_err());
+    }
+
+    /// Qwen2-MoE's dense layers: `mlp_only_layers` must be the leading
+    /// layers 0..k, in any order and repeated or not.
+    #[test]
+    fn mlp_only_layers_are_a_leading_run() {
+        let first_dense = |layers: &str| {
+            let json =
+                alloc::format!(r#"{{"model_type": "qwen2_moe", "mlp_only_layers": {layers}}}"#);
+            let map: Map<String, Value> = serde_json::from_str(&json).unwrap();
+            let config = Config {
+                map: &map,
+                model_type: "qwen2_moe",
+            };
+            config
+                .qwen2_moe(24)
+                .map(|moe| moe.unwrap().first_dense_layers)
+        };
+        assert_eq!(first_dense("[]").unwrap(), 0);
+        assert_eq!(first_dense("[0]").unwrap(), 1);
+        assert_eq!(first_dense("[2, 0, 1]").unwrap(), 3);
+        assert_eq!(first_dense("[1, 0, 1, 0]").unwrap(), 2);
+        for bad in [
+            "[1]",
+            "[0, 2]",
+            "[0, 1, 3]",
+            "[5, 5, 5, 5, 5, 5]",
+            "[0, 18446744073709551615]",
+        ] {
+            let e = first_dense(bad).unwrap_err().to_string();
+            assert!(e.contains("other than the leading layers"), "{bad}: {e}");
+        }
+        let e = first_dense("[0, -1]").unwrap_err().to_string();
+        assert!(e.contains("holds a non-integer"), "{e}");
+        let e = first_dense("[0, \"x\", 7]").unwrap_err().to_string();
+        assert!(e.contains("holds a non-integer"), "{e}");
     }
 }

@@ -195,7 +195,7 @@ pub fn matching(
         })
         .map(|p| (p.workload.length(vision), p.driver_peak))
         .collect();
-    out.sort_unstable();
+    crate::sort::by_key(&mut out, |&(length, peak)| (length.into(), peak));
     out
 }
 

@@ -236,7 +236,7 @@ impl LineLabel {
 /// and gives the range of their usable memory.
 fn line_labels(lines: &[(String, f64)], y_top: f64) -> Vec<LineLabel> {
     let mut sorted: Vec<&(String, f64)> = lines.iter().filter(|g| g.1 <= y_top).collect();
-    sorted.sort_by(|a, b| a.1.total_cmp(&b.1));
+    crate::sort::by_key(&mut sorted, |g| (crate::sort::f64_key(g.1), 0));
     let mut groups: Vec<(Vec<&str>, f64, f64)> = Vec::new();
     for (name, value) in sorted {
         match groups.last_mut() {

@@ -136,7 +136,7 @@ impl CurveData {
     /// `lengths[i]` goes with `results[i]`).
     pub fn from_results(lengths: &[u32], results: Vec<PointResult>) -> CurveData {
         let mut points: Vec<(u32, PointResult)> = lengths.iter().copied().zip(results).collect();
-        points.sort_by_key(|p| p.0);
+        crate::sort::by_key(&mut points, |p| (p.0.into(), 0));
         let mut out = CurveData::default();
         for (length, result) in points {
             match result {
@@ -164,7 +164,7 @@ impl CurveData {
             .zip(self.estimates)
             .chain(other.lengths.into_iter().zip(other.estimates))
             .collect();
-        points.sort_by_key(|p| p.0);
+        crate::sort::by_key(&mut points, |p| (p.0.into(), 0));
         let (lengths, estimates) = points.into_iter().unzip();
         let error = match (self.error, other.error) {
             (Some(a), Some(b)) => Some(if b.0 < a.0 { b } else { a }),

@@ -22,6 +22,7 @@ pub mod jobs;
 pub mod protocol;
 pub mod query;
 pub mod registry;
+pub mod sort;
 pub mod state;
 pub mod timeline;
 pub mod vocab;

@@ -255,20 +255,16 @@ fn read_pairs(query_text: &str, notes: &mut Vec<String>) -> Vec<(String, String)
             notes.push(unknown_key_note(&key, &workload));
         }
     }
-    // The last of a key counts (as a form's query would).
-    let mut times: std::collections::BTreeMap<&str, usize> = Default::default();
-    for (k, _) in &pairs {
-        *times.entry(k.as_str()).or_default() += 1;
-    }
-    let mut seen: std::collections::BTreeMap<&str, usize> = Default::default();
+    // The last of a key counts (as a form's query would). The list is
+    // scanned for each key rather than counted in a map: a link is at most
+    // MAX_LINK_CHARS long, so this is quick, and a map type is 1 KB more
+    // of the page's bundle.
     let mut kept = Vec::with_capacity(pairs.len());
-    for (k, v) in &pairs {
-        let n = times[k.as_str()];
-        let at = seen.entry(k.as_str()).or_default();
-        *at += 1;
-        if *at < n {
+    for (at, (k, v)) in pairs.iter().enumerate() {
+        if pairs[at + 1..].iter().any(|(later, _)| later == k) {
             continue;
         }
+        let n = pairs.iter().filter(|(other, _)| other == k).count();
         if n > 1 {
             notes.push(format!(
                 "`{}` is set {n} times in the link; only the last, `{}={}`, is read",

@@ -317,7 +317,7 @@ pub fn cancel_busy() {
     let (busy, url): (Vec<usize>, Option<String>) = POOL.with(|p| {
         let p = p.borrow();
         let mut busy: Vec<usize> = p.waiting.iter().map(|w| w.1).collect();
-        busy.sort_unstable();
+        crate::sort::by_key(&mut busy, |&w| (w as u64, 0));
         busy.dedup();
         (busy, p.script_url.clone())
     });

@@ -197,7 +197,7 @@ pub fn ChartPanel() -> impl IntoView {
             .filter(|s| s.bytes.0 > 0)
             .map(|s| (s.component, s.bytes))
             .collect();
-        parts.sort_by_key(|p| std::cmp::Reverse(p.1));
+        crate::sort::by_key(&mut parts, |p| (!p.1 .0, 0));
         parts.truncate(4);
         Some(view! {
             <div class="tooltip" data-testid="tooltip" style=format!("left: {x:.0}px")>
