@@ -78,6 +78,9 @@ pub fn css_color(c: Component) -> String {
     format!("#{r:02x}{g:02x}{b:02x}")
 }
 
+/// The legend's name for the band around the total.
+pub const LIKELY_RANGE_LABEL: &str = "likely range";
+
 /// The peak axis's title.
 pub const Y_LABEL: &str = "peak VRAM (GB)";
 
@@ -91,6 +94,9 @@ pub struct ChartSpec<'a> {
     pub curve: &'a CurveData,
     /// Stacked components of the curve.
     pub bands: &'a [Band],
+    /// The likely range of the total at each of the curve's lengths: low
+    /// and high GB (empty: none drawn).
+    pub likely: &'a [(f64, f64)],
     /// Length range on the axis.
     pub from: u32,
     /// Length range on the axis.
@@ -167,6 +173,7 @@ fn y_max(spec: &ChartSpec) -> (f64, Vec<(String, f64)>) {
         .measured
         .iter()
         .map(|m| m.1)
+        .chain(spec.likely.iter().map(|r| r.1))
         .fold(spec.curve.max_gb(), f64::max);
     let mut top = data_top;
     if data_top > 0.0 {
@@ -387,6 +394,27 @@ where
             .label(band.component.label())
             .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 10, y + 5)], fill.filled()));
     }
+    if spec.likely.len() == xs.len() && !xs.is_empty() {
+        // The likely range around the total: a translucent band, drawn
+        // over the stacked components so both ends show.
+        let shade = fg.mix(0.18);
+        let mut outline: Vec<(f64, f64)> = xs
+            .iter()
+            .copied()
+            .zip(spec.likely.iter().map(|r| r.1))
+            .collect();
+        outline.extend(
+            xs.iter()
+                .copied()
+                .zip(spec.likely.iter().map(|r| r.0))
+                .rev(),
+        );
+        chart
+            .draw_series(std::iter::once(Polygon::new(outline, shade.filled())))
+            .map_err(|e| err(&e))?
+            .label(LIKELY_RANGE_LABEL)
+            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 10, y + 5)], shade.filled()));
+    }
     if let Some(top) = spec.bands.last() {
         chart
             .draw_series(LineSeries::new(
@@ -498,6 +526,7 @@ mod tests {
         ChartSpec {
             curve,
             bands: b,
+            likely: &[],
             from: 128,
             to: 131_072,
             log_x,
@@ -509,6 +538,33 @@ mod tests {
             theme: Theme::Light,
             scale: 1.0,
         }
+    }
+
+    #[test]
+    fn draws_the_likely_range_around_the_total_and_fits_its_top() {
+        let curve = fake_curve(&lengths(128, 131_072, 64, true));
+        let b = bands(&curve);
+        let totals: Vec<f64> = curve
+            .estimates
+            .iter()
+            .map(|e| e.driver_peak.as_gb())
+            .collect();
+        let likely: Vec<(f64, f64)> = totals.iter().map(|t| (t * 0.97, t * 1.5)).collect();
+        let without = spec(&curve, &b, &[], &[], true);
+        let (plain, plain_layout) = svg(&without);
+        assert!(!plain.contains(LIKELY_RANGE_LABEL));
+        let mut with = without.clone();
+        with.likely = &likely;
+        let (banded, layout) = svg(&with);
+        assert!(banded.contains(LIKELY_RANGE_LABEL));
+        assert_eq!(
+            banded.matches("<polygon").count(),
+            plain.matches("<polygon").count() + 1,
+            "one more polygon: the range"
+        );
+        let highest = likely.iter().map(|r| r.1).fold(0.0, f64::max);
+        assert!(layout.y_max >= highest, "{} < {highest}", layout.y_max);
+        assert!(layout.y_max > plain_layout.y_max);
     }
 
     #[test]

@@ -238,6 +238,32 @@ pub fn bands(curve: &CurveData) -> Vec<Band> {
     out
 }
 
+/// The likely range of the total at each length of the curve, low and high
+/// GB, from the errors measured for the job's family, mode and strategy
+/// (`headroom_core::uncertainty`). The curve is replayed with the page's
+/// runtime, the H200's or a loaded profile's: overheads that were measured,
+/// so the range is not widened for an unmeasured card.
+pub fn likely_band(
+    curve: &CurveData,
+    arch: &headroom_core::arch::Architecture,
+    workload: &headroom_core::Workload,
+) -> Vec<(f64, f64)> {
+    curve
+        .estimates
+        .iter()
+        .map(|e| {
+            let range = headroom_core::uncertainty::likely_range(
+                arch,
+                workload,
+                e.driver_peak,
+                e.outside_allocator,
+                true,
+            );
+            (range.low.as_gb(), range.high.as_gb())
+        })
+        .collect()
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
@@ -333,6 +359,35 @@ pub(crate) mod tests {
         }
         assert_eq!(share(&[1, 2, 3, 4, 5], 2, 1), vec![2, 4]);
         assert!(share(&[1, 2], 3, 2).is_empty());
+    }
+
+    /// Each point's band is the core's likely range of that point's total:
+    /// it holds the total, and a job on several GPUs takes its strategy's
+    /// band.
+    #[test]
+    fn the_likely_band_holds_each_total() {
+        let curve = fake_curve(&[512, 1024, 2048]);
+        let preset = headroom_core::presets::find("llama-3.2-1b").unwrap();
+        let mut workload = headroom_core::Workload::default();
+        workload.mode = headroom_core::workload::Mode::Training;
+        let band = likely_band(&curve, &preset.arch, &workload);
+        assert_eq!(band.len(), 3);
+        for (e, (low, high)) in curve.estimates.iter().zip(&band) {
+            let total = e.driver_peak.as_gb();
+            assert!(*low < total && total < *high, "{low} < {total} < {high}");
+            let expected = headroom_core::uncertainty::likely_range(
+                &preset.arch,
+                &workload,
+                e.driver_peak,
+                e.outside_allocator,
+                true,
+            );
+            assert_eq!(*high, expected.high.as_gb());
+        }
+        workload.parallel.strategy = headroom_core::parallel::Strategy::Ddp;
+        workload.parallel.world_size = 2;
+        let ddp = likely_band(&curve, &preset.arch, &workload);
+        assert!(ddp[0].1 > band[0].1, "DDP's measured runs reach higher");
     }
 
     /// The first lengths of the spread order cover the whole range evenly,

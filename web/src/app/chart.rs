@@ -133,11 +133,13 @@ pub fn ChartPanel() -> impl IntoView {
         let total = page
             .point
             .with(|p| p.as_ref().ok().map(|e| e.driver_peak.as_gb()));
+        let likely = page.likely.get();
         let result = page.curve.with(|curve| {
             page.bands.with(|bands| {
                 let spec = ChartSpec {
                     curve,
                     bands,
+                    likely: &likely,
                     from,
                     to,
                     log_x,

@@ -4,7 +4,7 @@
 use super::perf;
 use crate::calib::{self, Profile};
 use crate::chart::Theme;
-use crate::curve::{bands, Band, CurveData};
+use crate::curve::{bands, likely_band, Band, CurveData};
 use crate::fit::FitRow;
 use crate::jobs::{self, CurveKey};
 use crate::registry::Listing;
@@ -106,6 +106,8 @@ pub struct PageContext {
     pub curve_key: Memo<CurveKey>,
     /// The curve's stacked bands.
     pub bands: Memo<Vec<Band>>,
+    /// The likely range of the curve's total at each of its lengths (GB).
+    pub likely: Memo<Vec<(f64, f64)>>,
     /// The estimate at the chosen length (the last one computed).
     pub point: RwSignal<Result<Estimate, String>>,
     /// A newer estimate at the chosen length is being computed.
@@ -170,6 +172,9 @@ impl PageContext {
             curve_for,
             curve_key,
             bands: Memo::new(move |_| curve.with(bands)),
+            likely: Memo::new(move |_| {
+                curve.with(|c| state.with(|s| likely_band(c, &s.model.arch, &s.workload)))
+            }),
             point,
             point_pending,
             measured,
