@@ -161,6 +161,7 @@ impl Model<'_> {
                         dropout: call.gpt2_dropout,
                         dropout_before_cast: false,
                         half_to_float: cx.fp16,
+                        strided_key: false,
                     }
                 } else {
                     nn::EagerSoftmax {
@@ -168,6 +169,7 @@ impl Model<'_> {
                         dropout: false,
                         dropout_before_cast: false,
                         half_to_float: cx.fp16,
+                        strided_key: false,
                     }
                 };
                 let (out, probs) = nn::eager_attention(g, q, k, v, shape, eager_mask, style);

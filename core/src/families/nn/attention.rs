@@ -211,6 +211,10 @@ pub struct EagerSoftmax {
     /// The scores are IEEE fp16 (not bf16): an fp32 softmax reads them
     /// without a converted copy.
     pub half_to_float: bool,
+    /// The key is a transposed view of its projection (BERT's and ESM's
+    /// `transpose_for_scores`, no cache and no `repeat_kv` copy), so
+    /// `torch.matmul` copies it too when it folds batch and heads.
+    pub strided_key: bool,
 }
 
 /// Eager attention: `softmax(QK^T * scale + mask, dtype=fp32).to(q.dtype) @ V`
@@ -273,6 +277,19 @@ pub fn eager_attention(
             Saves::NOTHING,
         )
     });
+    // A strided key is copied the same way, after the query and before the
+    // scores, and freed first (the H200 trace of BERT-base eager fp32 b16
+    // L512: two 24 MiB copies, the 192 MiB scores, then both freed;
+    // `measurements/h200-bert-eager/`).
+    let key_operand = (s.batch > 1 && style.strided_key).then(|| {
+        g.op(
+            "attention scores: matmul key copy",
+            &[kr.v],
+            kr.bytes(),
+            Component::Transient,
+            Saves::NOTHING,
+        )
+    });
     let scores = g.op(
         "attention scores QK^T",
         &[q.v, kr.v],
@@ -280,6 +297,9 @@ pub fn eager_attention(
         Component::Transient,
         Saves::inputs(&[q.v, kr.v]),
     );
+    if let Some(copy) = key_operand {
+        g.drop(copy);
+    }
     if let Some(operand) = operand {
         g.drop(operand);
     }
