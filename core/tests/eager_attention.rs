@@ -16,12 +16,14 @@ const MIB: u64 = 1 << 20;
 #[test]
 fn a_strided_query_and_key_are_copied_around_the_scores() {
     let arch = presets::find("bert-base-uncased").unwrap().arch;
-    let mut workload = Workload::default();
-    workload.mode = Mode::Inference;
-    workload.batch = 16;
-    workload.seq_len = 512;
-    workload.attention = Attention::Eager;
-    workload.dtype = Dtype::Fp32;
+    let workload = Workload {
+        mode: Mode::Inference,
+        batch: 16,
+        seq_len: 512,
+        attention: Attention::Eager,
+        dtype: Dtype::Fp32,
+        ..Workload::default()
+    };
     let mut runtime = RuntimeProfile::h200();
     runtime.process_ran_backward = false;
     let mut r = Replay::new(runtime.allocator, None);
