@@ -89,16 +89,36 @@ fn public() -> Vec<Compared> {
     rows
 }
 
-/// Every transformer case of the public file, within the headline bounds.
+/// Every transformer case of the public file, within the headline bounds
+/// but one, named: BERT b32 L128 inference. Its allocated peak is the
+/// replay's to 47 KB, and a fresh process reserves what the model predicts
+/// for the same job (the validation set's `bert_base_inf_fp32_b32_L128_repro`,
+/// +0.5%), but the public process, which had trained before, reserved
+/// 178 MB less than that (`docs/decisions/bert-embedding-output.md`): an
+/// over-estimate of 9.4%, held here under 10%.
 #[test]
 fn public_transformer_cases_meet_the_bounds() {
     let rows = public();
-    let picked: Vec<&Compared> = rows
+    let known = "bert_base_inf_fp32_b32_L128";
+    let (misses, picked): (Vec<&Compared>, Vec<&Compared>) = rows
         .iter()
         .filter(|r| r.model != "esmfold-v1" && r.model != "resnet-50")
-        .collect();
-    assert_eq!(picked.len(), 14);
+        .partition(|r| r.case == known);
+    assert_eq!(picked.len(), 13);
     check_bounds("transformers", &picked, 3.0, 8.0, 0);
+    let [miss] = misses[..] else {
+        panic!("{known} not in the public file")
+    };
+    let allocated_error = miss.allocated.0 as f64 / miss.allocated.1 as f64 - 1.0;
+    assert!(
+        allocated_error.abs() < 0.001,
+        "{known} allocated {allocated_error:+e}"
+    );
+    assert!(
+        (0.0..=0.10).contains(&miss.error()),
+        "{known}: {:+.1}%",
+        100.0 * miss.error()
+    );
 }
 
 /// The ESMFold cases of the public file, within the headline bounds.
@@ -223,28 +243,17 @@ fn generalization_rows(name: &str, expected: usize) -> Vec<Compared> {
 }
 
 /// Generalization batch 7 (`measured-7.jsonl`, 21 shapes predicted before
-/// they were measured; `predicted-before-measuring-7.txt`). One miss is
-/// known and named: BERT fp16 inference (-5.1%: the `embedding_output`
-/// lifetime, see `encoder.rs`). Every other case holds tighter bounds than
-/// the headline ones (BERT fp32 SDPA training, -8.4% as predicted, is +0.3% since
-/// the tied embedding's gradients are summed out of place, as the traces
-/// show).
+/// they were measured; `predicted-before-measuring-7.txt`), held to
+/// tighter bounds than the headline ones. BERT fp16 inference, -5.1% as
+/// predicted, is +0.1% since BERT holds `embedding_output` through the
+/// encoder and the MLM head `sequence_output` (`encoder.rs`); BERT fp32 SDPA
+/// training, -8.4% as predicted, is +0.3% since the tied embedding's
+/// gradients are summed out of place, as the traces show.
 #[test]
 fn generalization_batch_7_guard() {
     let rows = generalization_rows("measured-7.jsonl", 21);
-    let known = ["bert_base_inf_fp16_b64_L512"];
-    let (misses, rest): (Vec<&Compared>, Vec<&Compared>) =
-        rows.iter().partition(|r| known.contains(&r.case.as_str()));
-    assert_eq!(misses.len(), known.len());
-    check_bounds("generalization batch 7", &rest, 1.0, 3.0, 0);
-    for r in misses {
-        assert!(
-            r.error().abs() <= 0.10,
-            "{}: {:+.1}%",
-            r.case,
-            100.0 * r.error()
-        );
-    }
+    let all: Vec<&Compared> = rows.iter().collect();
+    check_bounds("generalization batch 7", &all, 1.0, 3.0, 0);
 }
 
 /// Generalization batches 8 to 10, each predicted before it was measured
@@ -254,15 +263,15 @@ fn generalization_batch_7_guard() {
 /// torchvision's MHA fast path and the patch embedding's workspace; batch
 /// 9's (Mistral-7B eager fp16 generation +20.4%) CUDA's half-to-float
 /// softmax; batch 10 (half-precision eager attention) came in as
-/// predicted. BERT fp32 inference b16 L512 (-3.4%, batch 9) is the
-/// `embedding_output` lifetime of "Known gaps"; GPT-2 eager fp16
+/// predicted. BERT fp32 inference b16 L512 (batch 9) went from -3.4% to
+/// +0.4% with BERT's `embedding_output` lifetime; GPT-2 eager fp16
 /// generation b8 (+3.2%, batch 10) has its allocated peak within 1.3 MB,
 /// the rest is 50 MB of segment slack.
 #[test]
 fn generalization_batches_8_to_10_hold_tight_bounds() {
     for (name, cases, max) in [
         ("measured-8.jsonl", 24, 3.0),
-        ("measured-9.jsonl", 22, 4.0),
+        ("measured-9.jsonl", 22, 3.0),
         ("measured-10.jsonl", 9, 4.0),
     ] {
         let rows = generalization_rows(name, cases);
@@ -456,14 +465,69 @@ fn checkpointed_autocast_jobs_keep_their_weight_casts() {
     }
 }
 
+/// `BertModel.forward` keeps `embedding_output` in a local while the
+/// encoder runs, and `BertForMaskedLM.forward` keeps `sequence_output`
+/// while the masked-LM head runs. Pinned to the public pair's allocated
+/// peaks, which were one and four `b x L x 768` fp32 tensors above the
+/// replay's while it freed them early (now 47,104 B under each), and to the
+/// fresh-process BERT inference jobs whose driver-level peaks were 2% to
+/// 10.6% under (a base model with no head; fp16, bf16 and fp32):
+/// all within 0.6%.
+#[test]
+fn bert_keeps_its_embedding_and_sequence_outputs() {
+    for r in public().iter().filter(|r| r.model == "bert-base-uncased") {
+        let under = r.allocated.1 as i64 - r.allocated.0 as i64;
+        assert!(
+            (0..65_536).contains(&under),
+            "{}: allocated {} predicted, {} measured",
+            r.case,
+            r.allocated.0,
+            r.allocated.1
+        );
+    }
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../measurements");
+    let pinned = [
+        ("real-jobs/measured.jsonl", "embed_bert_b64_L512"),
+        (
+            "h200-generalization/measured-7.jsonl",
+            "bert_base_inf_fp16_b64_L512",
+        ),
+        (
+            "h200-generalization/measured-3.jsonl",
+            "bert_base_inf_bf16_b128_L128",
+        ),
+        (
+            "h200-generalization/measured.jsonl",
+            "bert_base_inf_fp32_b64_L256",
+        ),
+        (
+            "h200-generalization/measured-9.jsonl",
+            "bert_base_inf_fp32_b16_L512",
+        ),
+        ("h200/validation.jsonl", "bert_base_inf_fp32_b32_L128_repro"),
+    ];
+    for (file, case) in pinned {
+        let text = std::fs::read_to_string(root.join(file)).expect(file);
+        let (rows, _) = compare_file(&text);
+        let r = rows.iter().find(|r| r.case == case).expect(case);
+        assert!(
+            r.error().abs() <= 0.006,
+            "{case}: {:+.2}% ({} predicted, {} measured)",
+            100.0 * r.error(),
+            r.predicted,
+            r.measured
+        );
+    }
+}
+
 /// The real-job suite (`measurements/real-jobs/measured.jsonl`): nine jobs
 /// written the way users write them (HF `Trainer` with its fused AdamW,
 /// Lightning, timm, `generate()`, sentence embeddings), measured through
-/// `calibration-collector run --cmd`. Two misses are known and named: BERT
-/// embeddings (-10.6%: `BertModel` keeps its embedding output through the
-/// encoder, and a later layer opens a third segment) and timm ResNet-50 in
-/// NCHW (-7.0%: two more cached segments of about 300 MiB whose cause is
-/// not found). Every other job within 3.5%.
+/// `calibration-collector run --cmd`. One miss is known and named: timm
+/// ResNet-50 in NCHW (-7.0%: two more cached segments of about 300 MiB
+/// whose cause is not found). Every other job within 3.5% (the BERT
+/// embeddings, -10.6% before `BertModel` held its embedding output through
+/// the encoder, +0.1%).
 #[test]
 fn real_jobs_meet_the_bounds() {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -472,10 +536,10 @@ fn real_jobs_meet_the_bounds() {
     let (rows, skipped) = compare_file(&text);
     assert!(skipped.is_empty(), "skipped: {skipped:?}");
     assert_eq!(rows.len(), 9);
-    let known = ["embed_bert_b64_L512", "timm_resnet50_b128_r224"];
+    let known = ["timm_resnet50_b128_r224"];
     for r in &rows {
         let limit = if known.contains(&r.case.as_str()) {
-            11.0
+            8.0
         } else {
             3.5
         };
@@ -487,5 +551,5 @@ fn real_jobs_meet_the_bounds() {
         );
     }
     let all: Vec<&Compared> = rows.iter().collect();
-    check_bounds("real jobs", &all, 1.5, 11.0, 2);
+    check_bounds("real jobs", &all, 1.5, 8.0, 1);
 }

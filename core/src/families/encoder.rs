@@ -231,23 +231,16 @@ pub(crate) fn forward(
         }
     };
     g.drop_all(&[e0.v, ids]);
-    // `embedding_output` is a local of `EsmModel.forward` (and of
-    // `BertModel.forward`), alive while the encoder runs. Held for ESM only:
-    // for BERT it matches a fresh process (b32 L128: reserved 1,231 MB
-    // predicted and measured, `measurements/h200-segments/`) but puts the
-    // public set's BERT case, whose process reserves 145 MB less than a
-    // fresh one for the same job, at +9.4%, over the 8% bound; until that
-    // process's compaction is understood BERT keeps the older lifetime.
-    // Held, fresh-process SDPA BERT inference would go from -2.0%, -4.6%
-    // and -4.1% to +0.5%, +0.3% and +0.1%, but eager fp32 BERT inference
-    // from -0.5% to +6.7% (`measurements/h200-generalization/`); the public
-    // cases ran after a training job, as held-back ones may, and favour
-    // the older lifetime.
+    // `embedding_output` is a local of `EsmModel.forward` and of
+    // `BertModel.forward`, alive while the encoder runs. Held, every BERT
+    // inference job traced or measured in a fresh process is within 0.5%
+    // (`measurements/h200-bert-eager/`, `measurements/h200-segments/`), and
+    // the public set's two BERT cases reach the measured allocated peak to
+    // 47 KB once the MLM head keeps `sequence_output` too (below); their
+    // process reserves less than a fresh one for the same job
+    // (`docs/decisions/bert-embedding-output.md`).
     let embedding_output = x.v;
-    let hold_embedding_output = a.kind == EncoderKind::Esm;
-    if hold_embedding_output {
-        g.hold(embedding_output);
-    }
+    g.hold(embedding_output);
     let rope = if a.kind == EncoderKind::Esm {
         Some(nn::rotary_tables(g, s, h / heads, x.dsize))
     } else {
@@ -292,21 +285,20 @@ pub(crate) fn forward(
             h.push(x);
         }
     }
-    if hold_embedding_output {
-        g.drop(embedding_output);
-    }
+    g.drop(embedding_output);
     match (&w.head, head) {
         (Some((transform, ln, decoder)), true) => {
             g.at("MLM head: transform", None);
+            // `sequence_output`, a local of `BertForMaskedLM.forward`, lives
+            // until the head returns.
             let t = nn::linear(g, cx, x, transform, "MLM head: transform dense");
-            g.drop(x.v);
             let act = nn::unary_saving_input(g, t, "MLM head: gelu", t.dsize);
             g.drop(t.v);
             let n = nn::layer_norm(g, cx, act, *ln, h, "MLM head: LayerNorm");
             g.drop(act.v);
             g.at("MLM head: decoder (logits)", None);
             let logits = nn::linear(g, cx, n, decoder, "MLM head: decoder (logits)");
-            g.drop(n.v);
+            g.drop_all(&[n.v, x.v]);
             logits
         }
         _ => x,
