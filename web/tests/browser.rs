@@ -423,8 +423,24 @@ async fn redraw_time_after_an_input_change() {
     .await;
     let (first_n, complete_n, marker_n) = (first.len(), complete.len(), marker.len());
     let (first_ms, complete_ms, marker_ms) = (median(first), median(complete), median(marker));
+    // The floor under both: the same curves' replays alone, on this thread,
+    // with no drawing and no worker (the page idle).
+    let preset = headroom_core::presets::find("llama-3.1-8b").expect("preset");
+    let state = headroom_web::state::AppState::for_model(preset.model());
+    let rt = headroom_core::RuntimeProfile::h200();
+    let mut replays = Vec::new();
+    for batch in 2..10 {
+        let mut workload = state.workload.clone();
+        workload.batch = batch;
+        let start = perf::now();
+        let curve =
+            headroom_web::curve::CurveData::compute(&preset.arch, &workload, &rt, &state.view, 256);
+        replays.push(perf::now() - start);
+        assert_eq!(curve.lengths.len(), 256);
+    }
+    let replay_ms = median(replays);
     console_log!(
-        "PERF redraw after a curve-changing input: median {first_ms:.1} ms to the first chart for the new inputs, median {complete_ms:.1} ms to the complete 256-point curve, over {first_n} changes; after a length change: median {marker_ms:.1} ms over {marker_n} changes"
+        "PERF redraw after a curve-changing input: median {first_ms:.1} ms to the first chart for the new inputs, median {complete_ms:.1} ms to the complete 256-point curve, over {first_n} changes; after a length change: median {marker_ms:.1} ms over {marker_n} changes; the 256 replays alone on one thread: median {replay_ms:.1} ms"
     );
     assert!(first_n >= 50 && complete_n >= 50 && marker_n >= 50);
 }

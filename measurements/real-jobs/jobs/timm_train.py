@@ -20,6 +20,8 @@ def main():
     p.add_argument("--opt", choices=["sgd", "adamw"], default="sgd")
     p.add_argument("--channels-last", action="store_true")
     p.add_argument("--steps", type=int, default=3)
+    p.add_argument("--reuse-batch", action="store_true",
+                   help="make one batch before the loop and train on it every step")
     args = p.parse_args()
 
     device = torch.device("cuda")
@@ -32,11 +34,15 @@ def main():
         optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
 
     model.train()
-    for step in range(args.steps):
+    def batch():
         images = torch.randn(args.batch, 3, args.image_size, args.image_size, device=device)
         if args.channels_last:
             images = images.contiguous(memory_format=torch.channels_last)
-        targets = torch.randint(0, 1000, (args.batch,), device=device)
+        return images, torch.randint(0, 1000, (args.batch,), device=device)
+
+    reused = batch() if args.reuse_batch else None
+    for step in range(args.steps):
+        images, targets = reused or batch()
         with torch.autocast("cuda", dtype=torch.bfloat16):
             loss = F.cross_entropy(model(images), targets)
         loss.backward()
