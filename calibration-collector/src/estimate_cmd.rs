@@ -32,7 +32,8 @@ pub struct EstimateArgs {
     pub parallel: ParallelArgs,
     /// Also write the job's memory over time to this CSV file: allocated, reserved
     /// and driver-level bytes over the job's allocations and frees, at most 1,024
-    /// rows, each the highest of its run of events (the highest row is the peak).
+    /// rows, each the highest of its run of events (the highest row is the peak),
+    /// with its phase, step, layer and op.
     #[arg(long, value_name = "FILE.csv")]
     pub timeline: Option<std::path::PathBuf>,
 }
@@ -121,7 +122,7 @@ pub fn run(args: &EstimateArgs) -> Result<String> {
         )
         .map_err(|e| CollectorError::input(format!("{name}: {e}")))?;
         debug_assert_eq!(on_timeline.driver_peak, est.driver_peak);
-        let csv = timeline_csv(&timeline, on_timeline.outside_allocator.0);
+        let csv = timeline.csv(on_timeline.outside_allocator.0);
         std::fs::write(path, csv).map_err(|e| CollectorError::io(path, e))?;
     }
     let range = likely_range(
@@ -451,29 +452,6 @@ pub fn group_digits(n: u64) -> String {
             out.push(',');
         }
         out.push(c);
-    }
-    out
-}
-
-/// A timeline as CSV: one row per point, the op of its highest reserved
-/// bytes quoted.
-pub fn timeline_csv(timeline: &headroom_core::timeline::Timeline, outside: u64) -> String {
-    let mut out = String::from(
-        "first_event,events,step,layer,op,allocated_bytes,reserved_bytes,driver_bytes\n",
-    );
-    for p in timeline.points() {
-        let _ = writeln!(
-            out,
-            "{},{},{},{},\"{}\",{},{},{}",
-            p.first_event,
-            p.events,
-            p.op.step.map_or(String::new(), |s| s.to_string()),
-            p.op.layer.map_or(String::new(), |l| l.to_string()),
-            p.op.name.replace('"', "\"\""),
-            p.allocated,
-            p.reserved,
-            p.reserved + outside
-        );
     }
     out
 }

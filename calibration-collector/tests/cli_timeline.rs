@@ -18,28 +18,47 @@ fn the_timeline_csv_peaks_at_the_estimate() {
     let mut lines = text.lines();
     assert_eq!(
         lines.next(),
-        Some("first_event,events,step,layer,op,allocated_bytes,reserved_bytes,driver_bytes")
+        Some("first_event,events,phase,step,layer,op,allocated_bytes,reserved_bytes,driver_bytes")
     );
-    let rows: Vec<Vec<String>> = lines
-        .map(|l| {
-            // The op is quoted and may hold commas.
-            let (head, rest) = l.split_once(",\"").unwrap();
-            let (op, tail) = rest.rsplit_once("\",").unwrap();
-            let mut cells: Vec<String> = head.split(',').map(String::from).collect();
-            cells.push(op.to_string());
-            cells.extend(tail.split(',').map(String::from));
-            cells
-        })
-        .collect();
+    let rows: Vec<Vec<String>> = lines.map(cells).collect();
     assert!(rows.len() > 10 && rows.len() <= 1024, "{}", rows.len());
+    assert!(rows.iter().all(|r| r.len() == 9), "nine cells a row");
     let column = |i: usize| rows.iter().map(move |r| r[i].parse::<u64>().unwrap());
-    assert_eq!(column(7).max(), estimate["driver_peak"].as_u64());
-    assert_eq!(column(6).max(), estimate["reserved_peak"].as_u64());
-    assert_eq!(column(5).max(), estimate["allocated_peak"].as_u64());
+    assert_eq!(column(8).max(), estimate["driver_peak"].as_u64());
+    assert_eq!(column(7).max(), estimate["reserved_peak"].as_u64());
+    assert_eq!(column(6).max(), estimate["allocated_peak"].as_u64());
     // The steps follow one another.
-    let steps: Vec<u64> = rows.iter().filter_map(|r| r[2].parse().ok()).collect();
+    let steps: Vec<u64> = rows.iter().filter_map(|r| r[3].parse().ok()).collect();
     assert!(steps.windows(2).all(|s| s[0] <= s[1]));
     assert_eq!(steps.last(), Some(&2));
+    // The phases: loading, then each step's forward, backward and optimizer.
+    let mut phases: Vec<&str> = rows.iter().map(|r| r[2].as_str()).collect();
+    phases.dedup();
+    assert_eq!(phases[0], "load");
+    for step in 0..3 {
+        for phase in ["forward", "backward", "optimizer"] {
+            let label = format!("{phase}, step {step}");
+            assert!(phases.contains(&label.as_str()), "{label} in {phases:?}");
+        }
+    }
+}
+
+/// The cells of one CSV row: quoted cells may hold commas and `""`.
+fn cells(line: &str) -> Vec<String> {
+    let mut out = vec![String::new()];
+    let (mut quoted, mut chars) = (false, line.chars().peekable());
+    while let Some(c) = chars.next() {
+        match (c, quoted) {
+            ('"', true) if chars.peek() == Some(&'"') => {
+                chars.next();
+                out.last_mut().unwrap().push('"');
+            }
+            ('"', _) => quoted = !quoted,
+            (',', false) => out.push(String::new()),
+            (c, _) => out.last_mut().unwrap().push(c),
+        }
+    }
+    out
 }
 
 #[test]

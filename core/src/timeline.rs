@@ -12,7 +12,9 @@
 //! (and each training step or ESMFold recycle) starts: [`Timeline::spans`].
 
 use crate::trace::Op;
+use alloc::string::{String, ToString};
 use alloc::vec::Vec;
+use core::fmt::Write;
 
 /// Most points a timeline keeps.
 pub const MAX_POINTS: usize = 1024;
@@ -64,6 +66,57 @@ pub struct Span {
     pub step: Option<u32>,
     /// What a step is called: "step" or "recycle".
     pub step_kind: &'static str,
+}
+
+impl Span {
+    /// The phase as a chart labels it, with its step or recycle:
+    /// `forward`, `forward, step 1`, `recycle 2`.
+    pub fn label(&self) -> String {
+        match self.step {
+            Some(n) if self.step_kind == "recycle" => alloc::format!("recycle {n}"),
+            Some(n) => alloc::format!("{}, step {n}", self.phase.label()),
+            None => self.phase.label().to_string(),
+        }
+    }
+}
+
+/// The span `event` falls in: the last of `spans` (in order) starting at
+/// or before it.
+pub fn span_at(spans: &[Span], event: u64) -> Option<&Span> {
+    spans.iter().rev().find(|s| s.first_event <= event)
+}
+
+/// The header of [`csv`].
+pub const CSV_HEADER: &str =
+    "first_event,events,phase,step,layer,op,allocated_bytes,reserved_bytes,driver_bytes";
+
+/// A timeline as CSV ([`CSV_HEADER`]): one row per point, with the phase
+/// it starts in ([`Span::label`]) and the op of its highest reserved bytes
+/// (both quoted), and driver-level bytes as reserved plus
+/// `outside_allocator`.
+pub fn csv(points: &[TimelinePoint], spans: &[Span], outside_allocator: u64) -> String {
+    let quoted = |text: &str| text.replace('"', "\"\"");
+    let mut out = String::from(CSV_HEADER);
+    out.push('\n');
+    for p in points {
+        let phase = span_at(spans, p.first_event).map_or(String::new(), Span::label);
+        let step = p.op.step.map_or(String::new(), |s| s.to_string());
+        let layer = p.op.layer.map_or(String::new(), |l| l.to_string());
+        let _ = writeln!(
+            out,
+            "{},{},\"{}\",{},{},\"{}\",{},{},{}",
+            p.first_event,
+            p.events,
+            quoted(&phase),
+            step,
+            layer,
+            quoted(p.op.name),
+            p.allocated,
+            p.reserved,
+            p.reserved.saturating_add(outside_allocator)
+        );
+    }
+    out
 }
 
 /// A run of consecutive allocation and free events.
@@ -233,6 +286,11 @@ impl Timeline {
     pub fn spans(&self) -> &[Span] {
         &self.spans
     }
+
+    /// The timeline as CSV (see [`csv`]).
+    pub fn csv(&self, outside_allocator: u64) -> String {
+        csv(&self.points, &self.spans, outside_allocator)
+    }
 }
 
 #[cfg(test)]
@@ -262,6 +320,55 @@ mod tests {
         for pair in t.points().windows(2) {
             assert_eq!(pair[0].first_event + pair[0].events, pair[1].first_event);
         }
+    }
+
+    #[test]
+    fn the_csv_has_a_row_per_point_with_its_phase_quoted() {
+        let mut t = Timeline::new();
+        let op = |name: &'static str, step: Option<u32>| Op {
+            name,
+            step,
+            step_kind: "step",
+            ..Op::default()
+        };
+        t.observe(op("load weights", None), 10, 20);
+        t.observe(op("attention \"q\"", Some(1)), 30, 40);
+        t.observe(op("backward", Some(1)), 5, 40);
+        let text = t.csv(100);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], CSV_HEADER);
+        assert_eq!(lines[1], "0,1,\"load\",,,\"load weights\",10,20,120");
+        assert_eq!(
+            lines[2],
+            "1,1,\"forward, step 1\",1,,\"attention \"\"q\"\"\",30,40,140"
+        );
+        assert_eq!(
+            lines[3],
+            "2,1,\"backward, step 1\",1,,\"backward\",5,40,140"
+        );
+        assert_eq!(lines.len(), 4);
+    }
+
+    #[test]
+    fn a_recycle_is_labelled_as_one() {
+        let span = Span {
+            first_event: 0,
+            phase: Phase::Forward,
+            step: Some(2),
+            step_kind: "recycle",
+        };
+        assert_eq!(span.label(), "recycle 2");
+        assert_eq!(span_at(&[span], 5), Some(&span));
+        assert_eq!(
+            span_at(
+                &[Span {
+                    first_event: 9,
+                    ..span
+                }],
+                5
+            ),
+            None
+        );
     }
 
     #[test]

@@ -69,54 +69,21 @@ impl JobTimeline {
                     .spans
                     .get(i + 1)
                     .map_or(self.events, |next| next.first_event),
-                label: span_label(span),
+                label: span.label(),
             })
             .collect()
     }
 
     /// The label of the phase of the event `event`.
     pub fn phase_at(&self, event: u64) -> String {
-        self.spans
-            .iter()
-            .rev()
-            .find(|s| s.first_event <= event)
-            .map(span_label)
-            .unwrap_or_default()
+        headroom_core::timeline::span_at(&self.spans, event).map_or(String::new(), Span::label)
     }
 
     /// The timeline as CSV: one row per point, its phase and the op of its
-    /// highest reserved bytes quoted (the collector's `--timeline` columns
-    /// and the phase).
+    /// highest reserved bytes quoted (the core's `timeline::csv`, as the
+    /// collector's `--timeline` writes it).
     pub fn csv(&self) -> String {
-        let mut out = String::from(
-            "first_event,events,phase,step,layer,op,allocated_bytes,reserved_bytes,driver_bytes\n",
-        );
-        let outside = self.estimate.outside_allocator.0;
-        for p in &self.points {
-            let _ = writeln!(
-                out,
-                "{},{},\"{}\",{},{},\"{}\",{},{},{}",
-                p.first_event,
-                p.events,
-                self.phase_at(p.first_event),
-                p.op.step.map_or(String::new(), |s| s.to_string()),
-                p.op.layer.map_or(String::new(), |l| l.to_string()),
-                p.op.name.replace('"', "\"\""),
-                p.allocated,
-                p.reserved,
-                p.reserved + outside
-            );
-        }
-        out
-    }
-}
-
-/// `forward`, `forward, step 1` (a training step), `recycle 2` (ESMFold's).
-fn span_label(span: &Span) -> String {
-    match span.step {
-        Some(n) if span.step_kind == "recycle" => format!("recycle {n}"),
-        Some(n) => format!("{}, step {n}", span.phase.label()),
-        None => span.phase.label().to_string(),
+        headroom_core::timeline::csv(&self.points, &self.spans, self.estimate.outside_allocator.0)
     }
 }
 
