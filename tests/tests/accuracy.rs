@@ -417,6 +417,16 @@ fn several_gpu_cases_meet_the_bounds() {
     }
 }
 
+/// The comparison of one named case of a file under `measurements/`.
+fn measured_case(file: &str, case: &str) -> Compared {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../measurements")
+        .join(file);
+    let text = std::fs::read_to_string(path).expect(file);
+    let (rows, _) = compare_file(&text);
+    rows.into_iter().find(|r| r.case == case).expect(case)
+}
+
 /// Autocast caches a leaf weight's bf16 cast whatever the grad mode, so a
 /// non-reentrant checkpointed forward keeps every layer's casts until the
 /// autocast region ends (the H200 trace of ZeRO-1 b4 L1024 with
@@ -426,7 +436,6 @@ fn several_gpu_cases_meet_the_bounds() {
 /// replay freed each cast after its matmul.
 #[test]
 fn checkpointed_autocast_jobs_keep_their_weight_casts() {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../measurements");
     let pinned = [
         (
             "h200/validation.jsonl",
@@ -451,9 +460,7 @@ fn checkpointed_autocast_jobs_keep_their_weight_casts() {
         ("real-jobs/measured.jsonl", "trainer_llama1b_gc_b8_L2048"),
     ];
     for (file, case) in pinned {
-        let text = std::fs::read_to_string(root.join(file)).expect(file);
-        let (rows, _) = compare_file(&text);
-        let r = rows.iter().find(|r| r.case == case).expect(case);
+        let r = measured_case(file, case);
         let off = r.reserved.0 as f64 / r.reserved.1 as f64 - 1.0;
         assert!(
             off.abs() <= 0.005,
@@ -485,7 +492,6 @@ fn bert_keeps_its_embedding_and_sequence_outputs() {
             r.allocated.1
         );
     }
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../measurements");
     let pinned = [
         ("real-jobs/measured.jsonl", "embed_bert_b64_L512"),
         (
@@ -507,9 +513,7 @@ fn bert_keeps_its_embedding_and_sequence_outputs() {
         ("h200/validation.jsonl", "bert_base_inf_fp32_b32_L128_repro"),
     ];
     for (file, case) in pinned {
-        let text = std::fs::read_to_string(root.join(file)).expect(file);
-        let (rows, _) = compare_file(&text);
-        let r = rows.iter().find(|r| r.case == case).expect(case);
+        let r = measured_case(file, case);
         assert!(
             r.error().abs() <= 0.006,
             "{case}: {:+.2}% ({} predicted, {} measured)",
