@@ -48,7 +48,8 @@ const YIELD_AFTER_MS: f64 = 16.0;
 
 /// The page's thread draws a curve's first points after computing them
 /// for about this long (the chosen length's and the first of its share's,
-/// spread over the range), then refines the curve with the rest.
+/// spread over the range), in the input's own task ([`begin`]), then
+/// refines the curve with the rest ([`finish`]).
 pub const FIRST_DRAW_MS: f64 = 5.0;
 
 /// A curve's progress is shown once its computation has taken this long.
@@ -417,16 +418,10 @@ async fn sleep_ms(ms: i32) {
     let _ = wasm_bindgen_futures::JsFuture::from(promise).await;
 }
 
-/// What the page's thread has computed of a curve when it draws the
-/// curve's first points: the lengths of its share done so far, in order,
-/// and their outcomes.
-pub type FirstPoints<'a> = (&'a [u32], &'a [PointResult]);
-
-/// This thread's share of a curve, computed point by point; after
-/// [`FIRST_DRAW_MS`] of work it hands what it has to `first_draw` (once),
-/// after every [`YIELD_AFTER_MS`] it yields to the browser (reporting its
-/// progress once that has taken [`SHOW_PROGRESS_AFTER_MS`]), and it stops
-/// (`None`) once the curve is no longer `wanted`.
+/// This thread's share of a curve (or the rest of it), computed point by
+/// point; after every [`YIELD_AFTER_MS`] it yields to the browser
+/// (reporting its progress once that has taken [`SHOW_PROGRESS_AFTER_MS`]),
+/// and it stops (`None`) once the curve is no longer `wanted`.
 async fn own_share(
     arch: &Architecture,
     workload: &Workload,
@@ -434,20 +429,13 @@ async fn own_share(
     lengths: &[u32],
     wanted: &impl Fn() -> bool,
     progress: &impl Fn(Option<f64>),
-    mut first_draw: Option<&mut dyn FnMut(FirstPoints)>,
 ) -> Option<Vec<PointResult>> {
     let mut replay = curve::take_replay(runtime);
     let mut out = Vec::with_capacity(lengths.len());
     let started = now();
     let mut since = started;
     for (done, &length) in lengths.iter().enumerate() {
-        let first_due = first_draw.is_some() && now() - started > FIRST_DRAW_MS;
-        if first_due || now() - since > YIELD_AFTER_MS {
-            if first_due {
-                if let Some(draw) = first_draw.take() {
-                    draw((&lengths[..done], &out));
-                }
-            }
+        if now() - since > YIELD_AFTER_MS {
             if now() - started > SHOW_PROGRESS_AFTER_MS {
                 progress(Some(done as f64 / lengths.len() as f64));
             }
@@ -807,7 +795,38 @@ pub async fn curve(
         }
         sleep_ms(20).await;
     }
-    // One still loading after that is not waited for again.
+    let begun = begin(arch, workload, runtime, lengths, first);
+    finish(begun, arch, workload, runtime, wanted, progress).await
+}
+
+/// Whether a curve can [`begin`] at once, in the caller's task: not a slow
+/// one, and no replacement worker is loading (then [`curve`] waits for it).
+pub fn can_begin_at_once(arch: &Architecture, workload: &Workload) -> bool {
+    !crate::jobs::is_slow(arch, workload) && replacements_loading() == 0
+}
+
+/// A curve [`begin`] has started: the workers' shares asked, this thread's
+/// share and its points computed so far.
+pub struct Begun {
+    asked: Vec<(Vec<u32>, Promise, usize, u32)>,
+    own: Vec<u32>,
+    done: Vec<PointResult>,
+    started: f64,
+}
+
+/// The start of [`curve`], all in the caller's task (an input's effect, so
+/// that it is not queued behind the page's other updates): hands the
+/// workers their shares, computes this thread's first points for
+/// [`FIRST_DRAW_MS`] (the chosen length first) and, with `first`, shows
+/// them unless the share is already done. [`finish`] does the rest.
+pub fn begin(
+    arch: &Architecture,
+    workload: &Workload,
+    runtime: &RuntimeProfile,
+    lengths: &[u32],
+    first: Option<FirstDraw<'_>>,
+) -> Begun {
+    // A replacement still loading is not waited for again.
     POOL.with(|p| {
         for slot in p.borrow_mut().slots.iter_mut().filter(|s| !s.ready) {
             slot.replacement = false;
@@ -838,29 +857,74 @@ pub async fn curve(
     }
     let own = share(&order, parts, 0);
     let started = now();
-    // The chosen length, when the curve lacks it, is drawn first only.
-    let in_range = |c: &u32| lengths.first() <= Some(c) && Some(c) <= lengths.last();
-    let extra: Vec<u32> = chosen
-        .filter(|c| in_range(c) && !lengths.contains(c))
-        .into_iter()
-        .collect();
-    let extra_result = curve::estimate_lengths(arch, workload, runtime, &extra);
-    let mut show_first = |(done, results): FirstPoints| {
-        if let Some(first) = &first {
-            let mut shown: Vec<u32> = done.to_vec();
-            shown.extend(&extra);
-            let mut outcomes = results.to_vec();
-            outcomes.extend(extra_result.iter().cloned());
-            (first.show)(CurveData::from_results(&shown, outcomes));
+    let mut replay = curve::take_replay(runtime);
+    let mut done = Vec::with_capacity(own.len());
+    for &length in &own {
+        if now() - started > FIRST_DRAW_MS {
+            break;
         }
+        done.push(curve::estimate_point(
+            &mut replay,
+            arch,
+            workload,
+            runtime,
+            length,
+        ));
+    }
+    curve::put_back_replay(replay);
+    if let Some(first) = first.filter(|_| done.len() < own.len()) {
+        // The chosen length, when the curve lacks it, is drawn first only.
+        let in_range = |c: &u32| lengths.first() <= Some(c) && Some(c) <= lengths.last();
+        let extra: Vec<u32> = chosen
+            .filter(|c| in_range(c) && !lengths.contains(c))
+            .into_iter()
+            .collect();
+        let mut shown: Vec<u32> = own[..done.len()].to_vec();
+        shown.extend(&extra);
+        let mut outcomes = done.clone();
+        outcomes.extend(curve::estimate_lengths(arch, workload, runtime, &extra));
+        (first.show)(CurveData::from_results(&shown, outcomes));
+    }
+    Begun {
+        asked,
+        own,
+        done,
+        started,
+    }
+}
+
+/// The rest of a curve [`begin`] started: this thread's share, yielding to
+/// the browser every [`YIELD_AFTER_MS`] and stopping once the curve is no
+/// longer `wanted`, then the workers' answers (a share a worker could not
+/// answer is computed here).
+pub async fn finish(
+    begun: Begun,
+    arch: &Architecture,
+    workload: &Workload,
+    runtime: &RuntimeProfile,
+    wanted: impl Fn() -> bool,
+    progress: impl Fn(Option<f64>),
+) -> CurveData {
+    let Begun {
+        asked,
+        own,
+        mut done,
+        started,
+    } = begun;
+    yield_to_browser().await;
+    let rest = if wanted() {
+        own_share(
+            arch,
+            workload,
+            runtime,
+            &own[done.len()..],
+            &wanted,
+            &progress,
+        )
+        .await
+    } else {
+        None
     };
-    let first_draw = first
-        .is_some()
-        .then_some(&mut show_first as &mut dyn FnMut(FirstPoints));
-    let computed = own_share(
-        arch, workload, runtime, &own, &wanted, &progress, first_draw,
-    )
-    .await;
     progress(None);
     // The workers' shares are as large as this one: give them twice its
     // time, and at least ANSWER_TIMEOUT.
@@ -868,11 +932,13 @@ pub async fn curve(
     for &(_, _, worker, id) in &asked {
         watch(worker, id, ANSWER_TIMEOUT.max(took));
     }
-    let Some(mut results) = computed else {
+    let Some(rest) = rest else {
         // Superseded: nobody will look at this curve.
         return CurveData::default();
     };
-    let mut all_lengths = own.clone();
+    done.extend(rest);
+    let mut results = done;
+    let mut all_lengths = own;
     for (mine, promise, _, _) in asked {
         let answer = wasm_bindgen_futures::JsFuture::from(promise)
             .await
@@ -887,8 +953,7 @@ pub async fn curve(
             Err(e) => {
                 FALLBACKS.with(|f| f.set(f.get() + 1));
                 web_sys::console::warn_2(&"computing a worker's share here:".into(), &e.into());
-                let part =
-                    own_share(arch, workload, runtime, &mine, &wanted, &progress, None).await;
+                let part = own_share(arch, workload, runtime, &mine, &wanted, &progress).await;
                 progress(None);
                 match part {
                     Some(part) => part,

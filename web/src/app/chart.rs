@@ -134,6 +134,7 @@ pub fn ChartPanel() -> impl IntoView {
             .point
             .with(|p| p.as_ref().ok().map(|e| e.driver_peak.as_gb()));
         let likely = page.likely.get();
+        let drawing = perf::now();
         let result = page.curve.with(|curve| {
             page.bands.with(|bands| {
                 let spec = ChartSpec {
@@ -161,6 +162,7 @@ pub fn ChartPanel() -> impl IntoView {
                 chart::draw(&backend.into_drawing_area(), &spec)
             })
         });
+        perf::draw_took(perf::now() - drawing);
         match result {
             Ok(l) => {
                 off_scale.set(l.off_scale.clone());

@@ -1,6 +1,6 @@
 //! Timing of input changes to chart redraws, read by the performance
 //! test: to the first chart for the new inputs (a curve's first points)
-//! and to the complete curve.
+//! and to the complete curve, and how long drawing the chart takes.
 
 use std::cell::{Cell, RefCell};
 
@@ -10,6 +10,7 @@ thread_local! {
     static TIMINGS: RefCell<Vec<f64>> = const { RefCell::new(Vec::new()) };
     static COMPLETE_TIMINGS: RefCell<Vec<f64>> = const { RefCell::new(Vec::new()) };
     static DRAWS: Cell<u32> = const { Cell::new(0) };
+    static DRAW_TIMES: RefCell<Vec<f64>> = const { RefCell::new(Vec::new()) };
     static COMPLETE_DRAWS: Cell<u32> = const { Cell::new(0) };
 }
 
@@ -44,6 +45,19 @@ pub fn drawn(complete: bool) {
         INPUT_AT.with(|c| c.set(None));
         COMPLETE_TIMINGS.with(|t| t.borrow_mut().push(ms));
     }
+}
+
+/// How long one chart draw took, ms (the drawing alone), recorded while
+/// an input waits for its complete curve.
+pub fn draw_took(ms: f64) {
+    if INPUT_AT.with(Cell::get).is_some() {
+        DRAW_TIMES.with(|t| t.borrow_mut().push(ms));
+    }
+}
+
+/// Draw times recorded since the last call, ms.
+pub fn take_draw_times() -> Vec<f64> {
+    DRAW_TIMES.with(|t| std::mem::take(&mut *t.borrow_mut()))
 }
 
 /// Chart draws since the page loaded.

@@ -180,30 +180,49 @@ fn curve_job(page: PageContext) {
         let ticket = runs.start();
         let lengths = view_lengths(&key.2, CURVE_POINTS);
         let chosen = state.with_untracked(AppState::length);
+        let wanted = move || runs.wanted(ticket);
+        let progress = move |p: Option<f64>| {
+            if wanted() {
+                curve_progress.try_set(p);
+            }
+        };
+        // Every point drawn is exact and for the current inputs: first the
+        // chosen length's and a few spread over the range, then all.
+        let (arch, w, _) = key.clone();
+        let landed_for = (key, rt.clone());
+        let land = move |data: CurveData, complete: bool| {
+            if wanted() {
+                curve_for.set_value(Some(landed_for.clone()));
+                curve_refining.try_set(!complete);
+                curve.try_set(data);
+            }
+        };
+        let show = {
+            let land = land.clone();
+            move |data: CurveData| land(data, false)
+        };
+        let first = crate::workers::FirstDraw {
+            chosen,
+            show: &show,
+        };
+        // The first points are computed here, in the input's own task, not
+        // queued behind the page's other updates.
+        let begun = crate::workers::can_begin_at_once(&arch, &w)
+            .then(|| crate::workers::begin(&arch, &w, &rt, &lengths, Some(first)));
         leptos::task::spawn_local(async move {
-            let wanted = move || runs.wanted(ticket);
-            let progress = move |p: Option<f64>| {
-                if wanted() {
-                    curve_progress.try_set(p);
+            let data = match begun {
+                Some(begun) => {
+                    crate::workers::finish(begun, &arch, &w, &rt, wanted, progress).await
+                }
+                None => {
+                    let first = crate::workers::FirstDraw {
+                        chosen,
+                        show: &show,
+                    };
+                    crate::workers::curve(&arch, &w, &rt, &lengths, Some(first), wanted, progress)
+                        .await
                 }
             };
-            // Every point drawn is exact and for the current inputs: first
-            // the chosen length's and a few spread over the range, then all.
-            let land = |data: CurveData, complete: bool| {
-                if wanted() {
-                    curve_for.set_value(Some((key.clone(), rt.clone())));
-                    curve_refining.try_set(!complete);
-                    curve.try_set(data);
-                }
-            };
-            let show = |data: CurveData| land(data, false);
-            let first = crate::workers::FirstDraw {
-                chosen,
-                show: &show,
-            };
-            let (arch, w, _) = &key;
-            let data =
-                crate::workers::curve(arch, w, &rt, &lengths, Some(first), wanted, progress).await;
             land(data, true);
         });
     });
