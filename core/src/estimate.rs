@@ -208,6 +208,9 @@ fn run(
     #[cfg(feature = "diagnostics")]
     if let Some(earlier) = earlier {
         replay_earlier_job(arch, earlier, runtime, replay)?;
+        if families::nn::param_dtype(earlier) != families::nn::param_dtype(workload) {
+            replay.cast_kept_weights();
+        }
     }
     let summary = families::replay_with(arch, workload, runtime, replay, options.replay)?;
     debug_assert!(earlier.is_some() || summary.libraries == libraries_guess);

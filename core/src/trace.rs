@@ -28,6 +28,17 @@ pub struct Op {
     pub step_kind: &'static str,
 }
 
+/// What a request does with a previous job's kept blocks.
+#[cfg(feature = "diagnostics")]
+enum Adopt {
+    /// None in line for it: allocate as usual.
+    None,
+    /// This kept block is the request's.
+    Kept(Tensor),
+    /// The request is this kept block's new copy (an in-place cast).
+    Cast(Tensor),
+}
+
 /// The live bytes of each component at one moment.
 pub type ComponentBytes = [u64; Component::IN_ALLOCATOR];
 
@@ -91,6 +102,9 @@ pub struct Replay {
     /// allocation order (the next to adopt is last).
     #[cfg(feature = "diagnostics")]
     adoptable: [alloc::vec::Vec<(BlockId, u64)>; Component::IN_ALLOCATOR],
+    /// The kept weights are cast, not adopted ([`Replay::cast_kept_weights`]).
+    #[cfg(feature = "diagnostics")]
+    cast_kept_weights: bool,
     /// What the last [`crate::graph::Graph`] on this replay left to reuse.
     pub(crate) graph_buffers: crate::graph::GraphBuffers,
 }
@@ -129,6 +143,8 @@ impl Replay {
             block_order: alloc::vec::Vec::new(),
             #[cfg(feature = "diagnostics")]
             adoptable: Default::default(),
+            #[cfg(feature = "diagnostics")]
+            cast_kept_weights: false,
             graph_buffers: Default::default(),
         }
     }
@@ -155,6 +171,7 @@ impl Replay {
             self.event_log = None;
             self.event_log_min = 0;
             self.track_blocks = false;
+            self.cast_kept_weights = false;
             self.block_info.clear();
             self.block_order.clear();
             for queue in self.adoptable.iter_mut() {
@@ -208,20 +225,58 @@ impl Replay {
     }
 
     #[cfg(feature = "diagnostics")]
-    /// A kept block of a previous job for this request, if the next one in
-    /// line matches (see [`Replay::start_next_job`]).
-    fn adopt(&mut self, bytes: u64, component: Component) -> Option<Tensor> {
+    /// What a request does with the kept blocks of a previous job (see
+    /// [`Replay::start_next_job`]): the next one in line is the request's
+    /// own block when the sizes match, or, for weights after
+    /// [`Replay::cast_kept_weights`], the block its new copy replaces
+    /// ([`Adopt::Cast`]). Any other mismatch frees the rest of that
+    /// component's kept blocks (the job replaced them).
+    fn adopt(&mut self, bytes: u64, component: Component) -> Adopt {
         let queue = &mut self.adoptable[component as usize];
-        let &(block, rounded) = queue.last()?;
+        let Some(&(block, rounded)) = queue.last() else {
+            return Adopt::None;
+        };
+        if component == Component::Weights && self.cast_kept_weights {
+            queue.pop();
+            return Adopt::Cast(Tensor { block, component });
+        }
         if rounded == round_size(bytes) {
             queue.pop();
-            return Some(Tensor { block, component });
+            return Adopt::Kept(Tensor { block, component });
         }
         let rest = core::mem::take(queue);
         for (block, _) in rest {
             self.free(Tensor { block, component });
         }
-        None
+        Adopt::None
+    }
+
+    #[cfg(feature = "diagnostics")]
+    /// One parameter of an in-place cast between jobs: its new copy, then
+    /// its old block freed. After the last parameter, the cast is part of
+    /// what came before this job: the cache is emptied and the peak window
+    /// restarted, as [`Replay::start_next_job`] does.
+    fn cast(&mut self, old: Tensor, bytes: u64) -> Tensor {
+        let rest = core::mem::take(&mut self.adoptable[Component::Weights as usize]);
+        let new = self.alloc_on(bytes, Component::Weights, Stream::DEFAULT);
+        self.adoptable[Component::Weights as usize] = rest;
+        self.free(old);
+        if self.adoptable[Component::Weights as usize].is_empty() {
+            self.cast_kept_weights = false;
+            self.allocator.empty_cache();
+            self.reset_peaks();
+        }
+        new
+    }
+
+    #[cfg(feature = "diagnostics")]
+    /// The next job's weights are the kept ones cast in place to another
+    /// dtype (`model.half()`, `model.to(torch.bfloat16)` between the jobs):
+    /// parameter by parameter, the new copy is allocated, then the old
+    /// block freed; then the cache is emptied and the peak window restarted
+    /// (the cast is not part of the job).
+    pub fn cast_kept_weights(&mut self) {
+        self.cast_kept_weights = true;
     }
 
     #[cfg(feature = "diagnostics")]
@@ -275,8 +330,10 @@ impl Replay {
     pub fn alloc_on(&mut self, bytes: u64, component: Component, stream: Stream) -> Tensor {
         #[cfg(feature = "diagnostics")]
         if stream == Stream::DEFAULT {
-            if let Some(adopted) = self.adopt(bytes, component) {
-                return adopted;
+            match self.adopt(bytes, component) {
+                Adopt::Kept(adopted) => return adopted,
+                Adopt::Cast(old) => return self.cast(old, bytes),
+                Adopt::None => {}
             }
         }
         #[cfg(feature = "diagnostics")]

@@ -557,3 +557,51 @@ fn real_jobs_meet_the_bounds() {
     let all: Vec<&Compared> = rows.iter().collect();
     check_bounds("real jobs", &all, 1.5, 8.0, 1);
 }
+
+/// A model cast in place between two jobs (`model.half()` after fp32
+/// inference) is replayed as the cast: parameter by parameter the fp16 copy
+/// is made, then the fp32 block freed, then the cache emptied. Pinned to
+/// the H200 measurement of ESM-2 650M (`measurements/h200-history/`): the
+/// three fp16 jobs' reserved peaks within 1% (the job after the cast had
+/// been replayed with the fp32 weights freed all at once on the fp16
+/// job's first request and no cache emptied: 3.26 GB against 2.06 GB).
+#[test]
+fn a_model_cast_in_place_between_jobs_is_replayed_as_a_cast() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../measurements/h200-history/esm2-half-after-fp32.jsonl");
+    let text = std::fs::read_to_string(path).expect("esm2-half-after-fp32.jsonl");
+    let measured: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let spec = |dtype: &str, batch: u32, length: u32| {
+        headroom_core::spec::Spec::from_json(&format!(
+            r#"{{"model": "esm2-t33-650m", "workload": {{"mode": "inference", "batch": {batch}, "seq_len": {length}, "dtype": "{dtype}", "inference": {{"kind": "forward", "logits": "none"}}}}, "runtime": {{"process_ran_backward": false}}}}"#
+        ))
+        .unwrap()
+    };
+    let earlier = spec("fp32", 8, 512);
+    for (batch, length) in [(8, 1024), (1, 1024), (8, 512)] {
+        let stage = format!("inference fp16 b{batch} L{length}");
+        let m = measured
+            .iter()
+            .find(|m| m["process"] == "after" && m["stage"] == stage.as_str())
+            .unwrap_or_else(|| panic!("{stage} measured"));
+        let later = spec("fp16", batch, length);
+        let e = headroom_core::estimate::estimate_after(
+            &later.model.arch,
+            &earlier.workload,
+            &later.workload,
+            &later.runtime,
+        )
+        .unwrap();
+        let reserved = m["reserved_peak"].as_u64().unwrap();
+        let off = e.reserved_peak.0 as f64 / reserved as f64 - 1.0;
+        assert!(
+            off.abs() <= 0.01,
+            "{stage}: reserved {} predicted, {reserved} measured ({:+.2}%)",
+            e.reserved_peak.0,
+            100.0 * off
+        );
+    }
+}

@@ -53,6 +53,21 @@ pub const FP32: u64 = 4;
 /// int64 element size (token ids, labels, pooling indices).
 pub const INT64: u64 = 8;
 
+/// The parameters' dtype: the training precision's (fp32 master weights
+/// under `amp_bf16` and `fp32`, bf16 for `bf16`), else the inference dtype.
+pub fn param_dtype(workload: &crate::workload::Workload) -> crate::arch::Dtype {
+    use crate::arch::Dtype;
+    use crate::workload::{Mode, Precision};
+    if workload.mode == Mode::Training {
+        match workload.training.precision {
+            Precision::AmpBf16 | Precision::Fp32 => Dtype::Fp32,
+            Precision::Bf16 => Dtype::Bf16,
+        }
+    } else {
+        workload.dtype
+    }
+}
+
 /// Element size of the parameters: the training precision's (fp32 master
 /// weights under `amp_bf16` and `fp32`, bf16 for `bf16`), else the
 /// inference dtype (quantised dtypes keep bf16 for what they do not quantise).
