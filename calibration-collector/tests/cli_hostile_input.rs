@@ -236,34 +236,34 @@ fn an_estimate_without_a_card_shows_no_figure_a_card_could_not() {
 
 #[test]
 fn long_checks_show_progress_on_a_terminal_only() {
-    // 600 cases: several seconds, so the bar appears on a terminal.
-    let public = std::fs::read_to_string(concat!(
+    // Work is "long" after HEADROOM_PROGRESS_AFTER_MS (1 s by default):
+    // with 0 every check is, with ten minutes none of these is.
+    let public = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../measurements/public/h200-public.jsonl"
-    ))
-    .unwrap();
-    let mut lines = String::new();
-    for copy in 0..30 {
-        for line in public.lines() {
-            let mut case: serde_json::Value = serde_json::from_str(line).unwrap();
-            if case["case"] == "runtime_overheads" {
-                continue;
-            }
-            case["case"] = format!("{}_{copy}", case["case"].as_str().unwrap()).into();
-            lines.push_str(&format!("{case}\n"));
-        }
-    }
-    let (_dir, file) = temp_file("many.jsonl", lines.as_bytes());
+    );
     // Not a terminal: nothing but the report.
-    let out = run(&["check", &file], None);
+    let out = common::run_env(
+        &["check", public],
+        None,
+        &[("HEADROOM_PROGRESS_AFTER_MS", "0")],
+    );
     assert_eq!(out.status.code(), Some(0));
     assert!(out.stderr.is_empty(), "{}", text(&out.stderr));
     // A terminal (util-linux `script` gives the command one).
-    let command = format!("{} check {file} > /dev/null", common::bin());
-    let out = std::process::Command::new("script")
-        .args(["-qc", &command, "/dev/null"])
-        .output()
-        .expect("util-linux `script` runs");
-    let shown = text(&out.stdout);
-    assert!(shown.contains("/720 cases"), "{shown:?}");
+    let on_a_terminal = |after_ms: &str| {
+        let command = format!(
+            "HEADROOM_PROGRESS_AFTER_MS={after_ms} {} check {public} > /dev/null",
+            common::bin()
+        );
+        let out = std::process::Command::new("script")
+            .args(["-qc", &command, "/dev/null"])
+            .output()
+            .expect("util-linux `script` runs");
+        text(&out.stdout)
+    };
+    let shown = on_a_terminal("0");
+    assert!(shown.contains("/25 cases"), "{shown:?}");
+    let shown = on_a_terminal("600000");
+    assert!(!shown.contains("cases"), "{shown:?}");
 }
