@@ -418,33 +418,21 @@ async fn sleep_ms(ms: i32) {
     let _ = wasm_bindgen_futures::JsFuture::from(promise).await;
 }
 
-/// This thread's share of a curve (or the rest of it), computed point by
-/// point; after every [`YIELD_AFTER_MS`] it yields to the browser
-/// (reporting its progress once that has taken [`SHOW_PROGRESS_AFTER_MS`]),
-/// and it stops (`None`) once the curve is no longer `wanted`.
-async fn own_share(
+/// The points of `lengths` in order, on this thread: at least one, and no
+/// more once `budget_ms` has passed (the rest is left for later).
+fn points_for(
     arch: &Architecture,
     workload: &Workload,
     runtime: &RuntimeProfile,
     lengths: &[u32],
-    wanted: &impl Fn() -> bool,
-    progress: &impl Fn(Option<f64>),
-) -> Option<Vec<PointResult>> {
-    let mut replay = curve::take_replay(runtime);
-    let mut out = Vec::with_capacity(lengths.len());
+    budget_ms: f64,
+) -> Vec<PointResult> {
     let started = now();
-    let mut since = started;
-    for (done, &length) in lengths.iter().enumerate() {
-        if now() - since > YIELD_AFTER_MS {
-            if now() - started > SHOW_PROGRESS_AFTER_MS {
-                progress(Some(done as f64 / lengths.len() as f64));
-            }
-            yield_to_browser().await;
-            if !wanted() {
-                curve::put_back_replay(replay);
-                return None;
-            }
-            since = now();
+    let mut replay = curve::take_replay(runtime);
+    let mut out = Vec::new();
+    for &length in lengths {
+        if !out.is_empty() && now() - started > budget_ms {
+            break;
         }
         out.push(curve::estimate_point(
             &mut replay,
@@ -455,6 +443,41 @@ async fn own_share(
         ));
     }
     curve::put_back_replay(replay);
+    out
+}
+
+/// This thread's share of a curve (or the rest of it), computed in slices
+/// of [`YIELD_AFTER_MS`], yielding to the browser between them (reporting
+/// its progress once that has taken [`SHOW_PROGRESS_AFTER_MS`]); it stops
+/// (`None`) once the curve is no longer `wanted`.
+async fn own_share(
+    arch: &Architecture,
+    workload: &Workload,
+    runtime: &RuntimeProfile,
+    lengths: &[u32],
+    wanted: &impl Fn() -> bool,
+    progress: &impl Fn(Option<f64>),
+) -> Option<Vec<PointResult>> {
+    let started = now();
+    let mut out = Vec::with_capacity(lengths.len());
+    while out.len() < lengths.len() {
+        if !out.is_empty() {
+            if now() - started > SHOW_PROGRESS_AFTER_MS {
+                progress(Some(out.len() as f64 / lengths.len() as f64));
+            }
+            yield_to_browser().await;
+            if !wanted() {
+                return None;
+            }
+        }
+        out.extend(points_for(
+            arch,
+            workload,
+            runtime,
+            &lengths[out.len()..],
+            YIELD_AFTER_MS,
+        ));
+    }
     Some(out)
 }
 
@@ -857,21 +880,7 @@ pub fn begin(
     }
     let own = share(&order, parts, 0);
     let started = now();
-    let mut replay = curve::take_replay(runtime);
-    let mut done = Vec::with_capacity(own.len());
-    for &length in &own {
-        if now() - started > FIRST_DRAW_MS {
-            break;
-        }
-        done.push(curve::estimate_point(
-            &mut replay,
-            arch,
-            workload,
-            runtime,
-            length,
-        ));
-    }
-    curve::put_back_replay(replay);
+    let done = points_for(arch, workload, runtime, &own, FIRST_DRAW_MS);
     if let Some(first) = first.filter(|_| done.len() < own.len()) {
         // The chosen length, when the curve lacks it, is drawn first only.
         let in_range = |c: &u32| lengths.first() <= Some(c) && Some(c) <= lengths.last();
