@@ -2,8 +2,8 @@
 //! estimate on that card, ranked by how little they change the job.
 //!
 //! Every candidate is the job with one thing changed (the allocator's
-//! setting, the optimizer's implementation, the attention kernel,
-//! ESMFold's chunking, gradient checkpointing, the KV cache's precision,
+//! setting, the optimizer's implementation, the attention kernel, a
+//! convolutional network's memory format, ESMFold's chunking, gradient checkpointing, the KV cache's precision,
 //! pure bf16 training, LoRA, a smaller batch or length, more GPUs). It is
 //! kept when its estimate fits the card the way the GPU table decides
 //! ([`crate::search::decision_capacity`]: the likely range's high end plus
@@ -21,7 +21,8 @@ use crate::search::{
     decision_capacity, esmfold_chunk_that_fits, max_batch, max_length, ChunkChoice,
 };
 use crate::workload::{
-    Attention, InferenceKind, Lora, Mode, Optimizer, OptimizerImpl, Precision, Workload,
+    Attention, InferenceKind, Lora, MemoryFormat, Mode, Optimizer, OptimizerImpl, Precision,
+    Workload,
 };
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -35,6 +36,8 @@ pub enum Change {
     FusedOptimizer,
     /// SDPA instead of eager attention.
     SdpaAttention,
+    /// A convolutional network in `channels_last` instead of NCHW.
+    ChannelsLast,
     /// ESMFold's trunk in chunks.
     EsmfoldChunks,
     /// Gradient checkpointing.
@@ -60,6 +63,9 @@ impl Change {
             Change::ExpandableSegments => "none: an allocator setting, same math",
             Change::FusedOptimizer => "none: the same update in one kernel",
             Change::SdpaAttention => "none for the result: the same attention, another kernel",
+            Change::ChannelsLast => {
+                "none for the result: the same convolutions on NHWC tensors, no layout copies"
+            }
             Change::EsmfoldChunks => "slower folding: the trunk runs in chunks",
             Change::GradientCheckpointing => {
                 "about a third more compute: each layer is run again in backward"
@@ -168,6 +174,16 @@ pub fn advise(
         consider(
             Change::SdpaAttention,
             "workload.attention: \"sdpa\"".into(),
+            w,
+            runtime.clone(),
+        );
+    }
+    if matches!(arch, Architecture::Cnn(_)) && workload.memory_format == MemoryFormat::Contiguous {
+        let mut w = workload.clone();
+        w.memory_format = MemoryFormat::ChannelsLast;
+        consider(
+            Change::ChannelsLast,
+            "workload.memory_format: \"channels_last\"".into(),
             w,
             runtime.clone(),
         );

@@ -246,6 +246,20 @@ pub enum LoadPath {
 
 keyed! { LoadPath { Compact => "compact", BuildThenCast => "build_then_cast" } }
 
+/// How a convolutional model's weights and images are laid out
+/// (`model.to(memory_format=...)`); transformers ignore it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum MemoryFormat {
+    /// `torch.contiguous_format` (NCHW), the default of torchvision and timm:
+    /// cuDNN's tensor-core kernels copy each input and output to NHWC.
+    #[default]
+    Contiguous,
+    /// `torch.channels_last` (NHWC): the kernels read the tensors as they are.
+    ChannelsLast,
+}
+
+keyed! { MemoryFormat { Contiguous => "contiguous", ChannelsLast => "channels_last" } }
+
 /// A workload.
 #[derive(Clone, Debug, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
@@ -271,6 +285,8 @@ pub struct Workload {
     pub esmfold: EsmFoldOptions,
     /// How the weights were loaded.
     pub load: LoadPath,
+    /// Memory format of a convolutional model and its images.
+    pub memory_format: MemoryFormat,
     /// How the job is spread over several GPUs (`batch` is per rank).
     pub parallel: ParallelOptions,
 }
@@ -288,6 +304,7 @@ impl Default for Workload {
             training: TrainingOptions::default(),
             esmfold: EsmFoldOptions::default(),
             load: LoadPath::Compact,
+            memory_format: MemoryFormat::Contiguous,
             parallel: ParallelOptions::default(),
         }
     }

@@ -14,8 +14,11 @@ set ran ResNet-50 (and a fresh-process comparison first):
 Each case also reports its whole peak (allocated, reserved) measured without
 hooks first, so the hooks' own synchronisation cannot hide anything.
 
-usage: python3 conv_workspaces.py OUT.jsonl
+usage: python3 conv_workspaces.py OUT.jsonl [MODEL [sweep]]
+With CHANNELS_LAST=1 in the environment, the model and its inputs are in
+`torch.channels_last` and the cases' names end in `_cl`.
 """
+import os
 import gc
 import json
 import sys
@@ -53,7 +56,10 @@ def peaks():
 # batch 64 instead.
 MODEL = sys.argv[2] if len(sys.argv) > 2 else "resnet50"
 SWEEP = MODEL != "resnet50" or sys.argv[3:4] == ["sweep"]
-model = getattr(torchvision.models, MODEL)().cuda()
+CHANNELS_LAST = os.environ.get("CHANNELS_LAST") == "1"
+FORMAT = torch.channels_last if CHANNELS_LAST else torch.contiguous_format
+TAG = "_cl" if CHANNELS_LAST else ""
+model = getattr(torchvision.models, MODEL)().cuda().to(memory_format=FORMAT)
 convs = [(n, m) for n, m in model.named_modules() if isinstance(m, torch.nn.Conv2d)]
 records = []
 state = {}
@@ -112,8 +118,8 @@ def with_hooks(fn, backward):
 
 def inference(batch, px, tag):
     model.eval()
-    x = torch.randn(batch, 3, px, px, device="cuda")
-    case = f"{MODEL}_inf_fp32_b{batch}_r{px}_{tag}"
+    x = torch.randn(batch, 3, px, px, device="cuda").contiguous(memory_format=FORMAT)
+    case = f"{MODEL}_inf_fp32_b{batch}_r{px}_{tag}{TAG}"
 
     def run():
         with torch.no_grad():
@@ -132,7 +138,7 @@ def inference(batch, px, tag):
 def training(batch, px, amp=True):
     model.train()
     opt = torch.optim.AdamW(model.parameters())
-    x = torch.randn(batch, 3, px, px, device="cuda")
+    x = torch.randn(batch, 3, px, px, device="cuda").contiguous(memory_format=FORMAT)
     y = torch.randint(0, 1000, (batch,), device="cuda")
     precision = "amp_bf16" if amp else "fp32"
 
@@ -146,17 +152,17 @@ def training(batch, px, amp=True):
     reset()
     step()
     step()
-    emit({"case": f"{MODEL}_train_{precision}_adamw_b{batch}_r{px}", "hooks": False, **peaks()})
+    emit({"case": f"{MODEL}_train_{precision}_adamw_b{batch}_r{px}{TAG}", "hooks": False, **peaks()})
     reset()
     records.clear()
     with_hooks(step, backward=True)
-    emit({"case": f"{MODEL}_train_{precision}_adamw_b{batch}_r{px}", "hooks": True, "convs": records[:]})
+    emit({"case": f"{MODEL}_train_{precision}_adamw_b{batch}_r{px}{TAG}", "hooks": True, "convs": records[:]})
     del opt, x, y
     for p in model.parameters():
         p.grad = None
 
 
-emit({"torch": torch.__version__, "cudnn": torch.backends.cudnn.version(), "gpu": torch.cuda.get_device_name(), "model": MODEL})
+emit({"torch": torch.__version__, "cudnn": torch.backends.cudnn.version(), "gpu": torch.cuda.get_device_name(), "model": MODEL, "channels_last": CHANNELS_LAST})
 if not SWEEP:
     for b, px in [(64, 224), (256, 224), (32, 512)]:
         inference(b, px, "fresh")

@@ -112,6 +112,8 @@ pub struct Applies {
     pub esmfold: bool,
     /// Quantised weights (int8/int4) for inference.
     pub quantised: bool,
+    /// NCHW or `channels_last` (convolutional networks).
+    pub memory_format: bool,
 }
 
 /// The controls that apply to `arch`.
@@ -127,6 +129,7 @@ pub fn applies(arch: &Architecture) -> Applies {
         hf_training: hf,
         esmfold: matches!(arch, Architecture::EsmFold(_)),
         quantised: decoder,
+        memory_format: !transformer,
     }
 }
 
@@ -157,6 +160,7 @@ mod tests {
         let fold = presets::find("esmfold-v1").unwrap().arch;
         let llama = presets::find("llama-3.1-8b").unwrap().arch;
         assert!(!applies(&resnet).generation && !applies(&resnet).attention);
+        assert!(applies(&resnet).memory_format && !applies(&llama).memory_format);
         assert!(applies(&fold).esmfold && !applies(&fold).training);
         assert!(applies(&llama).generation && !applies(&llama).esmfold);
     }

@@ -5,7 +5,7 @@
 use headroom_core::arch::Dtype;
 use headroom_core::parallel::{ParallelOptions, Strategy};
 use headroom_core::workload::{
-    Attention, InferenceKind, LoadPath, Logits, Mode, Optimizer, Precision, Workload,
+    Attention, InferenceKind, LoadPath, Logits, MemoryFormat, Mode, Optimizer, Precision, Workload,
 };
 
 /// A workload enum whose variants a select offers.
@@ -60,6 +60,10 @@ choice!(Precision {
     AmpBf16 => "fp32 weights + bf16 autocast",
     Bf16 => "pure bf16",
     Fp32 => "fp32",
+});
+choice!(MemoryFormat {
+    Contiguous => "NCHW (contiguous, the default)",
+    ChannelsLast => "channels_last (NHWC)",
 });
 choice!(LoadPath {
     Compact => "moved to the GPU (compact)",
@@ -308,6 +312,14 @@ mod tests {
                 w.parallel.world_size = if strategy == Strategy::None { 1 } else { 8 };
             });
             url_round_trips(&s, "parallel.strategy", strategy.key());
+        }
+        for &f in MemoryFormat::ALL {
+            select_round_trips(&options(MemoryFormat::ALL), f);
+            url_round_trips(
+                &state("resnet-50", |w| w.memory_format = f),
+                "memory_format",
+                f.key(),
+            );
         }
         for &l in LoadPath::ALL {
             select_round_trips(&options(LoadPath::ALL), l);

@@ -28,7 +28,7 @@ use crate::error::Error;
 use crate::graph::{GradOrder, Graph, Saves, Value};
 use crate::runtime::RuntimeProfile;
 use crate::trace::Replay;
-use crate::workload::{Mode, Precision, Workload};
+use crate::workload::{MemoryFormat, Mode, Precision, Workload};
 use alloc::vec::Vec;
 
 pub use crate::arch::cnn::{layers, params, Layer};
@@ -52,6 +52,8 @@ pub struct ConvCall {
     pub batch: u64,
     /// Bytes per activation element.
     pub dsize: u64,
+    /// Tensors in `torch.channels_last` (NHWC) rather than NCHW.
+    pub channels_last: bool,
 }
 
 impl ConvCall {
@@ -167,6 +169,9 @@ pub fn forward_workspace(runtime: &RuntimeProfile, c: &ConvCall) -> u64 {
     if c.groups > 1 {
         return 0;
     }
+    if c.channels_last {
+        return channels_last_forward_workspace(runtime, c);
+    }
     if c.in_place_gemm() && !c.halving_gemm_copies() {
         return 0;
     }
@@ -187,6 +192,38 @@ pub fn forward_workspace(runtime: &RuntimeProfile, c: &ConvCall) -> u64 {
         runtime,
         c.input_copy_bytes() + c.output_bytes() + filter + CUDNN_PLAN_HEADER,
     )
+}
+
+/// In `channels_last` the kernels read NHWC tensors as they are: no layout
+/// copies (`measurements/channels-last/conv_workspaces_*_sweep_cl.jsonl`:
+/// every ResNet-18 and ResNet-50 convolution at batch 32 to 256, bf16 and
+/// fp32, takes no forward block of its tensors' size), except where the
+/// kernel cuDNN picks needs another layout:
+/// - an input whose channels are not a multiple of
+///   [`CUDNN_HALF_CHANNEL_ALIGN`] (the stem's 3) is copied, padded in half
+///   precision (bf16 b32: 25,690,112 B = 32 x 8 x 224 x 224 x 2, plus the
+///   filter's 50,176);
+/// - the half-precision 1x1/2 convolution on at most
+///   [`CUDNN_HALF_1X1_STRIDED_COPY_FREE_CIN`] channels, which in NCHW runs
+///   without copies, runs on NCHW copies of its input and output (ResNet-18's
+///   `layer2.0.downsample`, bf16 b32: 18.38 MiB = 12.25 + 6.125).
+///
+/// Blocks of at most 8 MiB some shapes take (fp32 3x3 on 14x14 maps at
+/// batch 64; bf16 3x3 on 7x7 maps at batch 128) are left out.
+fn channels_last_forward_workspace(runtime: &RuntimeProfile, c: &ConvCall) -> u64 {
+    if !c.cin.is_multiple_of(CUDNN_HALF_CHANNEL_ALIGN) {
+        return scaled(
+            runtime,
+            c.input_copy_bytes() + c.filter_copy_bytes() + CUDNN_PLAN_HEADER,
+        );
+    }
+    if c.k == 1 && c.strided() && c.dsize == 2 && c.cin <= CUDNN_HALF_1X1_STRIDED_COPY_FREE_CIN {
+        return scaled(
+            runtime,
+            c.input_copy_bytes() + c.output_bytes() + CUDNN_PLAN_HEADER,
+        );
+    }
+    0
 }
 
 /// Half-precision 1x1/2 convolutions with at most this many input channels
@@ -211,7 +248,7 @@ pub const CUDNN_PLAN_HEADER: u64 = 147;
 /// the weight-gradient kernel's, [`CUDNN_WGRAD_EXTRA`] larger; a 1x1/1
 /// GEMM takes only its split-K partial weight gradients.
 pub fn backward_workspace(runtime: &RuntimeProfile, c: &ConvCall) -> [u64; 2] {
-    if c.groups > 1 {
+    if c.groups > 1 || c.channels_last {
         return [0; 2];
     }
     if c.in_place_gemm() {
@@ -283,6 +320,30 @@ pub fn replay(
             _ => {}
         }
     }
+    let channels_last = workload.memory_format == MemoryFormat::ChannelsLast;
+    if channels_last {
+        // `model.to(memory_format=torch.channels_last)` after `.to("cuda")`
+        // copies every convolution weight whose layout changes (k x k
+        // kernels; a 1x1 kernel is already channels-last), one at a time,
+        // freeing the old block (`measurements/channels-last/
+        // trace-segments.jsonl`: 2.25 MiB allocated, 2.25 MiB freed, ...).
+        g.at("load weights: to channels_last", None);
+        let mut w = weights.iter();
+        for l in &net {
+            match *l {
+                Layer::Conv { k, .. } => {
+                    let weight = *w.next().expect("conv weight");
+                    if k > 1 {
+                        g.relayout_param(weight);
+                    }
+                }
+                Layer::BatchNorm { .. } | Layer::Head { .. } => {
+                    w.next();
+                }
+                _ => {}
+            }
+        }
+    }
     let summary = ReplaySummary {
         params: params.count,
         weight_bytes: params.bytes() + buffers,
@@ -296,13 +357,23 @@ pub fn replay(
         b,
         image,
         act_dsize,
+        channels_last,
         runtime,
     };
     // The caller's batch (`torch.randn(b, 3, image, image)`), made once and
     // held for the whole run, in the parameters' dtype (a convolution needs
     // its input in its weight's dtype; fp32 under autocast).
     g.at("input images", None);
-    let images = g.input(b * 3 * image * image * dsize, Component::Activations);
+    let image_bytes = b * 3 * image * image * dsize;
+    let mut images = g.input(image_bytes, Component::Activations);
+    if channels_last {
+        // `images.contiguous(memory_format=torch.channels_last)`: the NHWC
+        // copy, then the NCHW batch freed.
+        g.at("input images: to channels_last", None);
+        let copy = g.input(image_bytes, Component::Activations);
+        g.drop(images);
+        images = copy;
+    }
     if !training {
         let mut cx = Ctx::plain(dsize);
         let out = run.forward(&mut g, &mut cx, images);
@@ -327,6 +398,7 @@ struct Run<'a> {
     b: u64,
     image: u64,
     act_dsize: u64,
+    channels_last: bool,
     runtime: &'a RuntimeProfile,
 }
 
@@ -398,6 +470,7 @@ impl Run<'_> {
                         out_hw,
                         batch: b,
                         dsize: self.act_dsize,
+                        channels_last: self.channels_last,
                     };
                     let saved: &[Value] = if g.requires_grad(weight) {
                         &[x.v, weight]

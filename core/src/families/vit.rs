@@ -117,6 +117,7 @@ pub fn replay(
         out_hw: side,
         batch: b,
         dsize: act_dsize,
+        channels_last: false,
     };
     let conv_workspace = (
         super::cnn::forward_workspace(runtime, &patch_conv),

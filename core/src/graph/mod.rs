@@ -354,6 +354,18 @@ impl<'r> Graph<'r> {
         &mut self.values[v.index as usize]
     }
 
+    /// A parameter copied into another memory layout in place
+    /// (`model.to(memory_format=torch.channels_last)` on the GPU): its new
+    /// block, then the old one freed, which stays cached.
+    pub fn relayout_param(&mut self, v: Value) {
+        let bytes = self.st(v).bytes;
+        let copy = self.replay.alloc(bytes, Component::Weights);
+        let old = self.st_mut(v).storage.replace(copy);
+        if let Some(old) = old {
+            self.replay.free(old);
+        }
+    }
+
     /// Allocates a parameter (or buffer) held for the whole run.
     pub fn param(&mut self, bytes: u64, requires_grad: bool) -> Value {
         let storage = self.replay.alloc(bytes, Component::Weights);

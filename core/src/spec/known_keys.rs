@@ -51,6 +51,7 @@ pub const WORKLOAD: &[&str] = &[
     "dtype",
     "attention",
     "load",
+    "memory_format",
     "inference",
     "training",
     "parallel",

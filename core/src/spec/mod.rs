@@ -17,7 +17,8 @@ use crate::parallel::{ParallelOptions, Strategy};
 use crate::presets;
 use crate::runtime::RuntimeProfile;
 use crate::workload::{
-    Attention, InferenceKind, LoadPath, Logits, Mode, Optimizer, OptimizerImpl, Precision, Workload,
+    Attention, InferenceKind, LoadPath, Logits, MemoryFormat, Mode, Optimizer, OptimizerImpl,
+    Precision, Workload,
 };
 pub mod known_keys;
 use alloc::format;
@@ -403,6 +404,17 @@ pub fn parse_workload(value: Option<&Value>) -> Result<Workload, Error> {
     }
     if let Some(load) = key_field(map, p, "load", LoadPath::from_key, LoadPath::KEYS, None)? {
         w.load = load;
+    }
+    let memory_format = key_field(
+        map,
+        p,
+        "memory_format",
+        MemoryFormat::from_key,
+        MemoryFormat::KEYS,
+        None,
+    )?;
+    if let Some(memory_format) = memory_format {
+        w.memory_format = memory_format;
     }
     if let Some(v) = map.get("inference") {
         let m = object(v, "workload.inference")?;

@@ -1,4 +1,5 @@
-"""Train a timm image model for a few steps on random images, bf16 autocast.
+"""Train a timm image model for a few steps on random images, bf16 autocast
+(or fp32 with `--precision fp32`).
 
     python timm_train.py --model resnet50 --batch 128 --image-size 224 --opt sgd
     python timm_train.py --model resnet50 --batch 128 --image-size 224 --opt sgd --channels-last
@@ -19,6 +20,7 @@ def main():
     p.add_argument("--image-size", type=int, default=224)
     p.add_argument("--opt", choices=["sgd", "adamw"], default="sgd")
     p.add_argument("--channels-last", action="store_true")
+    p.add_argument("--precision", choices=["amp_bf16", "fp32"], default="amp_bf16")
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--reuse-batch", action="store_true",
                    help="make one batch before the loop and train on it every step")
@@ -43,7 +45,7 @@ def main():
     reused = batch() if args.reuse_batch else None
     for step in range(args.steps):
         images, targets = reused or batch()
-        with torch.autocast("cuda", dtype=torch.bfloat16):
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=args.precision == "amp_bf16"):
             loss = F.cross_entropy(model(images), targets)
         loss.backward()
         optimizer.step()

@@ -8,7 +8,8 @@ use crate::vocab::{self, options};
 use headroom_core::arch::{Architecture, Dtype};
 use headroom_core::parallel::{Strategy, MAX_WORLD_SIZE};
 use headroom_core::workload::{
-    Attention, InferenceKind, LoadPath, Logits, Lora, Mode, Optimizer, Precision, Workload,
+    Attention, InferenceKind, LoadPath, Logits, Lora, MemoryFormat, Mode, Optimizer, Precision,
+    Workload,
 };
 use leptos::prelude::*;
 
@@ -104,6 +105,10 @@ pub fn WorkloadPanel() -> impl IntoView {
             {move || applies.get().attention.then(|| choice_field(
                 "attention", "Attention kernel", options(Attention::ALL), |w| w.attention.key(),
                 |w, k| if let Some(a) = Attention::from_key(k) { w.attention = a },
+            ))}
+            {move || applies.get().memory_format.then(|| choice_field(
+                "memory_format", "Memory format", options(MemoryFormat::ALL), |w| w.memory_format.key(),
+                |w, k| if let Some(f) = MemoryFormat::from_key(k) { w.memory_format = f },
             ))}
             {move || (!training()).then(|| view! { <InferenceFields applies=applies/> })}
             {move || training().then(|| view! { <TrainingFields applies=applies/> })}

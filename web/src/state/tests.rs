@@ -326,6 +326,7 @@ fn messy_query() -> impl Strategy<Value = String> {
         "dtype",
         "mode",
         "attention",
+        "memory_format",
         "x",
         "from",
         "to",
