@@ -175,14 +175,14 @@ pub fn forward_workspace(runtime: &RuntimeProfile, c: &ConvCall) -> u64 {
     if c.in_place_gemm() && !c.halving_gemm_copies() {
         return 0;
     }
+    if c.k == 1 && c.cin <= CUDNN_1X1_STRIDED_COPY_FREE_CIN {
+        return 0;
+    }
     if c.k == 1 && c.dsize == FP32 && c.in_hw >= CUDNN_FP32_1X1_STRIDED_INPUT_ONLY_EDGE {
         return scaled(
             runtime,
             c.input_copy_bytes() + c.filter_copy_bytes() + CUDNN_PLAN_HEADER,
         );
-    }
-    if c.k == 1 && c.dsize == 2 && c.cin <= CUDNN_HALF_1X1_STRIDED_COPY_FREE_CIN {
-        return 0;
     }
     if c.dsize == 2 && c.is_patchify() {
         return 0;
@@ -204,7 +204,7 @@ pub fn forward_workspace(runtime: &RuntimeProfile, c: &ConvCall) -> u64 {
 ///   precision (bf16 b32: 25,690,112 B = 32 x 8 x 224 x 224 x 2, plus the
 ///   filter's 50,176);
 /// - the half-precision 1x1/2 convolution on at most
-///   [`CUDNN_HALF_1X1_STRIDED_COPY_FREE_CIN`] channels, which in NCHW runs
+///   [`CUDNN_1X1_STRIDED_COPY_FREE_CIN`] channels, which in NCHW runs
 ///   without copies, runs on NCHW copies of its input and output (ResNet-18's
 ///   `layer2.0.downsample`, bf16 b32: 18.38 MiB = 12.25 + 6.125).
 ///
@@ -217,7 +217,7 @@ fn channels_last_forward_workspace(runtime: &RuntimeProfile, c: &ConvCall) -> u6
             c.input_copy_bytes() + c.filter_copy_bytes() + CUDNN_PLAN_HEADER,
         );
     }
-    if c.k == 1 && c.strided() && c.dsize == 2 && c.cin <= CUDNN_HALF_1X1_STRIDED_COPY_FREE_CIN {
+    if c.k == 1 && c.strided() && c.dsize == 2 && c.cin <= CUDNN_1X1_STRIDED_COPY_FREE_CIN {
         return scaled(
             runtime,
             c.input_copy_bytes() + c.output_bytes() + CUDNN_PLAN_HEADER,
@@ -226,13 +226,15 @@ fn channels_last_forward_workspace(runtime: &RuntimeProfile, c: &ConvCall) -> u6
     0
 }
 
-/// Half-precision 1x1/2 convolutions with at most this many input channels
-/// run without copies: ResNet-18's `layer2.0.downsample` (64 -> 128, 56x56,
-/// bf16 b128) takes no workspace in the H200 trace, where those with 128
-/// and 256 input channels (and ResNet-50's with 256) take their copies
-/// (`measurements/h200-generalization/trace-segments-3.jsonl`). cuDNN's
-/// heuristics pick the kernel; this is the one such choice measured.
-pub const CUDNN_HALF_1X1_STRIDED_COPY_FREE_CIN: u64 = 64;
+/// 1x1/2 convolutions with at most this many input channels run without
+/// copies in NCHW: ResNet-18's `layer2.0.downsample` (64 -> 128) takes no
+/// workspace in the H200 traces, bf16 b128 on 56x56 maps
+/// (`measurements/h200-generalization/trace-segments-3.jsonl`) and fp32 b64
+/// on 112x112 (`measurements/channels-last/trace-segments-fp32.jsonl`), nor
+/// in the fp32 b64 sweep (`measurements/h200-cudnn/`), where those with 128
+/// and 256 input channels (and ResNet-50's with 256) take their copies.
+/// cuDNN's heuristics pick the kernel; this is the one such choice measured.
+pub const CUDNN_1X1_STRIDED_COPY_FREE_CIN: u64 = 64;
 
 /// Bytes a transforming kernel's workspace request carries beyond its
 /// copies: the bf16 allocation trace asks for exactly 147 B more (3x3
@@ -248,7 +250,16 @@ pub const CUDNN_PLAN_HEADER: u64 = 147;
 /// the weight-gradient kernel's, [`CUDNN_WGRAD_EXTRA`] larger; a 1x1/1
 /// GEMM takes only its split-K partial weight gradients.
 pub fn backward_workspace(runtime: &RuntimeProfile, c: &ConvCall) -> [u64; 2] {
-    if c.groups > 1 || c.channels_last {
+    if c.groups > 1 {
+        return [0; 2];
+    }
+    let stem = !c.cin.is_multiple_of(CUDNN_HALF_CHANNEL_ALIGN) && !c.is_patchify();
+    if stem {
+        return [0, scaled(runtime, stem_weight_gradient_workspace(c))];
+    }
+    if c.channels_last {
+        // No layout copies; the weight-gradient kernels' split-K blocks
+        // (1 to 16 MiB, per shape) are left out, as in NCHW.
         return [0; 2];
     }
     if c.in_place_gemm() {
@@ -260,12 +271,54 @@ pub fn backward_workspace(runtime: &RuntimeProfile, c: &ConvCall) -> [u64; 2] {
     // + 16; `measurements/h200-generalization/trace-segments-3.jsonl`).
     let filter = if c.k > 1 { c.filter_copy_bytes() } else { 0 };
     let copies = c.input_copy_bytes() + c.output_bytes() + filter + CUDNN_PLAN_HEADER;
-    let data = if c.cin == 3 {
+    [
+        scaled(runtime, copies),
+        scaled(runtime, copies + CUDNN_WGRAD_EXTRA),
+    ]
+}
+
+/// The split-K partial weight gradients of the stem's weight-gradient
+/// kernel: 6,021,120 B (120 fp32 copies of the 64 x 4 x 7 x 7 filter, or 60
+/// of the 64 x 8 x 7 x 7 one) and 144 B, the same in every stem block the
+/// H200 traces show, whatever the batch, image, dtype or layout
+/// (`measurements/channels-last/trace-segments*.jsonl`,
+/// `measurements/h200-generalization/trace-segments-14.jsonl`).
+pub const CUDNN_STEM_WGRAD_PARTIALS: u64 = 6_021_264;
+
+/// fp32 weight-gradient copies pad the stem's 3 input channels to this many
+/// (half precision: [`CUDNN_HALF_CHANNEL_ALIGN`]).
+pub const CUDNN_FP32_WGRAD_CHANNEL_ALIGN: u64 = 4;
+
+/// The block the stem's weight-gradient kernel takes (the stem's input
+/// needs no gradient, so there is no data-gradient block): its input
+/// copied with the channels padded, the output gradient copied (NCHW, and
+/// fp32 `channels_last`; bf16 `channels_last` reads it as it is), the
+/// filter copied (in half precision also an fp32 copy), and the split-K
+/// partials. The H200 traces ask, NCHW bf16 b256: 622,734,480 B, which is
+/// 205,520,896 and 411,041,792 and 6,171,792; `channels_last` bf16 b256:
+/// 211,692,688 (205,520,896 and 6,171,792); fp32 b64 at 448 px, both
+/// layouts: 1,033,675,920 (205,520,896, that is 64 x 4 x 448 x 448 x 4, and
+/// 822,083,584 and 6,071,440); fp32 b64 at 224 px: 262,972,560.
+fn stem_weight_gradient_workspace(c: &ConvCall) -> u64 {
+    let align = if c.dsize == 2 {
+        CUDNN_HALF_CHANNEL_ALIGN
+    } else {
+        CUDNN_FP32_WGRAD_CHANNEL_ALIGN
+    };
+    let cin = c.cin.div_ceil(align) * align;
+    let input = c.batch * cin * c.in_hw * c.in_hw * c.dsize;
+    let output = if c.channels_last && c.dsize == 2 {
         0
     } else {
-        scaled(runtime, copies)
+        c.output_bytes()
     };
-    [data, scaled(runtime, copies + CUDNN_WGRAD_EXTRA)]
+    let filter = c.cout * cin * c.k * c.k;
+    let filters = if c.dsize == 2 {
+        filter * (2 + FP32)
+    } else {
+        filter * FP32
+    };
+    input + output + filters + CUDNN_STEM_WGRAD_PARTIALS
 }
 
 /// The weight-gradient kernel's block beyond the copies: layer2.0.downsample
