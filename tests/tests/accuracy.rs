@@ -340,14 +340,15 @@ fn generalization_batch_13_large_bf16_training_holds() {
 /// with momentum and AdamW; 224 to 448 px; batch 32 to 256) and a ViT
 /// control, predicted before they were measured
 /// (`predicted-before-measuring-14.txt`). Allocated peaks are within 1.6%
-/// (ResNets within 0.3%); reserved memory is under for ResNet-18 at batch
-/// 256 and at 320 px (-15%) and ResNet-50 at batch 128 and 384 px (-6 to
-/// -7%): a regression guard, not a bound the model meets.
+/// (ResNets within 0.3%); reserved memory follows cuDNN's per-shape
+/// weight-gradient blocks, which the model does not: ResNet-18 fp32 at 448
+/// px -7.0%, at batch 256 -5.3% (-15% before the stem's weight-gradient
+/// block was modelled). A regression guard, not a bound the model meets.
 #[test]
 fn generalization_batch_14_convolutional_training_guard() {
     let rows = generalization_rows("measured-14.jsonl", 13);
     let all: Vec<&Compared> = rows.iter().collect();
-    check_bounds("generalization batch 14", &all, 4.5, 16.0, 6);
+    check_bounds("generalization batch 14", &all, 3.5, 8.0, 2);
 }
 
 /// Jobs on several GPUs, one rank's peak: DDP, ZeRO-1 and FSDP2 with a
@@ -527,11 +528,11 @@ fn bert_keeps_its_embedding_and_sequence_outputs() {
 /// The real-job suite (`measurements/real-jobs/measured.jsonl`): nine jobs
 /// written the way users write them (HF `Trainer` with its fused AdamW,
 /// Lightning, timm, `generate()`, sentence embeddings), measured through
-/// `calibration-collector run --cmd`. One miss is known and named: timm
-/// ResNet-50 in NCHW (-7.0%: two more cached segments of about 300 MiB
-/// whose cause is not found). Every other job within 3.5% (the BERT
+/// `calibration-collector run --cmd`. Every job within 3.5% (the BERT
 /// embeddings, -10.6% before `BertModel` held its embedding output through
-/// the encoder, +0.1%).
+/// the encoder, +0.1%; timm ResNet-50 in NCHW, -7.0% before the stem's
+/// weight-gradient block was modelled, -3.2%; in `channels_last`, +1.2%
+/// predicted as NCHW, +0.2%).
 #[test]
 fn real_jobs_meet_the_bounds() {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -540,22 +541,16 @@ fn real_jobs_meet_the_bounds() {
     let (rows, skipped) = compare_file(&text);
     assert!(skipped.is_empty(), "skipped: {skipped:?}");
     assert_eq!(rows.len(), 9);
-    let known = ["timm_resnet50_b128_r224"];
     for r in &rows {
-        let limit = if known.contains(&r.case.as_str()) {
-            8.0
-        } else {
-            3.5
-        };
         assert!(
-            r.error().abs() * 100.0 <= limit,
-            "{}: {:+.1}% (limit {limit}%)",
+            r.error().abs() * 100.0 <= 3.5,
+            "{}: {:+.1}% (limit 3.5%)",
             r.case,
             r.error() * 100.0
         );
     }
     let all: Vec<&Compared> = rows.iter().collect();
-    check_bounds("real jobs", &all, 1.5, 8.0, 1);
+    check_bounds("real jobs", &all, 1.5, 3.5, 0);
 }
 
 /// A model cast in place between two jobs (`model.half()` after fp32
