@@ -7,7 +7,11 @@
 #   3. per-convolution cuDNN workspaces in channels_last
 #      (measurements/h200-cudnn/conv_workspaces.py, CHANNELS_LAST=1).
 #
-#   COLLECTOR=.collector-bin/calibration-collector measurements/channels-last/run.sh OUT_DIR
+#   COLLECTOR=.collector-bin/calibration-collector measurements/channels-last/run.sh OUT_DIR [JOBS_FILE]
+#
+# JOBS_FILE (lines `name|image edge|batch|command`, relative to this
+# folder) replaces the jobs below; PHASES (default "measure trace
+# workspaces") picks the steps.
 #
 # From the repository root. OUT_DIR gets log.txt and channels-last.tar.gz:
 # measured.jsonl, trace-segments.jsonl, conv_workspaces_*_cl.jsonl and each
@@ -21,6 +25,7 @@ START=$SECONDS
 export PYTHONUNBUFFERED=1
 log() { echo "[$((SECONDS - START))s] $*" | tee -a "$OUT/log.txt"; }
 cd "$ROOT/measurements/channels-last"
+PHASES="${PHASES:-measure trace workspaces}"
 
 # name | image edge | batch | command
 JOBS=(
@@ -32,6 +37,8 @@ JOBS=(
   "cl_resnet50_fp32_sgd_b64_r224|224|64|python3 ../real-jobs/jobs/timm_train.py --model resnet50 --opt sgd --precision fp32 --batch {batch} --image-size {image_size} --channels-last"
   "cl_resnet101_amp_adamw_b64_r224|224|64|python3 ../real-jobs/jobs/timm_train.py --model resnet101 --opt adamw --precision amp_bf16 --batch {batch} --image-size {image_size} --channels-last"
 )
+if [ -n "${2:-}" ]; then mapfile -t JOBS < <(grep -v '^#' "$2"); fi
+[[ " $PHASES " == *" measure "* ]] || JOBS=()
 for entry in "${JOBS[@]}"; do
   IFS='|' read -r NAME LEN BATCH CMD <<< "$entry"
   log "run $NAME: $CMD"
@@ -42,6 +49,7 @@ for entry in "${JOBS[@]}"; do
   cat "$OUT/$NAME.jsonl" >> "$OUT/measured.jsonl" 2>/dev/null
 done
 
+if [[ " $PHASES " == *" trace "* ]]; then
 SNAPS="$OUT/snaps"; mkdir -p "$SNAPS"
 JOB=../real-jobs/jobs/timm_train.py
 trace() {  # CASE ARGS...
@@ -53,9 +61,10 @@ trace cl_resnet50_amp_sgd_b128_r224 --model resnet50 --opt sgd --batch 128 --ima
 trace cl_resnet18_amp_sgd_b256_r224 --model resnet18 --opt sgd --batch 256 --image-size 224 --channels-last
 python3 ../h200-segments/compact_snapshots.py "$SNAPS" "$OUT/trace-segments.jsonl"
 rm -rf "$SNAPS"
+fi
 
 cd ../h200-cudnn
-for model in resnet50 resnet18; do
+[[ " $PHASES " == *" workspaces "* ]] && for model in resnet50 resnet18; do
   log "workspaces $model"
   CHANNELS_LAST=1 python3 conv_workspaces.py "$OUT/conv_workspaces_${model}_sweep_cl.jsonl" "$model" sweep > /dev/null 2>&1
   log "exit $?"
