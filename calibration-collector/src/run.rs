@@ -160,8 +160,12 @@ pub enum Launcher {
 pub struct PointPlan {
     /// Case name.
     pub case: String,
-    /// Preset id, when known.
+    /// Preset id, when known (`custom` for a custom architecture).
     pub model: Option<String>,
+    /// The model as the measurement line names it, so that `check` reads
+    /// the same model back: the preset id, or the spec's custom architecture
+    /// (or Hugging Face config) as given.
+    pub model_spec: Option<Value>,
     /// The full workload JSON.
     pub workload: Value,
     /// Length (tokens, residues, image edge).
@@ -272,6 +276,12 @@ pub fn plan(args: &RunArgs) -> Result<Plan> {
         }
     }
     let vision = model.as_ref().is_some_and(|m| m.arch.is_vision());
+    // A preset by its canonical id; a custom architecture or a Hugging Face
+    // config as given.
+    let model_spec = model.as_ref().map(|m| match &model_value {
+        Some(v) if m.id == "custom" => v.clone(),
+        _ => json!(m.id),
+    });
     let mut workload_json = workload_value.unwrap_or_else(|| json!({}));
     // A sweep measures inference unless `--workload` says otherwise; the
     // cases it writes say so explicitly.
@@ -317,6 +327,7 @@ pub fn plan(args: &RunArgs) -> Result<Plan> {
             points.push(PointPlan {
                 case,
                 model: model.as_ref().map(|m| m.id.clone()),
+                model_spec: model_spec.clone(),
                 workload,
                 seq_len: len,
                 batch,
@@ -938,8 +949,8 @@ pub fn point_line(
     };
     let mut line = Map::new();
     line.insert("case".into(), json!(point.case));
-    if let Some(model) = &point.model {
-        line.insert("model".into(), json!(model));
+    if let Some(model) = &point.model_spec {
+        line.insert("model".into(), model.clone());
     }
     for key in ["params", "weight_bytes"] {
         if let Some(v) = result.get(key).filter(|v| !v.is_null()) {

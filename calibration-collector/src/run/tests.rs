@@ -176,3 +176,50 @@ fn the_harness_is_embedded() {
     assert!(HARNESS.contains("HEADROOM_RESULT"));
     assert!(HARNESS.contains("--case-json"));
 }
+
+/// A `--cmd` sweep of a custom architecture writes that architecture into
+/// its measurement lines (it had written `"model": "custom"`, which `check`
+/// refused to read back); a preset keeps its canonical id.
+#[test]
+fn measurement_lines_name_a_custom_model_as_given() {
+    let dir = std::env::temp_dir().join(format!("headroom-run-custom-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let spec = dir.join("resnet34.json");
+    let arch = json!({"family": "cnn", "name": "ResNet-34", "topology": "res_net",
+        "blocks": [3, 4, 6, 3], "bottleneck": false, "num_classes": 1000});
+    std::fs::write(
+        &spec,
+        json!({"model": arch, "workload": {"mode": "training", "batch": 8, "image_size": 224}})
+            .to_string(),
+    )
+    .unwrap();
+    let p = plan(&RunArgs {
+        cmd: Some("python3 job.py --batch {batch}".into()),
+        spec: Some(spec.to_string_lossy().into_owned()),
+        seq_lens: vec![224],
+        batches: vec![8],
+        ..RunArgs::default()
+    })
+    .unwrap();
+    let point = &p.points[0];
+    assert_eq!(point.model.as_deref(), Some("custom"));
+    assert_eq!(point.model_spec.as_ref(), Some(&arch));
+    // `check` reads the line back to the same model and prediction.
+    let line = json!({"case": point.case, "model": point.model_spec, "workload": point.workload,
+        "measured": {"driver_peak": 1_000_000_000u64}});
+    let records = crate::cases::parse_records("line", &line.to_string()).unwrap();
+    match crate::cases::classify(&records[0]).unwrap() {
+        crate::cases::Classified::Case(case) => {
+            let spec = headroom_core::spec::Spec::from_value(&case.value).unwrap();
+            assert_eq!(spec.model.arch, parse_model(Some(&arch)).unwrap().arch);
+        }
+        _ => panic!("a measurement case"),
+    }
+    let preset = plan(&RunArgs {
+        model: Some("ResNet_50".into()),
+        ..args()
+    })
+    .unwrap();
+    assert_eq!(preset.points[0].model_spec, Some(json!("resnet-50")));
+    std::fs::remove_dir_all(&dir).ok();
+}
