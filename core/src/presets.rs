@@ -422,8 +422,10 @@ pub fn all() -> Vec<Preset> {
             Architecture::Vit(vit(16, 1024, 4096, 24, 16)),
         ),
         vision("resnet-18", "ResNet-18", resnet([2, 2, 2, 2], false)),
+        vision("resnet-34", "ResNet-34", resnet([3, 4, 6, 3], false)),
         vision("resnet-50", "ResNet-50", resnet([3, 4, 6, 3], true)),
         vision("resnet-101", "ResNet-101", resnet([3, 4, 23, 3], true)),
+        vision("resnet-152", "ResNet-152", resnet([3, 8, 36, 3], true)),
         vision(
             "mobilenet-v2",
             "MobileNetV2",

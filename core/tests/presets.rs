@@ -75,6 +75,10 @@ fn published_parameter_counts() {
         // (334,092,288) + MLM transform (1,049,600 + LayerNorm 2,048) + decoder bias 30,522.
         ("bert-large-uncased", 335_174_458),
         ("vit-l-16", 304_326_632),
+        // torchvision's (and timm's) ResNet-34 and ResNet-152, as the H200
+        // jobs of `measurements/channels-last/measured-2.jsonl` counted them.
+        ("resnet-34", 21_797_672),
+        ("resnet-152", 60_192_808),
     ];
     for (id, params) in table {
         assert_eq!(preset(id).arch.params(), *params, "{id}");
@@ -210,7 +214,9 @@ fn every_preset_is_valid_unique_and_grouped() {
         "bert-large-uncased",
         "vit-l-16",
         "resnet-18",
+        "resnet-34",
         "resnet-101",
+        "resnet-152",
         "mobilenet-v2",
     ] {
         assert!(ids.contains(id), "missing {id}");
