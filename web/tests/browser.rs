@@ -1919,3 +1919,42 @@ async fn in_the_dark_scheme_text_is_light_on_dark() {
     style.remove();
     js_sys::Reflect::set(&window(), &"matchMedia".into(), &real_match_media).expect("restore");
 }
+
+/// A convolutional network's memory format: the select shows for a ResNet
+/// and not for an LLM; choosing `channels_last` lowers the training peak
+/// (no layout copies) and goes into the link, which restores it.
+#[wasm_bindgen_test]
+async fn the_memory_format_select_changes_the_peak_and_the_link() {
+    let gb = |text: String| -> f64 {
+        text.split_whitespace()
+            .find_map(|w| w.replace(',', "").parse::<f64>().ok())
+            .unwrap_or_else(|| panic!("a number in {text:?}"))
+    };
+    let page = Page::open("model=resnet-18&mode=training&batch=256&image_size=224").await;
+    assert_eq!(page.value("memory_format"), "contiguous");
+    let nchw = gb(peak_total(&page).await);
+    page.choose("memory_format", "channels_last");
+    settle().await;
+    wait_until("a lower peak", || {
+        let text = page.text("peak-total");
+        !text.is_empty() && gb(text) < nchw
+    })
+    .await;
+    let link = page.value("share-link");
+    assert!(link.contains("memory_format=channels_last"), "{link}");
+    drop(page);
+
+    let page = Page::open(
+        "model=resnet-18&mode=training&batch=256&image_size=224&memory_format=channels_last",
+    )
+    .await;
+    assert_eq!(page.value("memory_format"), "channels_last");
+    assert!(gb(peak_total(&page).await) < nchw);
+    drop(page);
+
+    let page = Page::open("model=llama-3.2-1b").await;
+    assert!(
+        page.find("memory_format").is_none(),
+        "no memory format for an LLM"
+    );
+}
