@@ -3,8 +3,9 @@
 //!
 //! Every candidate is the job with one thing changed (the allocator's
 //! setting, the optimizer's implementation, the attention kernel, a
-//! convolutional network's memory format, ESMFold's chunking, gradient checkpointing, the KV cache's precision,
-//! pure bf16 training, LoRA, a smaller batch or length, more GPUs). It is
+//! convolutional network's memory format, ESMFold's chunking, gradient
+//! checkpointing, the KV cache's precision, pure bf16 training, LoRA, a
+//! smaller batch or length, more GPUs). It is
 //! kept when its estimate fits the card the way the GPU table decides
 //! ([`crate::search::decision_capacity`]: the likely range's high end plus
 //! the margin within the usable memory). The order is the order of

@@ -38,6 +38,9 @@ fn golden_jobs() -> Vec<(&'static str, Workload, &'static str)> {
     let mut resnet = training(512, 224, Precision::AmpBf16);
     resnet.image_size = Some(224);
     resnet.training.optimizer = headroom_core::workload::Optimizer::SgdMomentum;
+    // Just over a T4 in NCHW; `channels_last` drops the layout copies.
+    let mut resnet18 = resnet.clone();
+    resnet18.batch = 1030;
     vec![
         (
             "llama-3.1-8b",
@@ -48,6 +51,7 @@ fn golden_jobs() -> Vec<(&'static str, Workload, &'static str)> {
         ("llama-3.1-8b", generate, "a100-40gb"),
         ("esmfold-v1", esmfold, "rtx-4090"),
         ("resnet-50", resnet, "l4"),
+        ("resnet-18", resnet18, "t4"),
     ]
 }
 
