@@ -97,6 +97,9 @@ pub struct Row {
     /// The model's family (`decoder`, `encoder`, `vit`, `esm_fold`, `cnn`).
     #[serde(skip)]
     pub family: &'static str,
+    /// The family key of its error band (`band_family`: the family, or
+    /// `cnn_channels_last`).
+    pub band_family: &'static str,
     /// Inference or training.
     #[serde(skip)]
     pub mode: Mode,
@@ -286,6 +289,7 @@ pub fn compare(args: &CheckArgs, profile: Option<&RuntimeProfile>) -> Result<Rep
                         error: relative_error(predicted, measured),
                         file: file.clone(),
                         family: arch.family(),
+                        band_family: headroom_core::uncertainty::band_family(arch, w),
                         mode: w.mode,
                         strategy: w.parallel.strategy,
                         // The measurements are the H200's, whose overheads
@@ -522,7 +526,7 @@ pub fn markdown(report: &Report, files: &[String]) -> String {
 pub fn bands_source(report: &Report, files: &[String]) -> String {
     let mut groups: Vec<(&'static str, Mode, Strategy, Vec<f64>)> = Vec::new();
     for r in &report.rows {
-        for family in [r.family, "any"] {
+        for family in [r.band_family, "any"] {
             let strategy = if family == "any" {
                 Strategy::None
             } else {

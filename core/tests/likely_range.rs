@@ -77,3 +77,30 @@ fn a_margin_and_an_unmeasured_card_leave_less_room() {
     assert!(!is_measured_card(&unmeasured));
     assert!(decision_capacity(&unmeasured, &arch, &w, &runtime, 0) < plain);
 }
+
+/// A CNN in `channels_last` has its own band: its blocks are its tensors
+/// (no layout copies), and its measured errors are another population
+/// than NCHW's; an NCHW job keeps the `cnn` band, an LLM its family's.
+#[test]
+fn channels_last_cnns_have_their_own_band() {
+    use headroom_core::uncertainty::{band_family, band_for};
+    use headroom_core::workload::MemoryFormat;
+    let resnet = presets::find("resnet-50").unwrap().arch;
+    let mut w = Workload::default();
+    w.mode = Mode::Training;
+    w.batch = 64;
+    w.image_size = Some(224);
+    let nchw = band_for(&resnet, &w);
+    assert_eq!((band_family(&resnet, &w), nchw.family), ("cnn", "cnn"));
+    w.memory_format = MemoryFormat::ChannelsLast;
+    let cl = band_for(&resnet, &w);
+    assert_eq!(cl.family, "cnn_channels_last");
+    assert!(cl.cases > 0, "measured channels_last jobs");
+    assert!(
+        cl.highest - cl.lowest < nchw.highest - nchw.lowest,
+        "{cl:?} narrower than {nchw:?}"
+    );
+    // Transformers ignore the memory format.
+    let llama = presets::find("llama-3.2-1b").unwrap().arch;
+    assert_eq!(band_family(&llama, &w), "decoder");
+}
