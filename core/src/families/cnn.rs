@@ -350,6 +350,9 @@ pub fn replay(
     // Parameters and BatchNorm buffers, in module order.
     let mut params = super::nn::Params::new(dsize, training);
     let mut weights: Vec<Value> = Vec::new();
+    // Convolution weights whose memory layout `channels_last` changes (k x k
+    // kernels; a 1x1 kernel is already channels-last).
+    let mut kxk_weights: Vec<Value> = Vec::new();
     let mut buffers = 0u64;
     for l in &net {
         match *l {
@@ -359,7 +362,13 @@ pub fn replay(
                 k,
                 groups,
                 ..
-            } => weights.push(params.tensor(&mut g, cout, cin / groups * k * k)),
+            } => {
+                let weight = params.tensor(&mut g, cout, cin / groups * k * k);
+                if k > 1 {
+                    kxk_weights.push(weight);
+                }
+                weights.push(weight);
+            }
             Layer::BatchNorm { c } => {
                 weights.push(params.tensor(&mut g, c, 1));
                 params.tensor(&mut g, c, 1);
@@ -378,25 +387,12 @@ pub fn replay(
     let channels_last = workload.memory_format == MemoryFormat::ChannelsLast;
     if channels_last {
         // `model.to(memory_format=torch.channels_last)` after `.to("cuda")`
-        // copies every convolution weight whose layout changes (k x k
-        // kernels; a 1x1 kernel is already channels-last), one at a time,
-        // freeing the old block (`measurements/channels-last/
-        // trace-segments.jsonl`: 2.25 MiB allocated, 2.25 MiB freed, ...).
+        // copies every weight whose layout changes, one at a time, freeing
+        // the old block (`measurements/channels-last/trace-segments.jsonl`:
+        // 2.25 MiB allocated, 2.25 MiB freed, ...).
         g.at("load weights: to channels_last", None);
-        let mut w = weights.iter();
-        for l in &net {
-            match *l {
-                Layer::Conv { k, .. } => {
-                    let weight = *w.next().expect("conv weight");
-                    if k > 1 {
-                        g.relayout_param(weight);
-                    }
-                }
-                Layer::BatchNorm { .. } | Layer::Head { .. } => {
-                    w.next();
-                }
-                _ => {}
-            }
+        for &weight in &kxk_weights {
+            g.relayout_param(weight);
         }
     }
     let summary = ReplaySummary {
