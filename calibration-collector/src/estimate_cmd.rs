@@ -373,7 +373,9 @@ fn optimizer_name(o: Optimizer) -> &'static str {
 fn precision_name(p: Precision) -> &'static str {
     match p {
         Precision::AmpBf16 => "amp_bf16 (fp32 master weights)",
+        Precision::AmpFp16 => "amp_fp16 (fp32 master weights, loss scaling)",
         Precision::Bf16 => "pure bf16",
+        Precision::Fp16 => "pure fp16",
         Precision::Fp32 => "fp32",
     }
 }

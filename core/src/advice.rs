@@ -231,9 +231,7 @@ pub fn advise(
             runtime.clone(),
         );
     }
-    if training
-        && workload.training.precision != Precision::Bf16
-        && workload.training.lora.is_none()
+    if training && workload.training.precision.fp32_parameters() && workload.training.lora.is_none()
     {
         let mut w = workload.clone();
         w.training.precision = Precision::Bf16;

@@ -658,15 +658,14 @@ pub const GPU_COUNTS: [u32; 9] = [1, 2, 4, 8, 16, 32, 64, 128, 256];
 /// autocast, as it is modelled), tensor parallelism for decoder inference;
 /// none for other models.
 pub fn strategies_for(arch: &Architecture, workload: &Workload) -> Vec<Strategy> {
-    use crate::workload::{Mode, Precision};
+    use crate::workload::Mode;
     if !matches!(arch, Architecture::Decoder(_)) {
         return Vec::new();
     }
     match workload.mode {
         Mode::Training => {
             let mut all = alloc::vec![Strategy::Ddp, Strategy::Zero1];
-            if workload.training.lora.is_none() && workload.training.precision != Precision::AmpBf16
-            {
+            if workload.training.lora.is_none() && !workload.training.precision.autocast() {
                 all.push(Strategy::Fsdp2);
             }
             all

@@ -138,13 +138,39 @@ pub enum Precision {
     /// fp32 parameters under `torch.autocast(bfloat16)`.
     #[default]
     AmpBf16,
+    /// fp32 parameters under `torch.autocast(float16)` with a
+    /// `torch.amp.GradScaler` (HF `Trainer(fp16=True)`, Lightning
+    /// `precision="16-mixed"`, timm's `--amp`).
+    AmpFp16,
     /// bf16 parameters, no autocast.
     Bf16,
+    /// fp16 parameters (`model.half()`), no autocast.
+    Fp16,
     /// fp32 everywhere.
     Fp32,
 }
 
-keyed! { Precision { AmpBf16 => "amp_bf16", Bf16 => "bf16", Fp32 => "fp32" } }
+keyed! { Precision { AmpBf16 => "amp_bf16", AmpFp16 => "amp_fp16", Bf16 => "bf16", Fp16 => "fp16", Fp32 => "fp32" } }
+
+impl Precision {
+    /// Matmuls run under `torch.autocast` on 2-byte copies of fp32 weights.
+    pub const fn autocast(self) -> bool {
+        matches!(self, Precision::AmpBf16 | Precision::AmpFp16)
+    }
+
+    /// The parameters (and so gradients and optimizer state) are fp32.
+    pub const fn fp32_parameters(self) -> bool {
+        matches!(
+            self,
+            Precision::AmpBf16 | Precision::AmpFp16 | Precision::Fp32
+        )
+    }
+
+    /// The 2-byte activations are IEEE fp16 rather than bf16.
+    pub const fn half_is_fp16(self) -> bool {
+        matches!(self, Precision::AmpFp16 | Precision::Fp16)
+    }
+}
 
 /// LoRA adapters on a frozen base.
 #[derive(Clone, Debug, PartialEq)]
@@ -175,6 +201,11 @@ pub struct TrainingOptions {
     pub implementation: OptimizerImpl,
     /// Optimizer steps (the peak of step 2 onwards includes optimizer state).
     pub steps: u32,
+    /// Micro-batches of `batch` each whose gradients one optimizer step
+    /// applies (HF `gradient_accumulation_steps`, Lightning
+    /// `accumulate_grad_batches`): from the second on, every forward and
+    /// backward runs with the gradients held.
+    pub gradient_accumulation_steps: u32,
     /// Precision.
     pub precision: Precision,
     /// HF `gradient_checkpointing_enable()`: keep only block inputs, recompute in backward.
@@ -199,6 +230,7 @@ impl Default for TrainingOptions {
             optimizer: Optimizer::Adamw,
             implementation: OptimizerImpl::Foreach,
             steps: 2,
+            gradient_accumulation_steps: 1,
             precision: Precision::AmpBf16,
             grad_checkpointing: false,
             lora: None,
@@ -353,6 +385,30 @@ impl Workload {
                 1,
                 MAX_STEPS,
             )?;
+            check_range(
+                "workload.training.gradient_accumulation_steps",
+                self.training.gradient_accumulation_steps as u64,
+                1,
+                MAX_STEPS,
+            )?;
+            let micro_batches =
+                self.training.steps as u64 * self.training.gradient_accumulation_steps as u64;
+            if micro_batches > MAX_STEPS {
+                return Err(Error::invalid(
+                    "workload.training.steps x workload.training.gradient_accumulation_steps",
+                    alloc::format!("{micro_batches} micro-batches is too many to replay"),
+                    "at most 1000 forward and backward passes (steps times accumulation steps)",
+                ));
+            }
+            if self.training.gradient_accumulation_steps > 1
+                && self.parallel.strategy != crate::parallel::Strategy::None
+            {
+                return Err(Error::invalid(
+                    "workload.training.gradient_accumulation_steps",
+                    "accumulating gradients on several GPUs (no_sync, FSDP2's deferred reduction) is not modelled",
+                    "1 with `workload.parallel`; any from 1 to 1000 on one GPU",
+                ));
+            }
             if let Some(lora) = &self.training.lora {
                 check_range("workload.training.lora.rank", lora.rank as u64, 1, 65_536)?;
             }

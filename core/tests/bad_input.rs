@@ -100,6 +100,39 @@ fn bad_workloads_name_field_and_range() {
     );
     check(
         &format!(
+            r#"{{{m}, "workload": {{"mode": "training", "training": {{"gradient_accumulation_steps": 0}}}}}}"#
+        ),
+        &["workload.training.gradient_accumulation_steps", "1 to 1000"],
+    );
+    check(
+        &format!(
+            r#"{{{m}, "workload": {{"mode": "training", "training": {{"gradient_accumulation_steps": 2.5}}}}}}"#
+        ),
+        &["workload.training.gradient_accumulation_steps", "1 to 1000"],
+    );
+    check(
+        &format!(
+            r#"{{{m}, "workload": {{"mode": "training", "training": {{"steps": 100, "gradient_accumulation_steps": 20}}}}}}"#
+        ),
+        &[
+            "workload.training.steps x workload.training.gradient_accumulation_steps",
+            "at most 1000",
+        ],
+    );
+    check(
+        &format!(
+            r#"{{{m}, "workload": {{"mode": "training", "training": {{"gradient_accumulation_steps": 4}}, "parallel": {{"strategy": "ddp", "world_size": 2}}}}}}"#
+        ),
+        &["workload.training.gradient_accumulation_steps", "one GPU"],
+    );
+    check(
+        &format!(
+            r#"{{{m}, "workload": {{"mode": "training", "training": {{"precision": "fp8"}}}}}}"#
+        ),
+        &["workload.training.precision", "amp_fp16", "fp16"],
+    );
+    check(
+        &format!(
             r#"{{{m}, "workload": {{"mode": "training", "training": {{"optimizer": "lion"}}}}}}"#
         ),
         &["workload.training.optimizer", "adamw"],

@@ -162,6 +162,50 @@ fn steady_state_shortcut_matches_replaying_every_step() {
 }
 
 #[test]
+fn settled_micro_batches_match_replaying_every_one() {
+    // Gradient accumulation: the micro-batches after the second are cut
+    // short once one ends where the one before it ended.
+    let runtime = RuntimeProfile::h200();
+    let jobs: &[(&str, Precision, Optimizer, bool)] = &[
+        ("gpt2", Precision::AmpFp16, Optimizer::Adamw, false),
+        ("llama-3.2-1b", Precision::Bf16, Optimizer::Adamw, true),
+        (
+            "bert-base-uncased",
+            Precision::Fp32,
+            Optimizer::Adamw,
+            false,
+        ),
+        (
+            "resnet-50",
+            Precision::AmpBf16,
+            Optimizer::SgdMomentum,
+            false,
+        ),
+        ("vit-b-16", Precision::AmpFp16, Optimizer::Adamw, false),
+    ];
+    for &(id, precision, optimizer, checkpointing) in jobs {
+        let arch = presets::find(id).unwrap().arch;
+        for accumulation in [2u32, 3, 6] {
+            let mut w = Workload::default();
+            w.mode = Mode::Training;
+            w.batch = 2;
+            w.seq_len = 512;
+            if arch.is_vision() {
+                w.image_size = Some(224);
+            }
+            w.training.steps = 3;
+            w.training.gradient_accumulation_steps = accumulation;
+            w.training.precision = precision;
+            w.training.optimizer = optimizer;
+            w.training.grad_checkpointing = checkpointing;
+            let fast = estimate(&arch, &w, &runtime).unwrap();
+            let full = estimate_with(&arch, &w, &runtime, every_step()).unwrap();
+            assert_eq!(fast, full, "{id} {precision:?} accumulating {accumulation}");
+        }
+    }
+}
+
+#[test]
 fn a_thousand_steps_replay_like_a_few() {
     // A job whose state settles: the shortcut makes 1,000 steps cost what a
     // handful cost, and gives the same answer as 3 steps.

@@ -800,3 +800,128 @@ fn the_stems_weight_gradient_block_is_the_traces() {
         );
     }
 }
+
+/// The real-job suite's second batch (`measurements/real-jobs-2/`): fp16
+/// mixed precision with a `GradScaler` (HF `Trainer(fp16=True)`,
+/// Lightning `16-mixed`, timm's loop) and gradient accumulation (the
+/// `Trainer`'s `gradient_accumulation_steps`, Lightning's
+/// `accumulate_grad_batches`, a timm loop), each predicted by the collector
+/// that measured it before it ran: every job within 1% (measured -0.8% to
+/// +0.5%).
+#[test]
+fn fp16_mixed_precision_and_accumulating_jobs_meet_the_bounds() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../measurements/real-jobs-2/measured.jsonl");
+    let text = std::fs::read_to_string(path).expect("measurements/real-jobs-2/measured.jsonl");
+    let (rows, skipped) = compare_file(&text);
+    assert!(skipped.is_empty(), "skipped: {skipped:?}");
+    assert_eq!(rows.len(), 9);
+    let all: Vec<&Compared> = rows.iter().collect();
+    check_bounds("fp16 mixed precision and accumulation", &all, 0.5, 1.0, 0);
+    // The accumulating Llama job's allocated peak: a whole set of fp32
+    // gradients held through the later micro-batches, to 2 MB.
+    let r = measured_case("real-jobs-2/measured.jsonl", "trainer_llama1b_ga4_b2_L1024");
+    assert!(
+        r.allocated.0.abs_diff(r.allocated.1) < 4 << 20,
+        "allocated {} predicted, {} measured",
+        r.allocated.0,
+        r.allocated.1
+    );
+}
+
+/// Gradient accumulation as `AccumulateGrad` does it, pinned to the H200
+/// trace of the `Trainer`'s Llama-3.2-1B job with
+/// `gradient_accumulation_steps=4` (its first optimizer step, four
+/// micro-batches). The tied embedding's 1,050,673,152-byte gradient: in
+/// the first micro-batch the head's contribution becomes `.grad` and the
+/// lookup's is added into it in place (allocated, freed); in each later
+/// one the head's contribution waits in the input buffer until the
+/// lookup's has been added into it, then both are freed, the sum added
+/// into the `.grad` held since the first (allocated, allocated, freed,
+/// freed), never a second `.grad`.
+#[test]
+fn accumulated_gradients_follow_the_trace() {
+    use headroom_core::{spec::Spec, trace::Replay};
+    const TIED: u64 = 128_256 * 2_048 * 4;
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../measurements/real-jobs-2/trace-step0.jsonl");
+    let text = std::fs::read_to_string(path).expect("trace-step0.jsonl");
+    let trace: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+    // accelerate's `convert_outputs_to_fp32` copy of the logits (made and
+    // dropped before backward; not part of the model) is left out.
+    let mut converted = Vec::new();
+    let mut real = String::new();
+    for e in trace["events"].as_array().unwrap() {
+        let (action, size, address) = (e[0].as_str().unwrap(), e[1].as_u64().unwrap(), &e[2]);
+        if size != TIED || !matches!(action, "A" | "F") {
+            continue;
+        }
+        if action == "A" && e[3].as_str().unwrap().contains("_convert_to_fp32") {
+            converted.push(address.clone());
+            continue;
+        }
+        if let Some(i) = converted.iter().position(|a| a == address) {
+            converted.swap_remove(i);
+            continue;
+        }
+        real.push_str(action);
+    }
+    let spec = Spec::from_json(
+        r#"{"model": "llama-3.2-1b", "workload": {"mode": "training", "batch": 2, "seq_len": 1024,
+            "attention": "sdpa", "training": {"optimizer": "adamw", "implementation": "fused",
+            "precision": "amp_bf16", "steps": 1, "use_cache": true, "gradient_accumulation_steps": 4}},
+            "runtime": {"process_ran_backward": false}}"#,
+    )
+    .unwrap();
+    let mut r = Replay::new(spec.runtime.allocator, None);
+    r.event_log = Some(Vec::new());
+    r.event_log_min = TIED;
+    // Every micro-batch replayed (the fourth repeats the third's state).
+    let every_micro_batch = headroom_core::families::ReplayOptions {
+        steady_state_shortcut: false,
+        ..Default::default()
+    };
+    headroom_core::families::replay_with(
+        &spec.model.arch,
+        &spec.workload,
+        &spec.runtime,
+        &mut r,
+        every_micro_batch,
+    )
+    .unwrap();
+    let ours: String = r
+        .event_log
+        .take()
+        .unwrap()
+        .into_iter()
+        .take_while(|(_, _, _, op)| !op.name.starts_with("optimizer"))
+        .filter(|&(_, size, _, op)| size == TIED && !op.name.starts_with("load weights"))
+        .map(|(alloc, ..)| if alloc { "A" } else { "F" })
+        .collect();
+    // The load's weight, then per micro-batch the loss (logits in fp32,
+    // log-softmax, their gradients: AAFAAFFF) and the embedding's gradient.
+    let first = "AAFAAFFF".to_string() + "A" + "AF";
+    let later = "AAFAAFFF".to_string() + "AAFF";
+    assert_eq!(real[1..], format!("{first}{later}{later}{later}"));
+    assert_eq!(ours, real[1..]);
+}
+
+/// fp16 autocast makes the same tensors as bf16 autocast; the `GradScaler`
+/// adds only scalars. The `Trainer`'s Llama-3.2-1B job measured with
+/// `fp16=True` and with `bf16=True` (same batch, length and optimizer)
+/// peaked 1,536 B apart in allocated memory (three 512-byte blocks live at
+/// the peak: the scale, the growth tracker and the scaled loss) and at the
+/// same reserved bytes; the replay's two peaks differ by the same 1,536 B.
+#[test]
+fn the_grad_scaler_adds_three_scalars_at_the_peak() {
+    let bf16 = measured_case("real-jobs/measured.jsonl", "trainer_llama1b_b4_L1024");
+    let fp16 = measured_case(
+        "real-jobs-2/measured.jsonl",
+        "trainer_llama1b_fp16_b4_L1024",
+    );
+    let scalars = 3 * 512;
+    assert_eq!(fp16.allocated.1 - bf16.allocated.1, scalars, "measured");
+    assert_eq!(fp16.allocated.0 - bf16.allocated.0, scalars, "predicted");
+    assert_eq!(fp16.reserved.1, bf16.reserved.1, "measured");
+    assert_eq!(fp16.reserved.0, bf16.reserved.0, "predicted");
+}

@@ -28,7 +28,7 @@ use crate::error::Error;
 use crate::graph::{GradOrder, Graph, Saves, Value};
 use crate::runtime::RuntimeProfile;
 use crate::trace::Replay;
-use crate::workload::{MemoryFormat, Mode, Precision, Workload};
+use crate::workload::{MemoryFormat, Mode, Workload};
 use alloc::vec::Vec;
 
 pub use crate::arch::cnn::{layers, params, Layer};
@@ -338,7 +338,7 @@ pub fn replay(
 ) -> Result<ReplaySummary, Error> {
     let training = workload.mode == Mode::Training;
     let dsize = super::nn::param_dsize(workload);
-    let act_dsize = if training && workload.training.precision == Precision::AmpBf16 {
+    let act_dsize = if training && workload.training.precision.autocast() {
         BF16
     } else {
         dsize

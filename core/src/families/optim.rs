@@ -154,6 +154,61 @@ pub fn step(g: &mut Graph, t: &TrainingOptions, params: &[Trainable], state: &mu
 /// Bytes of one parameter's optimizer-step temporary.
 type TemporaryBytes = fn(&Trainable) -> u64;
 
+/// Bytes of each of `GradScaler`'s tensors: zero-dimensional fp32 or
+/// int32 scalars (the allocator gives each a 512-byte small block).
+const SCALAR_BYTES: u64 = 4;
+
+/// `torch.amp.GradScaler`, which fp16 mixed precision runs around every
+/// step (`amp_fp16`): only scalars on the GPU, so it never reaches the
+/// large pool, but its small blocks can open a small segment.
+#[derive(Default)]
+pub(crate) struct GradScaler {
+    /// `_scale` and `_growth_tracker`, made on the first `scale(loss)`.
+    persistent: Option<[Tensor; 2]>,
+}
+
+impl GradScaler {
+    /// The scaler a precision runs with: `amp_fp16` only (bf16's range
+    /// needs no loss scaling).
+    pub(crate) fn for_precision(precision: crate::workload::Precision) -> Option<GradScaler> {
+        (precision == crate::workload::Precision::AmpFp16).then(GradScaler::default)
+    }
+
+    /// `scaler.scale(loss)`: `loss * self._scale`, the value backward
+    /// starts from (the caller drops it with the loss).
+    pub(crate) fn scale(&mut self, g: &mut Graph, loss: Value) -> Value {
+        g.at("GradScaler: scale(loss)", None);
+        if self.persistent.is_none() {
+            let scale = g.replay.alloc(SCALAR_BYTES, Component::Transient);
+            let growth_tracker = g.replay.alloc(SCALAR_BYTES, Component::Transient);
+            self.persistent = Some([scale, growth_tracker]);
+        }
+        g.op(
+            "mul: scaled loss",
+            &[loss],
+            SCALAR_BYTES,
+            Component::Transient,
+            crate::graph::Saves::NOTHING,
+        )
+    }
+
+    /// `scaler.step(optimizer)` and `scaler.update()` around the optimizer
+    /// step: `unscale_` makes `inv_scale` (through a float64 reciprocal)
+    /// and `found_inf`, checks and unscales the gradients in place, and
+    /// both live until `update()` has adjusted the scale in place.
+    pub(crate) fn step(&mut self, g: &mut Graph, optimizer_step: impl FnOnce(&mut Graph)) {
+        g.at("GradScaler: unscale_ (found_inf, inv_scale)", None);
+        let scale_f64 = g.replay.alloc(2 * SCALAR_BYTES, Component::Transient);
+        let reciprocal = g.replay.alloc(2 * SCALAR_BYTES, Component::Transient);
+        let inv_scale = g.replay.alloc(SCALAR_BYTES, Component::Transient);
+        g.replay.free_all([scale_f64, reciprocal]);
+        let found_inf = g.replay.alloc(SCALAR_BYTES, Component::Transient);
+        optimizer_step(g);
+        g.at("GradScaler: update()", None);
+        g.replay.free_all([inv_scale, found_inf]);
+    }
+}
+
 /// The training loop every family runs, step after step: a forward under the
 /// precision's autocast/dtype context that returns the scalar loss (every
 /// other tensor already dropped), leaving autocast, `loss.backward()`,
@@ -186,6 +241,7 @@ pub fn train_steps_recomputing(
 /// on, the program of a step is the same every time (the optimizer state
 /// exists, DDP has rebuilt its buckets), so a step that ends in the state
 /// the one before it ended in is followed by steps that all do the same.
+/// The micro-batches of one step, from the second on, likewise.
 #[derive(Default)]
 pub(crate) struct SteadyState {
     last: Vec<u64>,
@@ -221,22 +277,41 @@ fn train_steps_inner(
         preallocate(g, t, trainable, &mut state);
     }
     let mut steady = SteadyState::default();
+    let mut scaler = GradScaler::for_precision(t.precision);
     for index in 0..t.steps {
         g.replay.step(Some(index));
-        g.grad_mode = true;
-        let mut cx = Ctx::for_precision(t.precision);
-        let loss = forward_loss(g, &mut cx);
-        cx.exit_autocast(g);
-        g.at("backward", None);
-        match recompute.as_mut() {
-            Some(recompute) => g.backward_recomputing(loss, &mut |g, segment, input| {
-                recompute(g, &mut cx, segment, input)
-            }),
-            None => g.backward(loss),
+        // Gradient accumulation: every micro-batch's backward adds into the
+        // `.grad` the ones before it left (see [`Graph::backward`]); from
+        // the second on they run one program, so once one ends in the state
+        // the one before it ended in, the rest repeat it.
+        let mut micro_steady = SteadyState::default();
+        for micro in 0..t.gradient_accumulation_steps {
+            g.grad_mode = true;
+            let mut cx = Ctx::for_precision(t.precision);
+            let loss = forward_loss(g, &mut cx);
+            cx.exit_autocast(g);
+            let scaled = scaler.as_mut().map(|s| s.scale(g, loss));
+            g.at("backward", None);
+            let from = scaled.unwrap_or(loss);
+            match recompute.as_mut() {
+                Some(recompute) => g.backward_recomputing(from, &mut |g, segment, input| {
+                    recompute(g, &mut cx, segment, input)
+                }),
+                None => g.backward(from),
+            }
+            g.drop(loss);
+            if let Some(scaled) = scaled {
+                g.drop(scaled);
+            }
+            g.grad_mode = false;
+            if micro_steady.reached(g, micro) {
+                break;
+            }
         }
-        g.drop(loss);
-        g.grad_mode = false;
-        step(g, t, trainable, &mut state);
+        match scaler.as_mut() {
+            Some(scaler) => scaler.step(g, |g| step(g, t, trainable, &mut state)),
+            None => step(g, t, trainable, &mut state),
+        }
         g.at("zero_grad(set_to_none=True)", None);
         g.zero_grad();
         if steady.reached(g, index) {

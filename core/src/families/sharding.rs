@@ -16,7 +16,7 @@ use super::optim::Trainable;
 use crate::arch::{Architecture, MlpKind, NormKind};
 use crate::error::Error;
 use crate::parallel::Strategy;
-use crate::workload::{Mode, Precision, Workload};
+use crate::workload::{Mode, Workload};
 use alloc::format;
 
 /// Which jobs the strategies are modelled for: decoder LLMs (tensor
@@ -42,11 +42,11 @@ pub fn validate(arch: &Architecture, workload: &Workload) -> Result<(), Error> {
     };
     let training = workload.mode == Mode::Training;
     match parallel.strategy {
-        Strategy::Fsdp2 if training && workload.training.precision == Precision::AmpBf16 => {
+        Strategy::Fsdp2 if training && workload.training.precision.autocast() => {
             Err(Error::invalid(
                 "workload.training.precision",
                 "FSDP2 computes in `workload.parallel.param_dtype`; autocast on top is not modelled",
-                "fp32 or bf16 (the sharded parameters' dtype)",
+                "fp32, bf16 or fp16 (the sharded parameters' dtype)",
             ))
         }
         Strategy::Fsdp2 if workload.training.lora.is_some() => Err(Error::invalid(

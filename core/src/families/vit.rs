@@ -102,12 +102,11 @@ pub fn replay(
     let image = workload.image_size.unwrap_or(a.image_size) as u64;
     let side = image / patch;
     let n = side * side + 1;
-    let act_dsize =
-        if training && workload.training.precision == crate::workload::Precision::AmpBf16 {
-            nn::BF16
-        } else {
-            dsize
-        };
+    let act_dsize = if training && workload.training.precision.autocast() {
+        nn::BF16
+    } else {
+        dsize
+    };
     let patch_conv = super::cnn::ConvCall {
         cin: 3,
         cout: h,

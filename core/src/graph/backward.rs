@@ -64,6 +64,7 @@ impl Graph<'_> {
             }
             self.release_detached(hit.held);
         }
+        self.finish_accumulating();
     }
 
     /// Runs backward from `loss` with non-reentrant gradient checkpointing:
@@ -94,10 +95,12 @@ impl Graph<'_> {
             }
             self.release_detached(hit.held);
         }
+        self.finish_accumulating();
     }
 
-    /// Seeds the gradient of `loss` with ones.
+    /// Seeds the gradient of `loss` with ones, starting a backward pass.
     pub fn seed(&mut self, loss: Value) {
+        self.set_aside_earlier_grads();
         let seed_bytes = self.bytes(loss);
         let seed = self.replay.alloc(seed_bytes, Component::Transient);
         self.st_mut(loss).grad = Some(seed);
@@ -143,6 +146,7 @@ impl Graph<'_> {
                             self.st_mut(other).grad = Some(g);
                         }
                     }
+                    self.contribution_done(other);
                 }
                 // `relu_`: its backward (`threshold_backward`) writes a
                 // fresh gradient for the producer, then the incoming
@@ -246,6 +250,11 @@ impl Graph<'_> {
         for (input, new) in accumulated.into_iter().flatten() {
             self.accumulate(input, new);
         }
+        if !self.earlier_grads.is_empty() {
+            for input in node.inputs.into_iter().flatten() {
+                self.contribution_done(input);
+            }
+        }
     }
 
     /// `InputBuffer::accumulate`: adds `new` into the gradient `input`
@@ -278,6 +287,69 @@ impl Graph<'_> {
             self.drop_grad(old);
             self.drop_grad(new);
         }
+    }
+
+    /// Gradient accumulation, as `AccumulateGrad` does it: a leaf parameter
+    /// that already holds a `.grad` when a backward starts keeps it, and
+    /// the gradient this backward makes for it (summed over its
+    /// contributions first, as in a first backward: a tied embedding's
+    /// two) is added into it in place once its last contribution arrived,
+    /// then freed. The held gradients are set aside here and the
+    /// contributions each awaits counted from the recorded nodes.
+    fn set_aside_earlier_grads(&mut self) {
+        self.earlier_grads.clear();
+        if !self.values.iter().any(|v| v.leaf_param && v.grad.is_some()) {
+            return;
+        }
+        self.earlier_grads.resize(self.values.len(), None);
+        for (i, v) in self.values.iter_mut().enumerate() {
+            if let (true, Some(grad)) = (v.leaf_param, v.grad.take()) {
+                self.earlier_grads[i] = Some((grad, 0));
+                v.grad_from_matmul = false;
+            }
+        }
+        for node in &self.nodes {
+            for input in node.inputs.iter().flatten() {
+                if let Some((_, pending)) = &mut self.earlier_grads[input.index as usize] {
+                    *pending += 1;
+                }
+            }
+        }
+    }
+
+    /// A node that takes `input` has run: once the last one has, the new
+    /// gradient is added into the one set aside.
+    fn contribution_done(&mut self, input: Value) {
+        let index = input.index as usize;
+        let Some(Some((_, pending))) = self.earlier_grads.get_mut(index) else {
+            return;
+        };
+        *pending = pending.saturating_sub(1);
+        if *pending == 0 {
+            self.fold_into_earlier(index);
+        }
+    }
+
+    /// `variable.grad += new_grad` (in place), then the new one goes.
+    fn fold_into_earlier(&mut self, index: usize) {
+        let Some((earlier, _)) = self.earlier_grads[index].take() else {
+            return;
+        };
+        if let Some(new) = self.values[index].grad.take() {
+            self.drop_grad(new);
+        }
+        self.values[index].grad = Some(earlier);
+        self.values[index].grad_from_matmul = false;
+    }
+
+    /// The end of a backward pass: a held gradient whose awaited
+    /// contributions never came (their nodes were recorded and not run)
+    /// takes the new one now.
+    pub(super) fn finish_accumulating(&mut self) {
+        for index in 0..self.earlier_grads.len() {
+            self.fold_into_earlier(index);
+        }
+        self.earlier_grads.clear();
     }
 
     /// Starts recording the order in which parameters' gradients become

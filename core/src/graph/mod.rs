@@ -11,7 +11,8 @@
 //!   order; each allocates gradients for its inputs that need one,
 //!   accumulates into an existing gradient in place, frees its gradient
 //!   output and releases what it saved. Leaf parameters keep their gradient
-//!   as `.grad` until [`Graph::zero_grad`].
+//!   as `.grad` until [`Graph::zero_grad`]; a later backward (gradient
+//!   accumulation) adds into it in place.
 //!
 //! This file holds the values and their holders; `ops.rs` the ops (what
 //! each allocates, and what its node keeps: [`Saves`]); `backward.rs` the
@@ -185,6 +186,12 @@ pub struct Graph<'r> {
     /// Gradients held by more than one input buffer (an addition hands its
     /// gradient to each operand as is): the tensor and its extra holders.
     shared_grads: Vec<(Tensor, u32)>,
+    /// Gradient accumulation: the `.grad` an earlier backward left on each
+    /// leaf parameter (by value index), set aside while this backward
+    /// runs, with the contributions still to come before `AccumulateGrad`
+    /// adds the new gradient into it. Empty unless a backward started with
+    /// gradients held.
+    earlier_grads: Vec<Option<(Tensor, u32)>>,
     /// The GPU's multiprocessors and resident threads per multiprocessor:
     /// PyTorch's reduction kernels size their grid (and their global-memory
     /// buffer) by them.
@@ -235,6 +242,7 @@ impl<'r> Graph<'r> {
             staged: Vec::new(),
             pending_workspaces: [0; 2],
             shared_grads: Vec::new(),
+            earlier_grads: Vec::new(),
             multiprocessors: (
                 crate::runtime::H200_MULTIPROCESSORS,
                 crate::runtime::H200_THREADS_PER_MULTIPROCESSOR,

@@ -146,5 +146,6 @@ impl Graph<'_> {
             units(self, UnitEvent::Leave(left));
         }
         units(self, UnitEvent::End);
+        self.finish_accumulating();
     }
 }

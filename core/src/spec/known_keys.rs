@@ -70,6 +70,7 @@ pub const TRAINING: &[&str] = &[
     "implementation",
     "momentum",
     "steps",
+    "gradient_accumulation_steps",
     "precision",
     "grad_checkpointing",
     "use_cache",

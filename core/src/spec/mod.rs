@@ -496,6 +496,20 @@ pub fn parse_workload(value: Option<&Value>) -> Result<Workload, Error> {
             crate::error::check_range("workload.training.steps", s, 1, crate::workload::MAX_STEPS)?;
             w.training.steps = s as u32;
         }
+        if let Some(n) = field::<u64>(
+            m,
+            p,
+            "gradient_accumulation_steps",
+            "an integer from 1 to 1000",
+        )? {
+            crate::error::check_range(
+                "workload.training.gradient_accumulation_steps",
+                n,
+                1,
+                crate::workload::MAX_STEPS,
+            )?;
+            w.training.gradient_accumulation_steps = n as u32;
+        }
         let precision = key_field(
             m,
             p,

@@ -1,5 +1,7 @@
 """Train a timm image model for a few steps on random images, bf16 autocast
-(or fp32 with `--precision fp32`).
+(or fp32 with `--precision fp32`; fp16 autocast with a GradScaler, as timm's
+train.py runs `--amp`, with `--precision amp_fp16`), optionally accumulating
+gradients over `--accum` batches per optimizer step.
 
     python timm_train.py --model resnet50 --batch 128 --image-size 224 --opt sgd
     python timm_train.py --model resnet50 --batch 128 --image-size 224 --opt sgd --channels-last
@@ -20,7 +22,8 @@ def main():
     p.add_argument("--image-size", type=int, default=224)
     p.add_argument("--opt", choices=["sgd", "adamw"], default="sgd")
     p.add_argument("--channels-last", action="store_true")
-    p.add_argument("--precision", choices=["amp_bf16", "fp32"], default="amp_bf16")
+    p.add_argument("--precision", choices=["amp_bf16", "amp_fp16", "fp32"], default="amp_bf16")
+    p.add_argument("--accum", type=int, default=1, help="batches whose gradients one step applies")
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--reuse-batch", action="store_true",
                    help="make one batch before the loop and train on it every step")
@@ -43,12 +46,22 @@ def main():
         return images, torch.randint(0, 1000, (args.batch,), device=device)
 
     reused = batch() if args.reuse_batch else None
+    half = torch.float16 if args.precision == "amp_fp16" else torch.bfloat16
+    scaler = torch.amp.GradScaler("cuda") if args.precision == "amp_fp16" else None
     for step in range(args.steps):
-        images, targets = reused or batch()
-        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=args.precision == "amp_bf16"):
-            loss = F.cross_entropy(model(images), targets)
-        loss.backward()
-        optimizer.step()
+        for _ in range(args.accum):
+            images, targets = reused or batch()
+            with torch.autocast("cuda", dtype=half, enabled=args.precision != "fp32"):
+                loss = F.cross_entropy(model(images), targets) / args.accum
+            if scaler is None:
+                loss.backward()
+            else:
+                scaler.scale(loss).backward()
+        if scaler is None:
+            optimizer.step()
+        else:
+            scaler.step(optimizer)
+            scaler.update()
         optimizer.zero_grad(set_to_none=True)
         print(f"step {step}: loss {loss.item():.3f}", flush=True)
 

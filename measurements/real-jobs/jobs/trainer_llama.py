@@ -8,6 +8,8 @@ Random weights from the config and random token ids: nothing is downloaded.
     python trainer_llama.py --batch 4 --seq-len 1024
     python trainer_llama.py --batch 8 --seq-len 2048 --gradient-checkpointing
     python trainer_llama.py --batch 4 --seq-len 1024 --lora      # PEFT LoRA r=8 on q_proj, v_proj
+    python trainer_llama.py --batch 4 --seq-len 1024 --fp16      # fp16=True instead of bf16=True
+    python trainer_llama.py --batch 2 --seq-len 1024 --grad-accum 4
 """
 import argparse
 import json
@@ -37,6 +39,8 @@ def main():
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--gradient-checkpointing", action="store_true")
     p.add_argument("--lora", action="store_true", help="train LoRA adapters on a bf16 base")
+    p.add_argument("--fp16", action="store_true", help="fp16=True (autocast float16, GradScaler)")
+    p.add_argument("--grad-accum", type=int, default=1, help="gradient_accumulation_steps")
     args = p.parse_args()
 
     config = LlamaConfig(vocab_size=128256, hidden_size=2048, intermediate_size=8192,
@@ -57,13 +61,15 @@ def main():
             output_dir=out,
             per_device_train_batch_size=args.batch,
             max_steps=args.steps,
-            bf16=True,
+            bf16=not args.fp16,
+            fp16=args.fp16,
+            gradient_accumulation_steps=args.grad_accum,
             gradient_checkpointing=args.gradient_checkpointing,
             save_strategy="no",  # 5.17 saves a checkpoint after the last step by default
         )
         print("optimizer:", training_args.optim, flush=True)
         trainer = Trainer(model=model, args=training_args,
-                          train_dataset=RandomTokens(args.batch * args.steps, args.seq_len, config.vocab_size))
+                          train_dataset=RandomTokens(args.batch * args.steps * args.grad_accum, args.seq_len, config.vocab_size))
         trainer.train()
 
     params = sum(p.numel() for p in model.parameters())

@@ -157,7 +157,7 @@ fn InferenceFields(applies: Memo<defaults::Applies>) -> impl IntoView {
     }
 }
 
-/// Optimizer, precision, steps, checkpointing, LoRA.
+/// Optimizer, precision, steps, gradient accumulation, checkpointing, LoRA.
 #[component]
 fn TrainingFields(applies: Memo<defaults::Applies>) -> impl IntoView {
     let page = use_page();
@@ -176,6 +176,9 @@ fn TrainingFields(applies: Memo<defaults::Applies>) -> impl IntoView {
         {number_field("steps", "Optimizer steps", 1, headroom_core::workload::MAX_STEPS,
             move || page.state.with(|s| s.workload.training.steps.to_string()),
             move |t| { let v = parse_u32("workload.training.steps", t, 1, headroom_core::workload::MAX_STEPS)?; page.apply(|w| w.training.steps = v) })}
+        {number_field("grad-accum", "Gradient accumulation (micro-batches per step)", 1, headroom_core::workload::MAX_STEPS,
+            move || page.state.with(|s| s.workload.training.gradient_accumulation_steps.to_string()),
+            move |t| { let v = parse_u32("workload.training.gradient_accumulation_steps", t, 1, headroom_core::workload::MAX_STEPS)?; page.apply(|w| w.training.gradient_accumulation_steps = v) })}
         {move || applies.get().hf_training.then(|| view! {
             {check_field("grad-ckpt", "Gradient checkpointing",
                 |w| w.training.grad_checkpointing, |w, on| w.training.grad_checkpointing = on)}

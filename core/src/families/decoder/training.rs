@@ -3,7 +3,7 @@
 
 use super::{layer_input_dsize, Call, KvCache, Model};
 use crate::arch::Dtype;
-use crate::families::nn::{self, Ctx, BF16, FP32, T};
+use crate::families::nn::{self, Ctx, BF16, T};
 use crate::families::optim::{self, OptimizerState, Trainable};
 use crate::families::sharding::{self, UnitId};
 use crate::graph::{Graph, UnitEvent, Value};
@@ -34,6 +34,7 @@ pub(super) fn train(g: &mut Graph, model: &Model, workload: &Workload, b: u64, s
         optim::preallocate(g, t, &optimized, &mut state);
     }
     let mut steady = optim::SteadyState::default();
+    let mut scaler = optim::GradScaler::for_precision(t.precision);
     for step in 0..t.steps {
         g.replay.step(Some(step));
         if data_parallel && step == 0 {
@@ -54,111 +55,134 @@ pub(super) fn train(g: &mut Graph, model: &Model, workload: &Workload, b: u64, s
                 parallel.bucket_cap_mb as u64 * (1 << 20),
             );
         }
-        g.grad_mode = true;
-        let mut cx = match (t.precision, t.lora.is_some()) {
-            _ if model.fsdp.is_some() => Ctx::plain(parallel.param_dtype.bytes()),
-            (Precision::AmpBf16, false) => Ctx::amp(),
-            (Precision::Fp32, false) => Ctx::plain(FP32),
-            _ => Ctx::plain(BF16),
-        };
-        // LoRA's base is frozen in the workload's dtype; `amp_bf16` puts its
-        // fp32 adapters under autocast.
-        cx.lora_autocast = t.lora.is_some() && t.precision == Precision::AmpBf16;
-        let call = Call {
-            batch: b,
-            tokens: s,
-            logits: Logits::All,
-            checkpointing: t.grad_checkpointing,
-            gpt2_dropout: gpt2,
-            decode: false,
-            generate: false,
-        };
-        let mut rope = None;
-        let mut no_cache = None;
-        // `use_cache=True` (the config default): the forward fills a
-        // DynamicCache that the returned outputs hold until they are dropped.
-        // transformers turns the cache off under gradient checkpointing.
-        let mut train_cache = if t.use_cache && !t.grad_checkpointing {
-            Some(KvCache {
-                layers: Vec::new(),
-                dtype: if cx.autocast || cx.compute_dsize == BF16 {
-                    Dtype::Bf16
-                } else {
-                    Dtype::Fp32
-                },
-            })
-        } else {
-            None
-        };
-        let mut mask = None;
-        let logits = model.forward(g, &mut cx, &call, &mut train_cache, &mut rope, &mut mask);
-        g.at("loss: cross entropy over all tokens", None);
-        let loss = nn::causal_lm_loss(g, logits, b * s);
-        // FSDP2's root post-forward runs as `model.forward` returns, after
-        // the loss: the last layer's all-gather output goes.
-        if let Some(f) = &model.fsdp {
-            f.borrow_mut().root_post_forward(g);
-        }
-        g.drop(logits.v);
-        // `loss = model(...).loss`: the outputs, and the cache they hold,
-        // go as soon as the loss is taken (autograd keeps what it saved).
-        if let Some(c) = train_cache.take() {
-            for l in c.layers {
-                g.drop_all(&[l.keys, l.values]);
-            }
-        }
-        cx.exit_autocast(g);
-        g.at("backward", None);
-        let mut recompute = |g: &mut Graph, segment: u32, input: Value| {
-            // Recompute the layer with saving, then backward through it.
-            let x = T {
-                v: input,
-                elems: b * s * model.a.hidden_size as u64,
-                dsize: layer_input_dsize(&cx, model),
+        // Gradient accumulation: every micro-batch's backward adds into the
+        // `.grad` the ones before it left (see [`Graph::backward`]); the
+        // micro-batches after the second repeat it once the state settles
+        // (`optim::SteadyState`).
+        let mut micro_steady = optim::SteadyState::default();
+        for micro in 0..t.gradient_accumulation_steps {
+            g.grad_mode = true;
+            let mut cx = if model.fsdp.is_some() {
+                let mut cx = Ctx::plain(parallel.param_dtype.bytes());
+                cx.fp16 = parallel.param_dtype == Dtype::Fp16;
+                cx
+            } else if t.lora.is_some() {
+                // LoRA's base is frozen in the workload's dtype; `amp_bf16` and
+                // `amp_fp16` put its fp32 adapters under autocast.
+                let mut cx = Ctx::plain(BF16);
+                cx.fp16 = workload.dtype == Dtype::Fp16 || t.precision == Precision::AmpFp16;
+                cx.lora_autocast = t.precision.autocast();
+                cx
+            } else {
+                Ctx::for_precision(t.precision)
             };
-            g.at("backward: recompute checkpointed layer", Some(segment));
-            cx.cache_weight_casts = false;
-            model
-                .layer(
-                    g,
-                    &mut cx,
-                    segment as usize,
-                    x,
-                    &call,
-                    rope,
-                    &mut no_cache,
-                    mask,
-                )
-                .v
-        };
-        match &model.fsdp {
-            None => g.backward_recomputing(loss.v, &mut recompute),
-            Some(f) => {
-                // FSDP2's hooks: the root's pre-backward prefetches the last
-                // layer; each layer is gathered as backward reaches it and
-                // its gradients reduced as backward leaves it; the root's
-                // reduction runs in the engine's final callback.
-                g.backward_with_units(loss.v, Some(&mut recompute), &mut |g, event| {
-                    let mut f = f.borrow_mut();
-                    match event {
-                        UnitEvent::Start => f.root_pre_backward(g),
-                        UnitEvent::Enter(l) => f.pre_backward(g, l as usize),
-                        UnitEvent::Leave(l) => f.post_backward(g, UnitId::Layer(l as usize)),
-                        UnitEvent::End => f.end_backward(g),
-                    }
-                });
+            let call = Call {
+                batch: b,
+                tokens: s,
+                logits: Logits::All,
+                checkpointing: t.grad_checkpointing,
+                gpt2_dropout: gpt2,
+                decode: false,
+                generate: false,
+            };
+            let mut rope = None;
+            let mut no_cache = None;
+            // `use_cache=True` (the config default): the forward fills a
+            // DynamicCache that the returned outputs hold until they are dropped.
+            // transformers turns the cache off under gradient checkpointing.
+            let mut train_cache = if t.use_cache && !t.grad_checkpointing {
+                Some(KvCache {
+                    layers: Vec::new(),
+                    dtype: if cx.autocast || cx.compute_dsize == BF16 {
+                        Dtype::Bf16
+                    } else {
+                        Dtype::Fp32
+                    },
+                })
+            } else {
+                None
+            };
+            let mut mask = None;
+            let logits = model.forward(g, &mut cx, &call, &mut train_cache, &mut rope, &mut mask);
+            g.at("loss: cross entropy over all tokens", None);
+            let loss = nn::causal_lm_loss(g, logits, b * s);
+            // FSDP2's root post-forward runs as `model.forward` returns, after
+            // the loss: the last layer's all-gather output goes.
+            if let Some(f) = &model.fsdp {
+                f.borrow_mut().root_post_forward(g);
+            }
+            g.drop(logits.v);
+            // `loss = model(...).loss`: the outputs, and the cache they hold,
+            // go as soon as the loss is taken (autograd keeps what it saved).
+            if let Some(c) = train_cache.take() {
+                for l in c.layers {
+                    g.drop_all(&[l.keys, l.values]);
+                }
+            }
+            cx.exit_autocast(g);
+            let scaled = scaler.as_mut().map(|s| s.scale(g, loss.v));
+            let from = scaled.unwrap_or(loss.v);
+            g.at("backward", None);
+            let mut recompute = |g: &mut Graph, segment: u32, input: Value| {
+                // Recompute the layer with saving, then backward through it.
+                let x = T {
+                    v: input,
+                    elems: b * s * model.a.hidden_size as u64,
+                    dsize: layer_input_dsize(&cx, model),
+                };
+                g.at("backward: recompute checkpointed layer", Some(segment));
+                cx.cache_weight_casts = false;
+                model
+                    .layer(
+                        g,
+                        &mut cx,
+                        segment as usize,
+                        x,
+                        &call,
+                        rope,
+                        &mut no_cache,
+                        mask,
+                    )
+                    .v
+            };
+            match &model.fsdp {
+                None => g.backward_recomputing(from, &mut recompute),
+                Some(f) => {
+                    // FSDP2's hooks: the root's pre-backward prefetches the last
+                    // layer; each layer is gathered as backward reaches it and
+                    // its gradients reduced as backward leaves it; the root's
+                    // reduction runs in the engine's final callback.
+                    g.backward_with_units(from, Some(&mut recompute), &mut |g, event| {
+                        let mut f = f.borrow_mut();
+                        match event {
+                            UnitEvent::Start => f.root_pre_backward(g),
+                            UnitEvent::Enter(l) => f.pre_backward(g, l as usize),
+                            UnitEvent::Leave(l) => f.post_backward(g, UnitId::Layer(l as usize)),
+                            UnitEvent::End => f.end_backward(g),
+                        }
+                    });
+                }
+            }
+            if let Some((cos, sin)) = rope {
+                g.drop_all(&[cos.v, sin.v]);
+            }
+            if let Some(m) = mask {
+                g.drop(m.v);
+            }
+            g.drop(loss.v);
+            if let Some(scaled) = scaled {
+                g.drop(scaled);
+            }
+            g.grad_mode = false;
+            if micro_steady.reached(g, micro) {
+                break;
             }
         }
-        if let Some((cos, sin)) = rope {
-            g.drop_all(&[cos.v, sin.v]);
-        }
-        if let Some(m) = mask {
-            g.drop(m.v);
-        }
-        g.drop(loss.v);
-        g.grad_mode = false;
         g.at("optimizer step", None);
-        optim::step(g, t, &optimized, &mut state);
+        match scaler.as_mut() {
+            Some(scaler) => scaler.step(g, |g| optim::step(g, t, &optimized, &mut state)),
+            None => optim::step(g, t, &optimized, &mut state),
+        }
         g.at("zero_grad(set_to_none=True)", None);
         g.zero_grad();
         if steady.reached(g, step) {

@@ -54,14 +54,16 @@ pub const FP32: u64 = 4;
 pub const INT64: u64 = 8;
 
 /// The parameters' dtype: the training precision's (fp32 master weights
-/// under `amp_bf16` and `fp32`, bf16 for `bf16`), else the inference dtype.
+/// under `amp_bf16`, `amp_fp16` and `fp32`; bf16 or fp16 for `bf16` and
+/// `fp16`), else the inference dtype.
 pub fn param_dtype(workload: &crate::workload::Workload) -> crate::arch::Dtype {
     use crate::arch::Dtype;
     use crate::workload::{Mode, Precision};
     if workload.mode == Mode::Training {
         match workload.training.precision {
-            Precision::AmpBf16 | Precision::Fp32 => Dtype::Fp32,
-            Precision::Bf16 => Dtype::Bf16,
+            p if p.fp32_parameters() => Dtype::Fp32,
+            Precision::Fp16 => Dtype::Fp16,
+            _ => Dtype::Bf16,
         }
     } else {
         workload.dtype
@@ -69,14 +71,16 @@ pub fn param_dtype(workload: &crate::workload::Workload) -> crate::arch::Dtype {
 }
 
 /// Element size of the parameters: the training precision's (fp32 master
-/// weights under `amp_bf16` and `fp32`, bf16 for `bf16`), else the
+/// weights under `amp_bf16`, `amp_fp16` and `fp32`, 2 bytes for `bf16` and
+/// `fp16`), else the
 /// inference dtype (quantised dtypes keep bf16 for what they do not quantise).
 pub fn param_dsize(workload: &crate::workload::Workload) -> u64 {
-    use crate::workload::{Mode, Precision};
+    use crate::workload::Mode;
     if workload.mode == Mode::Training {
-        match workload.training.precision {
-            Precision::AmpBf16 | Precision::Fp32 => FP32,
-            Precision::Bf16 => BF16,
+        if workload.training.precision.fp32_parameters() {
+            FP32
+        } else {
+            BF16
         }
     } else if workload.dtype.is_float() {
         workload.dtype.bytes()
@@ -148,7 +152,8 @@ impl Params {
 /// Execution settings of a forward pass.
 #[derive(Debug, Default)]
 pub struct Ctx {
-    /// `torch.autocast(bfloat16)` is active: matmuls run in bf16 on cast copies.
+    /// `torch.autocast` (bfloat16 or float16) is active: matmuls run in
+    /// 2 bytes on cast copies.
     pub autocast: bool,
     /// Element size of matmul outputs without autocast (weights' dtype).
     pub compute_dsize: u64,
@@ -183,17 +188,21 @@ impl Ctx {
         }
     }
 
-    /// The context of a training precision: autocast for `amp_bf16`, plain
-    /// fp32 or bf16 otherwise.
+    /// The context of a training precision: autocast for `amp_bf16` and
+    /// `amp_fp16`, plain fp32 or 2-byte otherwise.
     pub fn for_precision(precision: crate::workload::Precision) -> Ctx {
-        match precision {
-            crate::workload::Precision::AmpBf16 => Ctx::amp(),
-            crate::workload::Precision::Fp32 => Ctx::plain(FP32),
-            crate::workload::Precision::Bf16 => Ctx::plain(BF16),
-        }
+        let mut cx = if precision.autocast() {
+            Ctx::amp()
+        } else if precision.fp32_parameters() {
+            Ctx::plain(FP32)
+        } else {
+            Ctx::plain(BF16)
+        };
+        cx.fp16 = precision.half_is_fp16();
+        cx
     }
 
-    /// An autocast(bf16) context over fp32 weights.
+    /// An autocast context (bf16; fp16 with [`Ctx::fp16`]) over fp32 weights.
     pub fn amp() -> Ctx {
         Ctx {
             autocast: true,
