@@ -256,23 +256,32 @@ impl CachingAllocator {
     /// totals. Two equal signatures behave alike under the same requests
     /// (block ids aside, which decide nothing). The peaks are left out.
     pub fn state_signature(&self) -> Vec<u64> {
-        let mut blocks: Vec<[u64; 3]> = Vec::with_capacity(self.blocks.len());
+        // Both lists as `(u64, u64, u32)`, the free lists' element type, so
+        // that one copy of the sort serves all three (a smaller page).
+        let mut blocks: Vec<(u64, u64, u32)> = Vec::with_capacity(self.blocks.len());
         for segment in self.segments.iter().filter(|s| s.live) {
             let mut b = segment.head;
             while b != NONE {
                 let block = &self.blocks[b as usize];
-                let flags = u64::from(block.allocated)
-                    | (u64::from(block.small) << 1)
-                    | (u64::from(block.stream.0) << 2);
-                blocks.push([block.address, block.size, flags]);
+                let flags = u32::from(block.allocated)
+                    | (u32::from(block.small) << 1)
+                    | (u32::from(block.stream.0) << 2);
+                blocks.push((block.address, block.size, flags));
                 b = block.next;
             }
         }
         blocks.sort_unstable();
-        let mut va_free = self.va_free.clone();
+        let mut va_free: Vec<(u64, u64, u32)> = self
+            .va_free
+            .iter()
+            .map(|&(start, len)| (start, len, 0))
+            .collect();
         va_free.sort_unstable();
-        let mut out: Vec<u64> = blocks.into_iter().flatten().collect();
-        out.extend(va_free.into_iter().flat_map(|(start, len)| [start, len]));
+        let mut out: Vec<u64> = blocks
+            .into_iter()
+            .flat_map(|(address, size, flags)| [address, size, u64::from(flags)])
+            .collect();
+        out.extend(va_free.into_iter().flat_map(|(start, len, _)| [start, len]));
         out.push(self.va_bottom);
         for seg in self.expandable {
             out.push(match seg {

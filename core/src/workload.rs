@@ -396,8 +396,8 @@ impl Workload {
             if micro_batches > MAX_STEPS {
                 return Err(Error::invalid(
                     "workload.training.steps x workload.training.gradient_accumulation_steps",
-                    alloc::format!("{micro_batches} micro-batches is too many to replay"),
-                    "at most 1000 forward and backward passes (steps times accumulation steps)",
+                    alloc::format!("{micro_batches} micro-batches"),
+                    "at most 1000 micro-batches (steps x accumulation steps)",
                 ));
             }
             if self.training.gradient_accumulation_steps > 1
@@ -405,8 +405,8 @@ impl Workload {
             {
                 return Err(Error::invalid(
                     "workload.training.gradient_accumulation_steps",
-                    "accumulating gradients on several GPUs (no_sync, FSDP2's deferred reduction) is not modelled",
-                    "1 with `workload.parallel`; any from 1 to 1000 on one GPU",
+                    "accumulation on several GPUs is not modelled",
+                    "1 with `workload.parallel` (1 to 1000 on one GPU)",
                 ));
             }
             if let Some(lora) = &self.training.lora {

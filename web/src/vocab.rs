@@ -58,7 +58,7 @@ choice!(Optimizer {
 });
 choice!(Precision {
     AmpBf16 => "fp32 weights + bf16 autocast",
-    AmpFp16 => "fp32 weights + fp16 autocast (GradScaler)",
+    AmpFp16 => "fp32 weights + fp16 autocast",
     Bf16 => "pure bf16",
     Fp16 => "pure fp16",
     Fp32 => "fp32",

@@ -176,7 +176,7 @@ fn TrainingFields(applies: Memo<defaults::Applies>) -> impl IntoView {
         {number_field("steps", "Optimizer steps", 1, headroom_core::workload::MAX_STEPS,
             move || page.state.with(|s| s.workload.training.steps.to_string()),
             move |t| { let v = parse_u32("workload.training.steps", t, 1, headroom_core::workload::MAX_STEPS)?; page.apply(|w| w.training.steps = v) })}
-        {number_field("grad-accum", "Gradient accumulation (micro-batches per step)", 1, headroom_core::workload::MAX_STEPS,
+        {number_field("grad-accum", "Gradient accumulation steps", 1, headroom_core::workload::MAX_STEPS,
             move || page.state.with(|s| s.workload.training.gradient_accumulation_steps.to_string()),
             move |t| { let v = parse_u32("workload.training.gradient_accumulation_steps", t, 1, headroom_core::workload::MAX_STEPS)?; page.apply(|w| w.training.gradient_accumulation_steps = v) })}
         {move || applies.get().hf_training.then(|| view! {
