@@ -136,7 +136,7 @@ pub fn run(args: &GpusArgs) -> Result<String> {
             f.gpu.name,
             Bytes(f.gpu.usable_bytes).to_string(),
             if f.fits { "yes" } else { "no" },
-            search::jobs_per_card(f.gpu.usable_bytes, reservation),
+            search::jobs_on_card(f.fits, f.gpu.usable_bytes, reservation),
             opt(f.max_length),
             opt(f.max_batch)
         );

@@ -67,3 +67,34 @@ fn an_unknown_card_is_refused_naming_the_flag() {
     );
     assert!(err.contains("h200"), "{err}");
 }
+
+/// A job that fits a card only because PyTorch frees its cache and retries
+/// when a request fails (ResNet-18 at batch 704 on the RTX 3060: 15.2 GB
+/// predicted when nothing is freed, 12.6 GB usable) is one job on that
+/// card, not "fits, 0 jobs"; the page's table follows the same rule
+/// (`search::jobs_on_card`).
+#[test]
+fn a_job_that_fits_only_by_freeing_the_cache_is_one_job() {
+    const RESNET: &str = r#"{"model": "resnet-18", "workload": {"mode": "training", "batch": 704, "image_size": 224,
+        "training": {"optimizer": "sgd", "momentum": 0.9, "precision": "amp_bf16", "steps": 3}}}"#;
+    let out = run(&["gpus"], Some(RESNET));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    let row = stdout
+        .lines()
+        .find(|l| l.starts_with("NVIDIA GeForce RTX 3060 12GB"))
+        .unwrap_or_else(|| panic!("no RTX 3060 row: {stdout}"));
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    // name (5 words), usable (2), fits, jobs, ...
+    assert_eq!(&cells[7..9], &["yes", "1"], "{row}");
+    let request: f64 = stdout
+        .split("request ")
+        .nth(1)
+        .and_then(|t| t.split(" GB").next())
+        .and_then(|t| t.parse().ok())
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert!(
+        request > 12.62,
+        "the reservation exceeds the card: {request}"
+    );
+}

@@ -154,7 +154,10 @@ pub fn lengths(min: u32, max: u32, count: usize, log: bool) -> Vec<u32> {
     out
 }
 
-fn fits(
+/// Whether `workload` runs within `capacity` bytes: its replay under that
+/// capacity (PyTorch's cache freed and the request retried when one
+/// fails) ends with every request served.
+pub fn fits(
     arch: &Architecture,
     workload: &Workload,
     runtime: &RuntimeProfile,
@@ -647,6 +650,20 @@ pub fn reservation(peak: u64, margin_percent: u32) -> u64 {
 /// times one), so it is the usable memory over the reservation.
 pub fn jobs_per_card(usable: u64, reservation: u64) -> u64 {
     usable.checked_div(reservation).unwrap_or(0)
+}
+
+/// The jobs a card's row shows, one rule for the CLI and the page: none
+/// when the job does not fit ([`GpuFit::fits`]: its replay within
+/// [`decision_capacity`]), else [`jobs_per_card`] and at least one: a job
+/// can fit only because PyTorch frees its cache and retries when a
+/// request fails, with a peak above the card when nothing is freed, and
+/// so a reservation above the card's memory.
+pub fn jobs_on_card(fits: bool, usable: u64, reservation: u64) -> u64 {
+    if fits {
+        jobs_per_card(usable, reservation).max(1)
+    } else {
+        0
+    }
 }
 
 /// GPU counts the fewest-cards search tries: the sizes within one node

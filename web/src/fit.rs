@@ -48,6 +48,17 @@ pub fn jobs_per_card(usable: u64, reservation: Bytes) -> u64 {
     headroom_core::search::jobs_per_card(usable, reservation.0)
 }
 
+/// A row's jobs, one rule with the CLI (`search::jobs_on_card`): none when
+/// the job does not fit, else at least one.
+pub fn jobs(gpu: &Gpu, fits: Option<bool>, reservation: Option<Bytes>) -> Option<u64> {
+    let (fits, reservation) = (fits?, reservation?);
+    Some(headroom_core::search::jobs_on_card(
+        fits,
+        gpu.usable_bytes,
+        reservation.0,
+    ))
+}
+
 /// One row of the table.
 #[derive(Clone, Debug, PartialEq)]
 pub struct FitRow {
@@ -58,7 +69,11 @@ pub struct FitRow {
     pub max_length: Result<Option<u32>, String>,
     /// Largest batch at the chosen length within that capacity.
     pub max_batch: Result<Option<u32>, String>,
-    /// Jobs of this workload that run on the card at once.
+    /// Whether the job as given fits (`search::fits` within the capacity
+    /// the likely range and the margin leave; `None`: the core refused it).
+    pub fits: Option<bool>,
+    /// Jobs of this workload that run on the card at once
+    /// (`search::jobs_on_card`: at least one when it fits).
     pub jobs: Option<u64>,
     /// What to request per job, margin included.
     pub reservation: Option<Bytes>,
@@ -248,6 +263,9 @@ pub struct RowSearch {
     batch: LargestSearch,
     length_error: Option<String>,
     batch_error: Option<String>,
+    /// Whether the job as given fits (`search::fits` within the capacity),
+    /// once estimated: the first step.
+    fits: Option<Result<bool, String>>,
 }
 
 impl RowSearch {
@@ -268,6 +286,7 @@ impl RowSearch {
             batch: LargestSearch::new(Axis::Batch.limit(arch)),
             length_error: None,
             batch_error: None,
+            fits: None,
         }
     }
 
@@ -278,6 +297,11 @@ impl RowSearch {
         workload: &Workload,
         runtime: &RuntimeProfile,
     ) -> Option<FitRow> {
+        if self.fits.is_none() {
+            let fits = headroom_core::search::fits(arch, workload, runtime, self.capacity);
+            self.fits = Some(fits.map_err(|e| e.to_string()));
+            return None;
+        }
         let (axis, search, error) = if self.length_error.is_none() && !self.length.is_done() {
             (Axis::Length, &mut self.length, &mut self.length_error)
         } else if self.batch_error.is_none() && !self.batch.is_done() {
@@ -287,13 +311,18 @@ impl RowSearch {
                 Some(e) => Err(e.clone()),
                 None => Ok(search.found().map(|v| v as u32)),
             };
+            let fits = match &self.fits {
+                Some(Ok(fits)) => Some(*fits),
+                _ => None,
+            };
             return Some(FitRow {
                 gpu: self.gpu,
+                fits,
                 max_length: found(&self.length, &self.length_error),
                 max_batch: found(&self.batch, &self.batch_error),
-                jobs: self
-                    .reservation
-                    .map(|r| jobs_per_card(self.gpu.usable_bytes, r)),
+                // One rule with the CLI (`search::jobs_on_card`): no jobs
+                // when it does not fit, else at least one.
+                jobs: jobs(self.gpu, fits, self.reservation),
                 reservation: self.reservation,
                 fewest: Vec::new(),
             });
@@ -390,10 +419,39 @@ mod tests {
             )))
         );
         assert!(r[0].reservation > Some(Bytes(22_000_000_000)));
-        assert_eq!(
-            r[0].jobs,
-            Some(CATALOG[0].usable_bytes / r[0].reservation.unwrap().0)
-        );
+        // The job (much smaller than the 20 GB given) fits every card, so
+        // every card runs at least one, however large the reservation.
+        for row in &r {
+            assert_eq!(
+                row.jobs,
+                Some((row.gpu.usable_bytes / row.reservation.unwrap().0).max(1)),
+                "{}",
+                row.gpu.id
+            );
+        }
+    }
+
+    /// One rule with the CLI's `gpus`: a job that fits a card only because
+    /// PyTorch frees its cache and retries (ResNet-18 at batch 704 on the
+    /// RTX 3060: a reservation above the card) is one job there.
+    #[test]
+    fn a_job_that_fits_only_by_freeing_the_cache_is_one_job() {
+        let p = headroom_core::presets::find("resnet-18").unwrap();
+        let mut w = crate::defaults::workload_for(&p.arch);
+        w.mode = headroom_core::workload::Mode::Training;
+        w.batch = 704;
+        w.image_size = Some(224);
+        w.training.optimizer = headroom_core::workload::Optimizer::SgdMomentum;
+        w.training.steps = 3;
+        let rt = RuntimeProfile::h200();
+        let peak = headroom_core::estimate(&p.arch, &w, &rt)
+            .unwrap()
+            .driver_peak;
+        let gpu = headroom_core::gpus::find("rtx-3060-12gb").unwrap();
+        let r = row(gpu, &p.arch, &w, &rt, Some(peak), 0);
+        assert!(r.reservation.unwrap().0 > gpu.usable_bytes, "{r:?}");
+        assert_eq!(r.fits, Some(true));
+        assert_eq!(r.jobs, Some(1));
     }
 
     fn training(

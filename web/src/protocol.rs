@@ -309,7 +309,8 @@ pub fn read_estimates(response: &str, expected: usize) -> Result<Vec<PointResult
     Ok(results)
 }
 
-/// The searched half of each row (longest length, largest batch, then the
+/// The searched half of each row (whether the job as given fits: `+`,
+/// `-` or `?` when not known; longest length, largest batch, then the
 /// fewest cards per strategy as `key=value`), one line per catalog GPU,
 /// tab-separated: each value `-` (none fits), a number, or `!` and the
 /// core's message.
@@ -321,7 +322,12 @@ pub fn encode_rows(rows: &[FitRow]) -> String {
     };
     rows.iter()
         .map(|r| {
-            let mut line = format!("{}\t{}", field(&r.max_length), field(&r.max_batch));
+            let fits = match r.fits {
+                Some(false) => '-',
+                Some(true) => '+',
+                None => '?',
+            };
+            let mut line = format!("{fits}\t{}\t{}", field(&r.max_length), field(&r.max_batch));
             for (strategy, n) in &r.fewest {
                 line.push_str(&format!("\t{}={}", strategy.key(), field(n)));
             }
@@ -332,7 +338,8 @@ pub fn encode_rows(rows: &[FitRow]) -> String {
 }
 
 /// Reads [`encode_rows`] back into the table for the job's
-/// `reservation` (`fit::reservation`; jobs per card need no estimate).
+/// `reservation` (`fit::reservation`; jobs per card need no estimate
+/// beyond whether it fits).
 pub fn decode_rows(text: &str, reservation: Option<Bytes>) -> Result<Vec<FitRow>, String> {
     let field = |v: &str| match v {
         "-" => Some(Ok(None)),
@@ -350,8 +357,16 @@ pub fn decode_rows(text: &str, reservation: Option<Bytes>) -> Result<Vec<FitRow>
         .zip(lines)
         .map(|(gpu, line)| {
             let mut parts = line.split('\t');
-            let (Some(length), Some(batch)) = (parts.next(), parts.next()) else {
+            let (Some(fits), Some(length), Some(batch)) =
+                (parts.next(), parts.next(), parts.next())
+            else {
                 return Err("GPU table: malformed".to_string());
+            };
+            let fits = match fits {
+                "+" => Some(true),
+                "-" => Some(false),
+                "?" => None,
+                _ => return Err("GPU table: malformed".to_string()),
             };
             let fewest = parts
                 .map(|part| {
@@ -364,7 +379,8 @@ pub fn decode_rows(text: &str, reservation: Option<Bytes>) -> Result<Vec<FitRow>
                 gpu,
                 max_length: field(length).ok_or("GPU table: malformed")?,
                 max_batch: field(batch).ok_or("GPU table: malformed")?,
-                jobs: reservation.map(|r| fit::jobs_per_card(gpu.usable_bytes, r)),
+                fits,
+                jobs: fit::jobs(gpu, fits, reservation),
                 reservation,
                 fewest,
             })

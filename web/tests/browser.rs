@@ -1958,3 +1958,42 @@ async fn the_memory_format_select_changes_the_peak_and_the_link() {
         "no memory format for an LLM"
     );
 }
+
+/// fp16 mixed precision and gradient accumulation: the precision select
+/// offers `amp_fp16`, the accumulation field raises a training job's peak
+/// (a second set of gradients is held through the later micro-batches),
+/// and the link carries both and opens them again.
+#[wasm_bindgen_test]
+async fn gradient_accumulation_raises_the_peak_and_rides_in_the_link() {
+    let gb = |text: String| -> f64 {
+        text.split_whitespace()
+            .find_map(|w| w.replace(',', "").parse::<f64>().ok())
+            .unwrap_or_else(|| panic!("a number in {text:?}"))
+    };
+    let page = Page::open("model=gpt2&mode=training&batch=4&seq_len=1024").await;
+    assert_eq!(page.value("grad-accum"), "1");
+    let single = gb(peak_total(&page).await);
+    page.choose("precision", "amp_fp16");
+    page.type_in("grad-accum", "4");
+    settle().await;
+    wait_until("a higher peak", || {
+        let text = page.text("peak-total");
+        !text.is_empty() && gb(text) > single
+    })
+    .await;
+    let link = page.value("share-link");
+    assert!(link.contains("training.precision=amp_fp16"), "{link}");
+    assert!(
+        link.contains("training.gradient_accumulation_steps=4"),
+        "{link}"
+    );
+    drop(page);
+
+    let page = Page::open(
+        "model=gpt2&mode=training&batch=4&seq_len=1024&training.precision=amp_fp16&training.gradient_accumulation_steps=4",
+    )
+    .await;
+    assert_eq!(page.value("precision"), "amp_fp16");
+    assert_eq!(page.value("grad-accum"), "4");
+    assert!(gb(peak_total(&page).await) > single);
+}
