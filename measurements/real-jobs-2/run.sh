@@ -7,7 +7,8 @@
 # it beside the measurement; then the jobs named in TRACE (allocation
 # history, reduced by ../h200-segments/compact_snapshots.py).
 #
-#   COLLECTOR=.collector-bin/calibration-collector measurements/real-jobs-2/run.sh OUT_DIR
+#   COLLECTOR=.collector-bin/calibration-collector [JOBS_FILE=jobs-2.txt] [TRACE="NAME ..."] \
+#       measurements/real-jobs-2/run.sh OUT_DIR
 #
 # From the repository root. OUT_DIR gets log.txt and real-jobs-2.tar.gz
 # (measured.jsonl, trace-segments.jsonl, each job's collector output, env.txt).
@@ -17,7 +18,7 @@ OUT="$(mktemp -d)"
 ROOT="$(pwd)"
 HERE="$ROOT/measurements/real-jobs-2"
 COLLECTOR="$(cd "$(dirname "${COLLECTOR:-.collector-bin/calibration-collector}")" && pwd)/$(basename "${COLLECTOR:-calibration-collector}")"
-TRACE="${TRACE:-trainer_llama1b_ga4 timm_resnet50_cl_acc2}"
+TRACE="${TRACE-trainer_llama1b_ga4}"
 START=$SECONDS
 export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false HF_HUB_OFFLINE=1
 log() { echo "[$((SECONDS - START))s] $*" | tee -a "$OUT/log.txt"; }
@@ -28,7 +29,7 @@ cd "$ROOT/measurements/real-jobs"
   "$COLLECTOR" --version
 } > "$OUT/env.txt" 2>&1
 
-mapfile -t JOBS < <(grep -v '^#' "$HERE/jobs.txt")
+mapfile -t JOBS < <(grep -v '^#' "$HERE/${JOBS_FILE:-jobs.txt}")
 for entry in "${JOBS[@]}"; do
   IFS='|' read -r NAME LEN BATCH CMD <<< "$entry"
   log "run $NAME: $CMD"

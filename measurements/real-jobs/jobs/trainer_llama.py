@@ -10,6 +10,8 @@ Random weights from the config and random token ids: nothing is downloaded.
     python trainer_llama.py --batch 4 --seq-len 1024 --lora      # PEFT LoRA r=8 on q_proj, v_proj
     python trainer_llama.py --batch 4 --seq-len 1024 --fp16      # fp16=True instead of bf16=True
     python trainer_llama.py --batch 2 --seq-len 1024 --grad-accum 4
+    python trainer_llama.py --arch qwen05b --batch 8 --seq-len 1024   # Qwen2.5-0.5B-shaped
+    python trainer_llama.py --arch gpt2 --optim adamw_torch ...        # GPT-2, foreach AdamW
 """
 import argparse
 import json
@@ -17,7 +19,8 @@ import tempfile
 
 import torch
 from torch.utils.data import Dataset
-from transformers import LlamaConfig, LlamaForCausalLM, Trainer, TrainingArguments
+from transformers import (GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM, Qwen2Config,
+                          Qwen2ForCausalLM, Trainer, TrainingArguments)
 
 
 class RandomTokens(Dataset):
@@ -41,20 +44,30 @@ def main():
     p.add_argument("--lora", action="store_true", help="train LoRA adapters on a bf16 base")
     p.add_argument("--fp16", action="store_true", help="fp16=True (autocast float16, GradScaler)")
     p.add_argument("--grad-accum", type=int, default=1, help="gradient_accumulation_steps")
+    p.add_argument("--arch", choices=["llama1b", "qwen05b", "gpt2"], default="llama1b")
+    p.add_argument("--optim", default="adamw_torch_fused", help="TrainingArguments.optim")
     args = p.parse_args()
 
-    config = LlamaConfig(vocab_size=128256, hidden_size=2048, intermediate_size=8192,
-                         num_hidden_layers=16, num_attention_heads=32, num_key_value_heads=8,
-                         tie_word_embeddings=True)
+    if args.arch == "qwen05b":  # docs/spec.md's qwen2.5-0.5b preset
+        config = Qwen2Config(vocab_size=151936, hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
+                             num_attention_heads=14, num_key_value_heads=2, tie_word_embeddings=True)
+        build = Qwen2ForCausalLM
+    elif args.arch == "gpt2":
+        config, build = GPT2Config(), GPT2LMHeadModel
+    else:
+        config = LlamaConfig(vocab_size=128256, hidden_size=2048, intermediate_size=8192,
+                             num_hidden_layers=16, num_attention_heads=32, num_key_value_heads=8,
+                             tie_word_embeddings=True)
+        build = LlamaForCausalLM
     if args.lora:
         from peft import LoraConfig, get_peft_model
 
-        model = LlamaForCausalLM(config).to(torch.bfloat16)
+        model = build(config).to(torch.bfloat16)
         model = get_peft_model(model, LoraConfig(r=8, lora_alpha=16, target_modules=["q_proj", "v_proj"],
                                                  task_type="CAUSAL_LM"))
         model.print_trainable_parameters()
     else:
-        model = LlamaForCausalLM(config)
+        model = build(config)
 
     with tempfile.TemporaryDirectory() as out:
         training_args = TrainingArguments(
@@ -64,6 +77,7 @@ def main():
             bf16=not args.fp16,
             fp16=args.fp16,
             gradient_accumulation_steps=args.grad_accum,
+            optim=args.optim,
             gradient_checkpointing=args.gradient_checkpointing,
             save_strategy="no",  # 5.17 saves a checkpoint after the last step by default
         )
