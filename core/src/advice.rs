@@ -43,6 +43,8 @@ pub enum Change {
     EsmfoldChunks,
     /// Gradient checkpointing.
     GradientCheckpointing,
+    /// The same samples per optimizer step in smaller micro-batches.
+    GradientAccumulation,
     /// An 8-bit KV cache.
     SmallerKvCache,
     /// bf16 parameters instead of fp32 master weights.
@@ -70,6 +72,9 @@ impl Change {
             Change::EsmfoldChunks => "slower folding: the trunk runs in chunks",
             Change::GradientCheckpointing => {
                 "about a third more compute: each layer is run again in backward"
+            }
+            Change::GradientAccumulation => {
+                "slower steps: the same samples per step, in smaller micro-batches"
             }
             Change::SmallerKvCache => "some quality: keys and values stored in 8 bits",
             Change::PureBf16 => "some precision: no fp32 master weights",
@@ -262,6 +267,35 @@ pub fn advise(
     let cap = capacity(workload, runtime);
     if workload.batch > 1 {
         if let Some(b) = max_batch(arch, workload, runtime, cap)? {
+            // Training on one card: the same samples per step as `k`
+            // micro-batches of `batch / k`, the smallest such `k` whose
+            // micro-batch is at most the largest batch that fits (the
+            // gradients held through the later micro-batches may still
+            // not fit: the estimate decides).
+            let accumulating = training && workload.parallel.strategy == Strategy::None;
+            if let Some(k) = (2..=workload.batch)
+                .find(|k| workload.batch % k == 0 && workload.batch / k <= b)
+                .filter(|_| accumulating)
+            {
+                let mut w = workload.clone();
+                w.batch = workload.batch / k;
+                w.training.gradient_accumulation_steps = workload
+                    .training
+                    .gradient_accumulation_steps
+                    .saturating_mul(k);
+                if w.validate().is_ok() {
+                    consider(
+                        Change::GradientAccumulation,
+                        alloc::format!(
+                            "workload.batch: {}, workload.training.gradient_accumulation_steps: {}",
+                            w.batch,
+                            w.training.gradient_accumulation_steps
+                        ),
+                        w,
+                        runtime.clone(),
+                    );
+                }
+            }
             if b < workload.batch {
                 let w = Workload {
                     batch: b,
