@@ -274,7 +274,7 @@ pub fn advise(
             // not fit: the estimate decides).
             let accumulating = training && workload.parallel.strategy == Strategy::None;
             if let Some(k) = (2..=workload.batch)
-                .find(|k| workload.batch % k == 0 && workload.batch / k <= b)
+                .find(|k| workload.batch.is_multiple_of(*k) && workload.batch / k <= b)
                 .filter(|_| accumulating)
             {
                 let mut w = workload.clone();
