@@ -61,119 +61,7 @@ pub(super) fn train(g: &mut Graph, model: &Model, workload: &Workload, b: u64, s
         // (`optim::SteadyState`).
         let mut micro_steady = optim::SteadyState::default();
         for micro in 0..t.gradient_accumulation_steps {
-            g.grad_mode = true;
-            let mut cx = if model.fsdp.is_some() {
-                let mut cx = Ctx::plain(parallel.param_dtype.bytes());
-                cx.fp16 = parallel.param_dtype == Dtype::Fp16;
-                cx
-            } else if t.lora.is_some() {
-                // LoRA's base is frozen in the workload's dtype; `amp_bf16` and
-                // `amp_fp16` put its fp32 adapters under autocast.
-                let mut cx = Ctx::plain(BF16);
-                cx.fp16 = workload.dtype == Dtype::Fp16 || t.precision == Precision::AmpFp16;
-                cx.lora_autocast = t.precision.autocast();
-                cx
-            } else {
-                Ctx::for_precision(t.precision)
-            };
-            let call = Call {
-                batch: b,
-                tokens: s,
-                logits: Logits::All,
-                checkpointing: t.grad_checkpointing,
-                gpt2_dropout: gpt2,
-                decode: false,
-                generate: false,
-            };
-            let mut rope = None;
-            let mut no_cache = None;
-            // `use_cache=True` (the config default): the forward fills a
-            // DynamicCache that the returned outputs hold until they are dropped.
-            // transformers turns the cache off under gradient checkpointing.
-            let mut train_cache = if t.use_cache && !t.grad_checkpointing {
-                Some(KvCache {
-                    layers: Vec::new(),
-                    dtype: if cx.autocast || cx.compute_dsize == BF16 {
-                        Dtype::Bf16
-                    } else {
-                        Dtype::Fp32
-                    },
-                })
-            } else {
-                None
-            };
-            let mut mask = None;
-            let logits = model.forward(g, &mut cx, &call, &mut train_cache, &mut rope, &mut mask);
-            g.at("loss: cross entropy over all tokens", None);
-            let loss = nn::causal_lm_loss(g, logits, b * s);
-            // FSDP2's root post-forward runs as `model.forward` returns, after
-            // the loss: the last layer's all-gather output goes.
-            if let Some(f) = &model.fsdp {
-                f.borrow_mut().root_post_forward(g);
-            }
-            g.drop(logits.v);
-            // `loss = model(...).loss`: the outputs, and the cache they hold,
-            // go as soon as the loss is taken (autograd keeps what it saved).
-            if let Some(c) = train_cache.take() {
-                for l in c.layers {
-                    g.drop_all(&[l.keys, l.values]);
-                }
-            }
-            cx.exit_autocast(g);
-            let scaled = scaler.as_mut().map(|s| s.scale(g, loss.v));
-            let from = scaled.unwrap_or(loss.v);
-            g.at("backward", None);
-            let mut recompute = |g: &mut Graph, segment: u32, input: Value| {
-                // Recompute the layer with saving, then backward through it.
-                let x = T {
-                    v: input,
-                    elems: b * s * model.a.hidden_size as u64,
-                    dsize: layer_input_dsize(&cx, model),
-                };
-                g.at("backward: recompute checkpointed layer", Some(segment));
-                cx.cache_weight_casts = false;
-                model
-                    .layer(
-                        g,
-                        &mut cx,
-                        segment as usize,
-                        x,
-                        &call,
-                        rope,
-                        &mut no_cache,
-                        mask,
-                    )
-                    .v
-            };
-            match &model.fsdp {
-                None => g.backward_recomputing(from, &mut recompute),
-                Some(f) => {
-                    // FSDP2's hooks: the root's pre-backward prefetches the last
-                    // layer; each layer is gathered as backward reaches it and
-                    // its gradients reduced as backward leaves it; the root's
-                    // reduction runs in the engine's final callback.
-                    g.backward_with_units(from, Some(&mut recompute), &mut |g, event| {
-                        let mut f = f.borrow_mut();
-                        match event {
-                            UnitEvent::Start => f.root_pre_backward(g),
-                            UnitEvent::Enter(l) => f.pre_backward(g, l as usize),
-                            UnitEvent::Leave(l) => f.post_backward(g, UnitId::Layer(l as usize)),
-                            UnitEvent::End => f.end_backward(g),
-                        }
-                    });
-                }
-            }
-            if let Some((cos, sin)) = rope {
-                g.drop_all(&[cos.v, sin.v]);
-            }
-            if let Some(m) = mask {
-                g.drop(m.v);
-            }
-            g.drop(loss.v);
-            if let Some(scaled) = scaled {
-                g.drop(scaled);
-            }
-            g.grad_mode = false;
+            forward_backward(g, model, workload, b, s, gpt2, &mut scaler);
             if micro_steady.reached(g, micro) {
                 break;
             }
@@ -189,6 +77,136 @@ pub(super) fn train(g: &mut Graph, model: &Model, workload: &Workload, b: u64, s
             break;
         }
     }
+}
+
+/// One forward, loss and backward of a micro-batch (a whole step without
+/// gradient accumulation): gradients land in `.grad`, added into those an
+/// earlier micro-batch left.
+#[allow(clippy::too_many_arguments)]
+fn forward_backward(
+    g: &mut Graph,
+    model: &Model,
+    workload: &Workload,
+    b: u64,
+    s: u64,
+    gpt2: bool,
+    scaler: &mut Option<optim::GradScaler>,
+) {
+    let t = &workload.training;
+    let parallel = &workload.parallel;
+    g.grad_mode = true;
+    let mut cx = if model.fsdp.is_some() {
+        let mut cx = Ctx::plain(parallel.param_dtype.bytes());
+        cx.fp16 = parallel.param_dtype == Dtype::Fp16;
+        cx
+    } else if t.lora.is_some() {
+        // LoRA's base is frozen in the workload's dtype; `amp_bf16` and
+        // `amp_fp16` put its fp32 adapters under autocast.
+        let mut cx = Ctx::plain(BF16);
+        cx.fp16 = workload.dtype == Dtype::Fp16 || t.precision == Precision::AmpFp16;
+        cx.lora_autocast = t.precision.autocast();
+        cx
+    } else {
+        Ctx::for_precision(t.precision)
+    };
+    let call = Call {
+        batch: b,
+        tokens: s,
+        logits: Logits::All,
+        checkpointing: t.grad_checkpointing,
+        gpt2_dropout: gpt2,
+        decode: false,
+        generate: false,
+    };
+    let mut rope = None;
+    let mut no_cache = None;
+    // `use_cache=True` (the config default): the forward fills a
+    // DynamicCache that the returned outputs hold until they are dropped.
+    // transformers turns the cache off under gradient checkpointing.
+    let mut train_cache = if t.use_cache && !t.grad_checkpointing {
+        Some(KvCache {
+            layers: Vec::new(),
+            dtype: if cx.autocast || cx.compute_dsize == BF16 {
+                Dtype::Bf16
+            } else {
+                Dtype::Fp32
+            },
+        })
+    } else {
+        None
+    };
+    let mut mask = None;
+    let logits = model.forward(g, &mut cx, &call, &mut train_cache, &mut rope, &mut mask);
+    g.at("loss: cross entropy over all tokens", None);
+    let loss = nn::causal_lm_loss(g, logits, b * s);
+    // FSDP2's root post-forward runs as `model.forward` returns, after
+    // the loss: the last layer's all-gather output goes.
+    if let Some(f) = &model.fsdp {
+        f.borrow_mut().root_post_forward(g);
+    }
+    g.drop(logits.v);
+    // `loss = model(...).loss`: the outputs, and the cache they hold,
+    // go as soon as the loss is taken (autograd keeps what it saved).
+    if let Some(c) = train_cache.take() {
+        for l in c.layers {
+            g.drop_all(&[l.keys, l.values]);
+        }
+    }
+    cx.exit_autocast(g);
+    let scaled = scaler.as_mut().map(|s| s.scale(g, loss.v));
+    let from = scaled.unwrap_or(loss.v);
+    g.at("backward", None);
+    let mut recompute = |g: &mut Graph, segment: u32, input: Value| {
+        // Recompute the layer with saving, then backward through it.
+        let x = T {
+            v: input,
+            elems: b * s * model.a.hidden_size as u64,
+            dsize: layer_input_dsize(&cx, model),
+        };
+        g.at("backward: recompute checkpointed layer", Some(segment));
+        cx.cache_weight_casts = false;
+        model
+            .layer(
+                g,
+                &mut cx,
+                segment as usize,
+                x,
+                &call,
+                rope,
+                &mut no_cache,
+                mask,
+            )
+            .v
+    };
+    match &model.fsdp {
+        None => g.backward_recomputing(from, &mut recompute),
+        Some(f) => {
+            // FSDP2's hooks: the root's pre-backward prefetches the last
+            // layer; each layer is gathered as backward reaches it and
+            // its gradients reduced as backward leaves it; the root's
+            // reduction runs in the engine's final callback.
+            g.backward_with_units(from, Some(&mut recompute), &mut |g, event| {
+                let mut f = f.borrow_mut();
+                match event {
+                    UnitEvent::Start => f.root_pre_backward(g),
+                    UnitEvent::Enter(l) => f.pre_backward(g, l as usize),
+                    UnitEvent::Leave(l) => f.post_backward(g, UnitId::Layer(l as usize)),
+                    UnitEvent::End => f.end_backward(g),
+                }
+            });
+        }
+    }
+    if let Some((cos, sin)) = rope {
+        g.drop_all(&[cos.v, sin.v]);
+    }
+    if let Some(m) = mask {
+        g.drop(m.v);
+    }
+    g.drop(loss.v);
+    if let Some(scaled) = scaled {
+        g.drop(scaled);
+    }
+    g.grad_mode = false;
 }
 
 /// The trainable parameters in the order their gradients became ready;
