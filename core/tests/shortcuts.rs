@@ -66,6 +66,26 @@ fn every_step() -> EstimateOptions {
     }
 }
 
+/// A training job at batch 2 over 512 tokens (224 px for vision models).
+fn small_training(
+    arch: &headroom_core::arch::Architecture,
+    precision: Precision,
+    optimizer: Optimizer,
+    checkpointing: bool,
+) -> Workload {
+    let mut w = Workload::default();
+    w.mode = Mode::Training;
+    w.batch = 2;
+    w.seq_len = 512;
+    if arch.is_vision() {
+        w.image_size = Some(224);
+    }
+    w.training.precision = precision;
+    w.training.optimizer = optimizer;
+    w.training.grad_checkpointing = checkpointing;
+    w
+}
+
 #[test]
 fn steady_state_shortcut_matches_replaying_every_step() {
     let runtime = RuntimeProfile::h200();
@@ -140,17 +160,8 @@ fn steady_state_shortcut_matches_replaying_every_step() {
         let arch = presets::find(id).unwrap().arch;
         for steps in [3u32, 4, 7] {
             for rt in [&runtime, &expandable] {
-                let mut w = Workload::default();
-                w.mode = Mode::Training;
-                w.batch = 2;
-                w.seq_len = 512;
-                if arch.is_vision() {
-                    w.image_size = Some(224);
-                }
+                let mut w = small_training(&arch, precision, optimizer, checkpointing);
                 w.training.steps = steps;
-                w.training.precision = precision;
-                w.training.optimizer = optimizer;
-                w.training.grad_checkpointing = checkpointing;
                 w.parallel.strategy = strategy;
                 let fast = estimate(&arch, &w, rt).unwrap();
                 let full = estimate_with(&arch, &w, rt, every_step()).unwrap();
@@ -186,18 +197,9 @@ fn settled_micro_batches_match_replaying_every_one() {
     for &(id, precision, optimizer, checkpointing) in jobs {
         let arch = presets::find(id).unwrap().arch;
         for accumulation in [2u32, 3, 6] {
-            let mut w = Workload::default();
-            w.mode = Mode::Training;
-            w.batch = 2;
-            w.seq_len = 512;
-            if arch.is_vision() {
-                w.image_size = Some(224);
-            }
+            let mut w = small_training(&arch, precision, optimizer, checkpointing);
             w.training.steps = 3;
             w.training.gradient_accumulation_steps = accumulation;
-            w.training.precision = precision;
-            w.training.optimizer = optimizer;
-            w.training.grad_checkpointing = checkpointing;
             let fast = estimate(&arch, &w, &runtime).unwrap();
             let full = estimate_with(&arch, &w, &runtime, every_step()).unwrap();
             assert_eq!(fast, full, "{id} {precision:?} accumulating {accumulation}");

@@ -232,13 +232,19 @@ fn generalization_sets_meet_the_bounds() {
 
 /// The rows of one generalization file, which must hold `expected` cases.
 fn generalization_rows(name: &str, expected: usize) -> Vec<Compared> {
+    measured_rows(&format!("h200-generalization/{name}"), expected)
+}
+
+/// Every case of a file under `measurements/`, none skipped, `expected` of
+/// them.
+fn measured_rows(file: &str, expected: usize) -> Vec<Compared> {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../measurements/h200-generalization")
-        .join(name);
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{name}: {e}"));
+        .join("../measurements")
+        .join(file);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{file}: {e}"));
     let (rows, skipped) = compare_file(&text);
-    assert!(skipped.is_empty(), "{name}: skipped {skipped:?}");
-    assert_eq!(rows.len(), expected, "{name}");
+    assert!(skipped.is_empty(), "{file}: skipped {skipped:?}");
+    assert_eq!(rows.len(), expected, "{file}");
     rows
 }
 
@@ -535,12 +541,7 @@ fn bert_keeps_its_embedding_and_sequence_outputs() {
 /// predicted as NCHW, +0.2%).
 #[test]
 fn real_jobs_meet_the_bounds() {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../measurements/real-jobs/measured.jsonl");
-    let text = std::fs::read_to_string(path).expect("measurements/real-jobs/measured.jsonl");
-    let (rows, skipped) = compare_file(&text);
-    assert!(skipped.is_empty(), "skipped: {skipped:?}");
-    assert_eq!(rows.len(), 9);
+    let rows = measured_rows("real-jobs/measured.jsonl", 9);
     for r in &rows {
         assert!(
             r.error().abs() * 100.0 <= 3.5,
@@ -810,12 +811,7 @@ fn the_stems_weight_gradient_block_is_the_traces() {
 /// +0.5%).
 #[test]
 fn fp16_mixed_precision_and_accumulating_jobs_meet_the_bounds() {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../measurements/real-jobs-2/measured.jsonl");
-    let text = std::fs::read_to_string(path).expect("measurements/real-jobs-2/measured.jsonl");
-    let (rows, skipped) = compare_file(&text);
-    assert!(skipped.is_empty(), "skipped: {skipped:?}");
-    assert_eq!(rows.len(), 9);
+    let rows = measured_rows("real-jobs-2/measured.jsonl", 9);
     let all: Vec<&Compared> = rows.iter().collect();
     check_bounds("fp16 mixed precision and accumulation", &all, 0.5, 1.0, 0);
     // A second set, predicted before it was measured: Qwen2.5-0.5B and
@@ -823,12 +819,7 @@ fn fp16_mixed_precision_and_accumulating_jobs_meet_the_bounds() {
     // and ViT-L/16, ResNet-101 and ResNet-152: -0.2% to +4.1% (ResNet-152
     // in NCHW, over: cuDNN's per-shape workspaces), none under by more
     // than 0.5%.
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../measurements/real-jobs-2/measured-2.jsonl");
-    let text = std::fs::read_to_string(path).expect("measurements/real-jobs-2/measured-2.jsonl");
-    let (second, skipped) = compare_file(&text);
-    assert!(skipped.is_empty(), "skipped: {skipped:?}");
-    assert_eq!(second.len(), 8);
+    let second = measured_rows("real-jobs-2/measured-2.jsonl", 8);
     let all: Vec<&Compared> = second.iter().collect();
     check_bounds("the second set", &all, 0.5, 4.5, 0);
     for r in &second {
@@ -838,12 +829,7 @@ fn fp16_mixed_precision_and_accumulating_jobs_meet_the_bounds() {
     // batches each): -0.3% to +4.9%, over from cache (the allocated peaks
     // 34 to 38 MB under: the cuBLAS workspace the first batch's `fc`
     // creates is live in the later ones, where the replay runs one).
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../measurements/real-jobs-2/measured-3.jsonl");
-    let text = std::fs::read_to_string(path).expect("measurements/real-jobs-2/measured-3.jsonl");
-    let (third, skipped) = compare_file(&text);
-    assert!(skipped.is_empty(), "skipped: {skipped:?}");
-    assert_eq!(third.len(), 4);
+    let third = measured_rows("real-jobs-2/measured-3.jsonl", 4);
     let all: Vec<&Compared> = third.iter().collect();
     check_bounds("the third set", &all, 2.5, 5.5, 0);
     for r in &third {

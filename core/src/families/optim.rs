@@ -192,11 +192,23 @@ impl GradScaler {
         )
     }
 
+    /// `optimizer.step()`, through `scaler` when there is one.
+    pub(crate) fn step_with(
+        scaler: &mut Option<GradScaler>,
+        g: &mut Graph,
+        optimizer_step: impl FnOnce(&mut Graph),
+    ) {
+        match scaler {
+            Some(scaler) => scaler.step(g, optimizer_step),
+            None => optimizer_step(g),
+        }
+    }
+
     /// `scaler.step(optimizer)` and `scaler.update()` around the optimizer
     /// step: `unscale_` makes `inv_scale` (through a float64 reciprocal)
     /// and `found_inf`, checks and unscales the gradients in place, and
     /// both live until `update()` has adjusted the scale in place.
-    pub(crate) fn step(&mut self, g: &mut Graph, optimizer_step: impl FnOnce(&mut Graph)) {
+    fn step(&mut self, g: &mut Graph, optimizer_step: impl FnOnce(&mut Graph)) {
         g.at("GradScaler: unscale_ (found_inf, inv_scale)", None);
         let scale_f64 = g.replay.alloc(2 * SCALAR_BYTES, Component::Transient);
         let reciprocal = g.replay.alloc(2 * SCALAR_BYTES, Component::Transient);
@@ -308,10 +320,7 @@ fn train_steps_inner(
                 break;
             }
         }
-        match scaler.as_mut() {
-            Some(scaler) => scaler.step(g, |g| step(g, t, trainable, &mut state)),
-            None => step(g, t, trainable, &mut state),
-        }
+        GradScaler::step_with(&mut scaler, g, |g| step(g, t, trainable, &mut state));
         g.at("zero_grad(set_to_none=True)", None);
         g.zero_grad();
         if steady.reached(g, index) {

@@ -67,10 +67,9 @@ pub(super) fn train(g: &mut Graph, model: &Model, workload: &Workload, b: u64, s
             }
         }
         g.at("optimizer step", None);
-        match scaler.as_mut() {
-            Some(scaler) => scaler.step(g, |g| optim::step(g, t, &optimized, &mut state)),
-            None => optim::step(g, t, &optimized, &mut state),
-        }
+        optim::GradScaler::step_with(&mut scaler, g, |g| {
+            optim::step(g, t, &optimized, &mut state)
+        });
         g.at("zero_grad(set_to_none=True)", None);
         g.zero_grad();
         if steady.reached(g, step) {
