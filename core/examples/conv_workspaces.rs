@@ -49,6 +49,7 @@ fn main() {
                     out_hw,
                     batch: shape[0],
                     dsize,
+                    fp16: false,
                     channels_last: case.ends_with("_cl"),
                 };
                 let measured = c["workspace"].as_i64().unwrap();

@@ -64,7 +64,8 @@ pub struct Span {
     pub phase: Phase,
     /// The training step or ESMFold recycle, when the job has them.
     pub step: Option<u32>,
-    /// What a step is called: "step" or "recycle".
+    /// What a step is called: "step", "recycle" (ESMFold) or "batch" (an
+    /// inference loop); empty means "step".
     pub step_kind: &'static str,
 }
 
@@ -74,7 +75,10 @@ impl Span {
     pub fn label(&self) -> String {
         match self.step {
             Some(n) if self.step_kind == "recycle" => alloc::format!("recycle {n}"),
-            Some(n) => alloc::format!("{}, step {n}", self.phase.label()),
+            Some(n) if self.step_kind.is_empty() => {
+                alloc::format!("{}, step {n}", self.phase.label())
+            }
+            Some(n) => alloc::format!("{}, {} {n}", self.phase.label(), self.step_kind),
             None => self.phase.label().to_string(),
         }
     }

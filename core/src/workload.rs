@@ -74,6 +74,12 @@ pub struct InferenceOptions {
     pub new_tokens: u32,
     /// KV-cache dtype; `None` means the weights' compute dtype.
     pub kv_dtype: Option<Dtype>,
+    /// Batches the process runs one after another (a loop over a dataset:
+    /// each batch's input made while the last one is still referenced, as
+    /// `images = torch.randn(...)` rebinds a name); 1 by default. From the
+    /// second on, the cuBLAS workspace the first batch's first matmul
+    /// created is held, and the cache the first left is reused.
+    pub batches: u32,
 }
 
 impl Default for InferenceOptions {
@@ -84,6 +90,7 @@ impl Default for InferenceOptions {
             kv_cache: true,
             new_tokens: 16,
             kv_dtype: None,
+            batches: 1,
         }
     }
 }
@@ -355,6 +362,9 @@ pub const MAX_NEW_TOKENS: u64 = 1_048_576;
 pub const MAX_TOKENS_PER_STEP: u64 = 1 << 28;
 /// Most training steps accepted.
 pub const MAX_STEPS: u64 = 1_000;
+/// Most inference batches accepted (replays stop once the batches repeat,
+/// so a long loop costs about three batches).
+pub const MAX_INFERENCE_BATCHES: u64 = 1_000_000;
 
 impl Workload {
     /// Checks ranges; every error names the field and its allowed range.
@@ -377,6 +387,12 @@ impl Workload {
             self.inference.new_tokens as u64,
             0,
             MAX_NEW_TOKENS,
+        )?;
+        check_range(
+            "workload.inference.batches",
+            self.inference.batches as u64,
+            1,
+            MAX_INFERENCE_BATCHES,
         )?;
         if self.mode == Mode::Training {
             check_range(

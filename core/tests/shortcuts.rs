@@ -223,3 +223,88 @@ fn a_thousand_steps_replay_like_a_few() {
     let thousand = estimate(&arch, &w, &runtime).unwrap();
     assert_eq!(three, thousand);
 }
+
+#[test]
+fn repeated_inference_batches_match_replaying_every_one() {
+    // An inference loop: once a batch from the third on ends where the one
+    // before it ended, the later batches are not replayed. In a fresh
+    // process (the first batch creates the cuBLAS workspace) and in one
+    // that holds it from the start.
+    use headroom_core::workload::MemoryFormat;
+    let jobs: &[(&str, InferenceKind, Option<u32>, MemoryFormat)] = &[
+        (
+            "resnet-50",
+            InferenceKind::Forward,
+            Some(224),
+            MemoryFormat::Contiguous,
+        ),
+        (
+            "resnet-18",
+            InferenceKind::Forward,
+            Some(224),
+            MemoryFormat::ChannelsLast,
+        ),
+        (
+            "mobilenetv2",
+            InferenceKind::Forward,
+            Some(224),
+            MemoryFormat::Contiguous,
+        ),
+        (
+            "vit-b-16",
+            InferenceKind::Forward,
+            Some(224),
+            MemoryFormat::Contiguous,
+        ),
+        (
+            "bert-base-uncased",
+            InferenceKind::Forward,
+            None,
+            MemoryFormat::Contiguous,
+        ),
+        (
+            "gpt2",
+            InferenceKind::Forward,
+            None,
+            MemoryFormat::Contiguous,
+        ),
+        (
+            "gpt2",
+            InferenceKind::Generate,
+            None,
+            MemoryFormat::Contiguous,
+        ),
+        (
+            "llama-3.2-1b",
+            InferenceKind::Generate,
+            None,
+            MemoryFormat::Contiguous,
+        ),
+    ];
+    for fresh in [true, false] {
+        let mut runtime = RuntimeProfile::h200();
+        runtime.process_ran_backward = !fresh;
+        for &(id, kind, image, format) in jobs {
+            let arch = presets::find(id).unwrap().arch;
+            let mut w = Workload::default();
+            w.batch = 8;
+            w.seq_len = 512;
+            w.image_size = image;
+            w.memory_format = format;
+            w.inference.kind = kind;
+            w.inference.new_tokens = 4;
+            let mut last = None;
+            for batches in [2u32, 3, 7] {
+                w.inference.batches = batches;
+                let fast = estimate(&arch, &w, &runtime).unwrap();
+                let full = estimate_with(&arch, &w, &runtime, every_step()).unwrap();
+                assert_eq!(fast, full, "{id} {kind:?} fresh={fresh} {batches} batches");
+                last = Some(fast);
+            }
+            // A million batches replay like seven.
+            w.inference.batches = 1_000_000;
+            let million = estimate(&arch, &w, &runtime).unwrap();
+            assert_eq!(Some(million), last, "{id} {kind:?} fresh={fresh}");
+        }
+    }
+}

@@ -7,7 +7,8 @@ NCHW and channels_last, and records the block cuDNN took from the caching
 allocator: the peak allocated during the call minus what is allocated
 right after it (the gradient stays, the workspace is gone).
 
-usage: python3 wgrad_sweep.py OUT.jsonl
+usage: python3 wgrad_sweep.py OUT.jsonl [DTYPES]   (DTYPES: comma-separated
+of bf16, fp16, fp32; default bf16,fp32)
 """
 import json
 import sys
@@ -20,7 +21,8 @@ batches = [8, 16, 32, 48, 64, 96, 128, 160, 192, 256, 320, 384, 512]
 aten = torch.ops.aten
 print(json.dumps({"torch": torch.__version__, "cudnn": torch.backends.cudnn.version(),
                   "gpu": torch.cuda.get_device_name()}), file=out, flush=True)
-for dtype in (torch.bfloat16, torch.float32):
+names = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+for dtype in [names[d] for d in (sys.argv[2] if len(sys.argv) > 2 else "bf16,fp32").split(",")]:
     for channels_last in (True, False):
         fmt = torch.channels_last if channels_last else torch.contiguous_format
         for c, hw in shapes:

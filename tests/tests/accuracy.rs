@@ -785,6 +785,7 @@ fn the_stems_weight_gradient_block_is_the_traces() {
         out_hw: image / 2,
         batch,
         dsize,
+        fp16: false,
         channels_last,
     };
     for (call, traced) in [
@@ -802,36 +803,266 @@ fn the_stems_weight_gradient_block_is_the_traces() {
     }
 }
 
+/// The first convolution's blocks (3 image channels) over batch (16 to
+/// 256), image (224, 288 px), dtype (fp16, bf16, fp32) and layout, as
+/// `measurements/h200-cudnn/stem_sweep.py` measured them on the H200: the
+/// model's forward and weight-gradient blocks of ResNet's 7x7 stem and
+/// MobileNetV2's 3x3 stem are each within 2 MiB of the block cuDNN took
+/// (which the allocator rounds, or serves from a cached block up to 1 MiB
+/// larger), except 11 of the 120 rows, named below. Before: fp16 ResNet stems were
+/// modelled with 8 padded channels (98 MiB over at b256), and MobileNetV2's
+/// NCHW stem with copies it never takes (270 MiB at fp32 b128).
+#[test]
+fn the_stem_blocks_follow_the_sweep() {
+    use headroom_core::families::cnn::{backward_workspace, forward_workspace, ConvCall};
+    let rt = headroom_core::RuntimeProfile::h200();
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../measurements/h200-cudnn/stem_sweep.jsonl");
+    let text = std::fs::read_to_string(path).expect("stem sweep");
+    // Rows whose choice the model does not follow, each over-estimated:
+    // fp32 ResNet stems at batch 16 keep fewer split-K partials (2.9 MB,
+    // not 6.0); fp16 MobileNetV2 in NCHW at 288 px pads its input to 4
+    // channels or none (8 at 224 px); fp32 `channels_last` MobileNetV2 at
+    // batch 16 takes no input copy (it does from batch 32).
+    let known = |shape: &str, dtype: &str, cl: bool, image: u64, batch: u64| match shape {
+        "resnet_stem" => dtype == "fp32" && batch == 16,
+        _ => (dtype == "fp16" && !cl && image == 288) || (dtype == "fp32" && cl && batch == 16),
+    };
+    let (mut checked, mut known_seen) = (0, 0);
+    for line in text.lines().skip(1) {
+        let row: serde_json::Value = serde_json::from_str(line).expect("row");
+        let shape = row["shape"].as_str().unwrap();
+        if !shape.ends_with("_stem") {
+            continue;
+        }
+        let dtype = row["dtype"].as_str().unwrap();
+        let (k, image, batch) = (
+            row["k"].as_u64().unwrap(),
+            row["image"].as_u64().unwrap(),
+            row["batch"].as_u64().unwrap(),
+        );
+        let cl = row["channels_last"].as_bool().unwrap();
+        let call = ConvCall {
+            cin: 3,
+            cout: row["cout"].as_u64().unwrap(),
+            k,
+            groups: 1,
+            in_hw: image,
+            out_hw: image / 2,
+            batch,
+            dsize: if dtype == "fp32" { 4 } else { 2 },
+            fp16: dtype == "fp16",
+            channels_last: cl,
+        };
+        let modelled = [
+            forward_workspace(&rt, &call),
+            backward_workspace(&rt, &call)[1],
+        ];
+        let measured = [
+            row["forward"].as_u64().unwrap(),
+            row["weight"].as_u64().unwrap(),
+        ];
+        let within = modelled
+            .iter()
+            .zip(measured)
+            .all(|(&m, r)| m.abs_diff(r) <= 2 << 20);
+        if known(shape, dtype, cl, image, batch) {
+            assert!(!within, "{line}: now followed; drop it from the known rows");
+            known_seen += 1;
+            continue;
+        }
+        assert!(
+            within,
+            "{shape} {dtype} cl={cl} {image}px b{batch}: modelled {modelled:?}, measured {measured:?}"
+        );
+        checked += 1;
+    }
+    assert_eq!((checked, known_seen), (109, 11));
+}
+
+/// timm's inference loop in a fresh process
+/// (`measurements/inference-batches/`): ResNet-50 fp16 b256 allocated
+/// 1,568,294,400 B with one batch and 1,602,899,456 with three (NCHW), and
+/// 1,464,749,056 and 1,499,354,112 (`channels_last`), reserving the same
+/// with one batch as with three. The replay of three batches holds the
+/// 32 MiB cuBLAS workspace the first batch's `fc` created, and the last
+/// batch's logits until the next batch's result replaces them; one batch
+/// peaks before the workspace exists.
+#[test]
+fn inference_loops_hold_the_workspace_from_the_second_batch() {
+    use headroom_core::arch::Dtype;
+    use headroom_core::workload::MemoryFormat;
+    let arch = headroom_core::presets::find("resnet-50").unwrap().arch;
+    let mut runtime = headroom_core::RuntimeProfile::h200();
+    runtime.process_ran_backward = false;
+    let mut w = headroom_core::Workload {
+        batch: 256,
+        image_size: Some(224),
+        dtype: Dtype::Fp16,
+        ..Default::default()
+    };
+    for (format, traced_one, traced_three, traced_reserved) in [
+        (
+            MemoryFormat::Contiguous,
+            1_568_294_400u64,
+            1_602_899_456u64,
+            2_090_860_544u64,
+        ),
+        (
+            MemoryFormat::ChannelsLast,
+            1_464_749_056,
+            1_499_354_112,
+            1_570_766_848,
+        ),
+    ] {
+        w.memory_format = format;
+        w.inference.batches = 1;
+        let one = headroom_core::estimate(&arch, &w, &runtime).unwrap();
+        w.inference.batches = 3;
+        let three = headroom_core::estimate(&arch, &w, &runtime).unwrap();
+        // The workspace, and the last batch's logits still referenced.
+        let more = three.allocated_peak.0 - one.allocated_peak.0;
+        assert!(more > runtime.cublas_workspace_bytes, "{format:?}: {more}");
+        assert!(
+            more.abs_diff(traced_three - traced_one) < 1 << 20,
+            "{format:?}: {more}"
+        );
+        for (modelled, traced) in [
+            (one.allocated_peak.0, traced_one),
+            (three.allocated_peak.0, traced_three),
+        ] {
+            assert!(
+                modelled.abs_diff(traced) < 1 << 20,
+                "{format:?}: {modelled} vs {traced}"
+            );
+        }
+        assert_eq!(
+            (one.reserved_peak.0, three.reserved_peak.0),
+            (traced_reserved, traced_reserved)
+        );
+        assert!(three.peak_op.starts_with("batch "), "{}", three.peak_op);
+    }
+}
+
+/// The real-job suite's fourth set (`measurements/real-jobs-2/measured-4.jsonl`):
+/// inference loops, each predicted before it was measured with
+/// `inference.batches` as the job ran them: BERT sentence embeddings (4
+/// batches, each `out` held into the next batch's forward), timm ViT-B/16
+/// fp16 and ResNet-34 fp32 (4 batches), Qwen2.5-0.5B `generate` (2
+/// prompts): -0.5% to +0.5%. Predicted as one batch, ResNet-34 would be
+/// 20.7% under and BERT's allocated peak 52 MB under.
+#[test]
+fn inference_loops_meet_the_bounds() {
+    let rows = measured_rows("real-jobs-2/measured-4.jsonl", 4);
+    let all: Vec<&Compared> = rows.iter().collect();
+    check_bounds("inference loops", &all, 0.5, 1.0, 0);
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../measurements/real-jobs-2/measured-4.jsonl");
+    let text = std::fs::read_to_string(path).expect("fourth set");
+    let resnet = text
+        .lines()
+        .find(|l| l.contains("\"timm_infer_resnet34_fp32_x4_b128_r224\""))
+        .expect("ResNet-34 loop");
+    let one_batch = resnet.replace("\"batches\":4", "\"batches\":1");
+    assert_ne!(one_batch, resnet);
+    let (rows, _) = compare_file(&one_batch);
+    assert!(
+        rows[0].error() < -0.15,
+        "one batch: {:+.1}%",
+        100.0 * rows[0].error()
+    );
+}
+
+/// The calibration harness runs a model's cases in one process, emptying
+/// the cache between them: ResNet-50 fp32 b32 at 512 px ran after b64 at
+/// 224 px, whose `fc` created the cuBLAS workspace inside the segment of
+/// its stem's output. That 196 MiB segment stays reserved with 164 MiB
+/// free (the trace's final segment table,
+/// `measurements/inference-batches/trace-segments.jsonl`), and the later
+/// case's images land in it. Replayed after the earlier case, the later
+/// one reserves within 2.1 MB of the 2,581,594,112 B measured (+0.3% at
+/// the driver level); replayed alone, 107 MB less (-2.9%).
+#[test]
+fn a_case_after_another_keeps_the_earlier_workspaces_segment() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../measurements/h200/validation.jsonl");
+    let text = std::fs::read_to_string(path).expect("validation set");
+    let pair: Vec<&str> = [
+        "\"resnet50_inf_fp32_b64_r224_repro\"",
+        "\"resnet50_inf_fp32_b32_r512\"",
+    ]
+    .iter()
+    .map(|name| text.lines().find(|l| l.contains(name)).expect(name))
+    .collect();
+    let (after, _) = compare_file(&pair.join("\n"));
+    let (alone, _) = compare_file(pair[1]);
+    let (after, alone) = (&after[1], &alone[0]);
+    assert_eq!(after.case, "resnet50_inf_fp32_b32_r512");
+    assert!(
+        after.reserved.0.abs_diff(after.reserved.1) < 3 << 20,
+        "{:?}",
+        after.reserved
+    );
+    assert!(
+        after.error().abs() < 0.005,
+        "{:+.2}%",
+        100.0 * after.error()
+    );
+    assert!(
+        alone.error() < -0.025,
+        "alone: {:+.2}%",
+        100.0 * alone.error()
+    );
+}
+
 /// The real-job suite's second batch (`measurements/real-jobs-2/`): fp16
 /// mixed precision with a `GradScaler` (HF `Trainer(fp16=True)`,
 /// Lightning `16-mixed`, timm's loop) and gradient accumulation (the
 /// `Trainer`'s `gradient_accumulation_steps`, Lightning's
 /// `accumulate_grad_batches`, a timm loop), each predicted by the collector
 /// that measured it before it ran: every job within 1% (measured -0.8% to
-/// +0.5%).
+/// +0.5%) but timm's NCHW ResNet-50 with amp fp16, -4.7% since the stem's
+/// block follows its trace (it had been right by a block the stem does not
+/// take; the NCHW split-K blocks of later layers are left out, as in its
+/// bf16 twin, `measurements/inference-batches/`).
 #[test]
 fn fp16_mixed_precision_and_accumulating_jobs_meet_the_bounds() {
     let rows = measured_rows("real-jobs-2/measured.jsonl", 9);
     let all: Vec<&Compared> = rows.iter().collect();
-    check_bounds("fp16 mixed precision and accumulation", &all, 0.5, 1.0, 0);
+    check_bounds("fp16 mixed precision and accumulation", &all, 0.5, 5.0, 0);
+    for r in &rows {
+        let bound = if r.case == "timm_resnet50_fp16_b128_r224" {
+            0.05
+        } else {
+            0.01
+        };
+        assert!(
+            r.error().abs() < bound,
+            "{}: {:+.1}%",
+            r.case,
+            100.0 * r.error()
+        );
+    }
     // A second set, predicted before it was measured: Qwen2.5-0.5B and
     // GPT-2 under the `Trainer`, Lightning's `bf16-true`, timm's ViT-S/16
-    // and ViT-L/16, ResNet-101 and ResNet-152: -0.2% to +4.1% (ResNet-152
-    // in NCHW, over: cuDNN's per-shape workspaces), none under by more
-    // than 0.5%.
+    // and ViT-L/16, ResNet-101 and ResNet-152: -0.2% to +2.0% (ResNet-152
+    // in NCHW, over: cuDNN's per-shape workspaces; +4.1% before its fp16
+    // stem followed the trace), none under by more than 0.5%.
     let second = measured_rows("real-jobs-2/measured-2.jsonl", 8);
     let all: Vec<&Compared> = second.iter().collect();
-    check_bounds("the second set", &all, 0.5, 4.5, 0);
+    check_bounds("the second set", &all, 0.5, 2.5, 0);
     for r in &second {
         assert!(r.error() > -0.005, "{}: {:+.1}%", r.case, 100.0 * r.error());
     }
     // A third set, inference in `channels_last` and NCHW (timm, three
-    // batches each): -0.3% to +4.9%, over from cache (the allocated peaks
-    // 34 to 38 MB under: the cuBLAS workspace the first batch's `fc`
-    // creates is live in the later ones, where the replay runs one).
+    // batches each): -0.3% to +4.9% as predicted (the allocated peaks 34
+    // to 38 MB under, the cuBLAS workspace the first batch's `fc` creates
+    // live in the later ones; ResNet-50 fp16 103 MB over in reserved, its
+    // stem's channels padded to 8 instead of 4); -0.3% to +0.5% with
+    // `inference.batches: 3` and the stem as traced.
     let third = measured_rows("real-jobs-2/measured-3.jsonl", 4);
     let all: Vec<&Compared> = third.iter().collect();
-    check_bounds("the third set", &all, 2.5, 5.5, 0);
+    check_bounds("the third set", &all, 0.5, 1.0, 0);
     for r in &third {
         assert!(r.error() > -0.005, "{}: {:+.1}%", r.case, 100.0 * r.error());
     }

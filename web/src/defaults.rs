@@ -114,6 +114,8 @@ pub struct Applies {
     pub quantised: bool,
     /// NCHW or `channels_last` (convolutional networks).
     pub memory_format: bool,
+    /// Several inference batches in one process (all but ESMFold).
+    pub inference_batches: bool,
 }
 
 /// The controls that apply to `arch`.
@@ -130,6 +132,7 @@ pub fn applies(arch: &Architecture) -> Applies {
         esmfold: matches!(arch, Architecture::EsmFold(_)),
         quantised: decoder,
         memory_format: !transformer,
+        inference_batches: !matches!(arch, Architecture::EsmFold(_)),
     }
 }
 

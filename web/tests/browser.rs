@@ -1997,3 +1997,40 @@ async fn gradient_accumulation_raises_the_peak_and_rides_in_the_link() {
     assert_eq!(page.value("grad-accum"), "4");
     assert!(gb(peak_total(&page).await) > single);
 }
+
+/// An inference loop of several batches: the field is offered for a
+/// vision model, the peak is then found in a later batch (its op says
+/// which), and the link carries the count and opens it again. ESMFold's
+/// page does not offer it.
+#[wasm_bindgen_test]
+async fn inference_batches_name_the_peaks_batch_and_ride_in_the_link() {
+    let page = Page::open("model=resnet-50&batch=256&image_size=224&dtype=fp16").await;
+    assert_eq!(page.value("inference-batches"), "1");
+    let single = peak_total(&page).await;
+    assert!(
+        !page.text("peak-op").contains("batch"),
+        "{}",
+        page.text("peak-op")
+    );
+    page.type_in("inference-batches", "3");
+    settle().await;
+    wait_until("the peak op of a later batch", || {
+        page.text("peak-op").starts_with("batch ")
+    })
+    .await;
+    let link = page.value("share-link");
+    assert!(link.contains("inference.batches=3"), "{link}");
+    drop(page);
+
+    let page =
+        Page::open("model=resnet-50&batch=256&image_size=224&dtype=fp16&inference.batches=3").await;
+    assert_eq!(page.value("inference-batches"), "3");
+    assert_eq!(peak_total(&page).await, single);
+    drop(page);
+
+    let page = Page::open("model=esmfold-v1&seq_len=256").await;
+    assert!(
+        page.find("inference-batches").is_none(),
+        "ESMFold folds one protein per estimate"
+    );
+}

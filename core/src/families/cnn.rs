@@ -52,6 +52,9 @@ pub struct ConvCall {
     pub batch: u64,
     /// Bytes per activation element.
     pub dsize: u64,
+    /// 2-byte elements are IEEE fp16 (`model.half()`, fp16 autocast)
+    /// rather than bf16.
+    pub fp16: bool,
     /// Tensors in `torch.channels_last` (NHWC) rather than NCHW.
     pub channels_last: bool,
 }
@@ -71,6 +74,12 @@ impl ConvCall {
     /// `trace-segments-5.jsonl`); in fp32 it copies its input.
     fn is_patchify(&self) -> bool {
         self.k > 1 && self.out_hw * self.k == self.in_hw
+    }
+
+    /// A network's first convolution, on the image's 3 channels (ResNet's
+    /// 7x7/2, MobileNetV2's 3x3/2), not a patch embedding.
+    fn is_stem(&self) -> bool {
+        !self.cin.is_multiple_of(CUDNN_HALF_CHANNEL_ALIGN) && !self.is_patchify()
     }
 }
 
@@ -111,6 +120,18 @@ pub const CUDNN_BWD_1X1_CAP: u64 = 32 << 20;
 /// padded to 8) + 102,760,448 + 1 MiB; fp32 copies keep 3 channels.
 pub const CUDNN_HALF_CHANNEL_ALIGN: u64 = 8;
 
+/// ResNet's stem in fp16 (not bf16) pads its 3 channels to 4: the fp16 b256
+/// block at 224 px is 513,827,344 B, that is 102,760,448 (256 x 4 x 224 x
+/// 224 x 2) and 411,041,792 (the output) and 25,088 (the 64 x 4 x 7 x 7
+/// filter) and 16, in timm's inference trace (`measurements/inference-batches/`) and at every
+/// batch (16 to 256), image (224, 288) and layout of the sweep
+/// `measurements/h200-cudnn/stem_sweep.jsonl`, forward and weight gradient.
+/// ViT's fp16 patch embedding pads to 8 as bf16 does.
+pub const CUDNN_FP16_STEM_CHANNEL_ALIGN: u64 = 4;
+
+/// The kernel edge of ResNet's stem (7x7/2); MobileNetV2's is 3x3/2.
+pub const RESNET_STEM_KERNEL: u64 = 7;
+
 /// fp32 1x1/2 convolutions on maps of this edge or larger copy only their
 /// input (layer2.0.downsample, 56x56: 206,045,696 B = 205,520,896 + 524,800
 /// at b64, the same at b256 and 512 px; at 28x28 and 14x14 input and output).
@@ -148,11 +169,15 @@ impl ConvCall {
     }
 
     fn padded_cin(&self) -> u64 {
-        if self.dsize == 2 {
-            self.cin.div_ceil(CUDNN_HALF_CHANNEL_ALIGN) * CUDNN_HALF_CHANNEL_ALIGN
-        } else {
-            self.cin
+        if self.dsize != 2 {
+            return self.cin;
         }
+        let align = if self.fp16 && self.k == RESNET_STEM_KERNEL && self.is_stem() {
+            CUDNN_FP16_STEM_CHANNEL_ALIGN
+        } else {
+            CUDNN_HALF_CHANNEL_ALIGN
+        };
+        self.cin.div_ceil(align) * align
     }
 
     /// The input as the transforming kernels copy it.
@@ -167,6 +192,13 @@ impl ConvCall {
 /// measured; MobileNetV2 training matches the H200 without).
 pub fn forward_workspace(runtime: &RuntimeProfile, c: &ConvCall) -> u64 {
     if c.groups > 1 {
+        return 0;
+    }
+    // MobileNetV2's 3x3/2 stem runs on its tensors in NCHW (every dtype,
+    // batch and image of `measurements/h200-cudnn/stem_sweep.jsonl`), and
+    // in half-precision `channels_last`; fp32 `channels_last` copies its
+    // input (below).
+    if c.is_stem() && c.k < RESNET_STEM_KERNEL && (!c.channels_last || c.dsize == 2) {
         return 0;
     }
     if c.channels_last {
@@ -253,8 +285,7 @@ pub fn backward_workspace(runtime: &RuntimeProfile, c: &ConvCall) -> [u64; 2] {
     if c.groups > 1 {
         return [0; 2];
     }
-    let stem = !c.cin.is_multiple_of(CUDNN_HALF_CHANNEL_ALIGN) && !c.is_patchify();
-    if stem {
+    if c.is_stem() {
         return [0, scaled(runtime, stem_weight_gradient_workspace(c))];
     }
     if c.channels_last {
@@ -290,29 +321,47 @@ pub const CUDNN_STEM_WGRAD_PARTIALS: u64 = 6_021_264;
 pub const CUDNN_FP32_WGRAD_CHANNEL_ALIGN: u64 = 4;
 
 /// The block the stem's weight-gradient kernel takes (the stem's input
-/// needs no gradient, so there is no data-gradient block): its input
-/// copied with the channels padded, the output gradient copied (NCHW, and
-/// fp32 `channels_last`; bf16 `channels_last` reads it as it is), the
-/// filter copied (in half precision also an fp32 copy), and the split-K
-/// partials. The H200 traces ask, NCHW bf16 b256: 622,734,480 B, which is
-/// 205,520,896 and 411,041,792 and 6,171,792; `channels_last` bf16 b256:
-/// 211,692,688 (205,520,896 and 6,171,792); fp32 b64 at 448 px, both
-/// layouts: 1,033,675,920 (205,520,896, that is 64 x 4 x 448 x 448 x 4, and
-/// 822,083,584 and 6,071,440); fp32 b64 at 224 px: 262,972,560. Traced for
-/// ResNet's 7x7 stem; MobileNetV2's 3x3 stem takes the same rule, not
-/// traced (its training cases moved by less than 0.1%).
+/// needs no gradient, so there is no data-gradient block).
+///
+/// ResNet's 7x7 stem: its input copied with the channels padded, the
+/// output gradient copied (NCHW, and fp32 `channels_last`; half-precision
+/// `channels_last` reads it as it is), the filter copied (in half precision
+/// also an fp32 copy), and the split-K partials. The H200 traces ask, NCHW
+/// bf16 b256: 622,734,480 B, which is 205,520,896 and 411,041,792 and
+/// 6,171,792; `channels_last` bf16 b256: 211,692,688 (205,520,896 and
+/// 6,171,792); fp32 b64 at 448 px, both layouts: 1,033,675,920
+/// (205,520,896, that is 64 x 4 x 448 x 448 x 4, and 822,083,584 and
+/// 6,071,440); fp32 b64 at 224 px: 262,972,560. In fp16 the channels pad
+/// to 4 and the kernel keeps 7 partials ([`CUDNN_FP16_STEM_WGRAD_PARTIALS`]):
+/// amp fp16 b64 128,877,679 B in timm's ResNet-152 trace
+/// (`measurements/inference-batches/`), the same in the sweep
+/// `measurements/h200-cudnn/stem_sweep.jsonl` at batches 64 and 256.
+///
+/// MobileNetV2's 3x3 stem (the same sweep): none in fp32; in half
+/// precision the NCHW copies of the input (padded to 8) and the output
+/// gradient, only the output gradient in bf16 `channels_last`, neither in
+/// fp16 `channels_last`, and about [`CUDNN_3X3_STEM_WGRAD_EXTRA`] beyond
+/// the copies.
 fn stem_weight_gradient_workspace(c: &ConvCall) -> u64 {
-    let align = if c.dsize == 2 {
-        CUDNN_HALF_CHANNEL_ALIGN
+    let output = c.output_bytes();
+    if c.k < RESNET_STEM_KERNEL {
+        return match (c.dsize, c.channels_last, c.fp16) {
+            (FP32, _, _) => 0,
+            (_, false, _) => c.input_copy_bytes() + output + CUDNN_3X3_STEM_WGRAD_EXTRA,
+            (_, true, false) => output + CUDNN_3X3_STEM_WGRAD_EXTRA,
+            (_, true, true) => CUDNN_3X3_STEM_WGRAD_EXTRA,
+        };
+    }
+    let cin = if c.dsize == 2 {
+        c.padded_cin()
     } else {
-        CUDNN_FP32_WGRAD_CHANNEL_ALIGN
+        c.cin.div_ceil(CUDNN_FP32_WGRAD_CHANNEL_ALIGN) * CUDNN_FP32_WGRAD_CHANNEL_ALIGN
     };
-    let cin = c.cin.div_ceil(align) * align;
     let input = c.batch * cin * c.in_hw * c.in_hw * c.dsize;
     let output = if c.channels_last && c.dsize == 2 {
         0
     } else {
-        c.output_bytes()
+        output
     };
     let filter = c.cout * cin * c.k * c.k;
     let filters = if c.dsize == 2 {
@@ -320,8 +369,24 @@ fn stem_weight_gradient_workspace(c: &ConvCall) -> u64 {
     } else {
         filter * FP32
     };
-    input + output + filters + CUDNN_STEM_WGRAD_PARTIALS
+    let partials = if c.fp16 {
+        CUDNN_FP16_STEM_WGRAD_PARTIALS * filter * FP32
+    } else {
+        CUDNN_STEM_WGRAD_PARTIALS
+    };
+    input + output + filters + partials
 }
+
+/// fp32 copies of the filter that ResNet's fp16 stem's weight-gradient
+/// kernel keeps as split-K partials (351,232 B for the 64 x 4 x 7 x 7
+/// filter; the sweep shows 3 at batch 16).
+pub const CUDNN_FP16_STEM_WGRAD_PARTIALS: u64 = 7;
+
+/// MobileNetV2's half-precision 3x3 stem's weight-gradient block beyond
+/// its copies: 2,097,152 B at batch 64 to 256 in NCHW and bf16
+/// `channels_last` (1.1 to 1.8 MB at 16 and 32; fp16 `channels_last` 0.3
+/// to 3.2 MB), `measurements/h200-cudnn/stem_sweep.jsonl`.
+pub const CUDNN_3X3_STEM_WGRAD_EXTRA: u64 = 2 << 20;
 
 /// The weight-gradient kernel's block beyond the copies: layer2.0.downsample
 /// bf16 b64 takes 154,140,672 B (147 MiB, the copies) for its data gradient,
@@ -408,27 +473,21 @@ pub fn replay(
         b,
         image,
         act_dsize,
+        fp16: half_is_fp16(workload),
         channels_last,
         runtime,
     };
-    // The caller's batch (`torch.randn(b, 3, image, image)`), made once and
-    // held for the whole run, in the parameters' dtype (a convolution needs
-    // its input in its weight's dtype; fp32 under autocast).
-    g.at("input images", None);
+    // The caller's batch; training reuses it every step.
     let image_bytes = b * 3 * image * image * dsize;
-    let mut images = g.input(image_bytes, Component::Activations);
-    if channels_last {
-        // `images.contiguous(memory_format=torch.channels_last)`: the NHWC
-        // copy, then the NCHW batch freed.
-        g.at("input images: to channels_last", None);
-        let copy = g.input(image_bytes, Component::Activations);
-        g.drop(images);
-        images = copy;
-    }
+    let mut images = new_images(&mut g, image_bytes, channels_last, None);
     if !training {
         let mut cx = Ctx::plain(dsize);
-        let out = run.forward(&mut g, &mut cx, images);
-        g.drop(out.v);
+        super::inference_batches(&mut g, workload.inference.batches, &mut |g, index| {
+            if index > 0 {
+                images = new_images(g, image_bytes, channels_last, Some(images));
+            }
+            run.forward(g, &mut cx, images).v
+        });
         g.drop(images);
         return Ok(summary);
     }
@@ -443,12 +502,44 @@ pub fn replay(
     Ok(summary)
 }
 
+/// A batch of images (`torch.randn(b, 3, image, image)`), in the
+/// parameters' dtype (a convolution needs its input in its weight's dtype;
+/// fp32 under autocast), replacing `last`: the new batch exists before the
+/// name is rebound and the last one released. In `channels_last`,
+/// `images.contiguous(memory_format=torch.channels_last)` then copies it
+/// to NHWC and releases the NCHW batch.
+fn new_images(g: &mut Graph, bytes: u64, channels_last: bool, last: Option<Value>) -> Value {
+    g.at("input images", None);
+    let mut images = g.input(bytes, Component::Activations);
+    if let Some(last) = last {
+        g.drop(last);
+    }
+    if channels_last {
+        g.at("input images: to channels_last", None);
+        let copy = g.input(bytes, Component::Activations);
+        g.drop(images);
+        images = copy;
+    }
+    images
+}
+
+/// Whether the job's 2-byte tensors are fp16 (training under `amp_fp16`
+/// or `fp16`; inference in fp16) rather than bf16.
+pub fn half_is_fp16(workload: &Workload) -> bool {
+    match workload.mode {
+        Mode::Training => workload.training.precision.half_is_fp16(),
+        Mode::Inference => workload.dtype == crate::arch::Dtype::Fp16,
+    }
+}
+
 struct Run<'a> {
     net: &'a [Layer],
     weights: &'a [Value],
     b: u64,
     image: u64,
     act_dsize: u64,
+    /// 2-byte activations are fp16 rather than bf16.
+    fp16: bool,
     channels_last: bool,
     runtime: &'a RuntimeProfile,
 }
@@ -521,6 +612,7 @@ impl Run<'_> {
                         out_hw,
                         batch: b,
                         dsize: self.act_dsize,
+                        fp16: self.fp16,
                         channels_last: self.channels_last,
                     };
                     let saved: &[Value] = if g.requires_grad(weight) {
@@ -562,6 +654,14 @@ impl Run<'_> {
                     x = T { v, ..x };
                 }
                 Layer::Relu => g.inplace("relu (in place)", x.v, true),
+                // torchvision's `ReLU6(inplace=True)`. Without autograd it
+                // allocates nothing (the H200 trace of MobileNetV2 fp32
+                // inference b128: nothing between a batch norm and the next
+                // convolution, `measurements/inference-batches/`). Training
+                // holds a separate output: MobileNetV2's three training
+                // cases allocate 1.4-1.6 GB more than in-place outputs would
+                // (`measurements/h200-generalization/`; not traced).
+                Layer::Relu6 if !g.grad_mode => g.inplace("relu6 (in place)", x.v, false),
                 Layer::Relu6 => {
                     g.at("relu6", Some(layer));
                     let v = g.op(

@@ -518,21 +518,23 @@ pub fn replay(
     if !training {
         let mut cx = Ctx::plain(dsize);
         cx.fp16 = workload.dtype == crate::arch::Dtype::Fp16;
-        let out = forward(
-            &mut g,
-            &mut cx,
-            a,
-            &w,
-            b,
-            s,
-            workload.attention,
-            false,
-            head,
-            None,
-            false,
-            &mut None,
-        );
-        g.drop(out.v);
+        super::inference_batches(&mut g, workload.inference.batches, &mut |g, _| {
+            forward(
+                g,
+                &mut cx,
+                a,
+                &w,
+                b,
+                s,
+                workload.attention,
+                false,
+                head,
+                None,
+                false,
+                &mut None,
+            )
+            .v
+        });
         return Ok(summary);
     }
     let checkpointing = workload.training.grad_checkpointing;

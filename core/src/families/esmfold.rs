@@ -61,6 +61,13 @@ pub fn validate(workload: &Workload) -> Result<(), Error> {
             "\"inference\" for esmfold",
         ));
     }
+    if workload.inference.batches > 1 {
+        return Err(Error::invalid(
+            "workload.inference.batches",
+            "several ESMFold predictions in one process are not modelled",
+            "1 for esmfold (estimate the longest protein)",
+        ));
+    }
     // Triangle attention allocates batch x L^3 x 16 bytes: keep it in u64.
     crate::error::check_range("workload.seq_len", workload.seq_len as u64, 1, MAX_RESIDUES)?;
     let residues = workload.batch as u64 * workload.seq_len as u64;

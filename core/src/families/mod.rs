@@ -208,6 +208,40 @@ pub fn cublas_workspaces(g: &mut crate::graph::Graph, runtime: &RuntimeProfile, 
     let _autograd = g.replay.alloc(bytes, LibraryWorkspace);
 }
 
+/// An inference job's batches, one after another: `batch` replays batch
+/// `index` (0-based) and returns its output, which stays referenced until
+/// the next batch's call returns (`out = model(x)` in a loop rebinds `out`
+/// only then). A loop of several batches names them (`batch 2: fc`); once
+/// a batch from the third on ends in the state the one before it ended
+/// in, every later batch would replay it exactly, and the replay stops
+/// (see [`optim::SteadyState`]; 1,000,000 batches cost about three).
+pub(crate) fn inference_batches(
+    g: &mut crate::graph::Graph,
+    batches: u32,
+    batch: &mut dyn FnMut(&mut crate::graph::Graph, u32) -> crate::graph::Value,
+) {
+    if batches > 1 {
+        g.replay.step_kind("batch");
+    }
+    let mut steady = optim::SteadyState::default();
+    let mut last_output = None;
+    for index in 0..batches {
+        if batches > 1 {
+            g.replay.step(Some(index));
+        }
+        let output = batch(g, index);
+        if let Some(last) = last_output.replace(output) {
+            g.drop(last);
+        }
+        if steady.reached(g, index) {
+            break;
+        }
+    }
+    if let Some(last) = last_output {
+        g.drop(last);
+    }
+}
+
 /// How a replay runs. Its shortcuts are optimisations only: each gives
 /// exactly the full replay's answer (`core/tests/shortcuts.rs` compares
 /// them), so turning one off changes the time an estimate takes, never

@@ -116,6 +116,7 @@ pub fn replay(
         out_hw: side,
         batch: b,
         dsize: act_dsize,
+        fp16: super::cnn::half_is_fp16(workload),
         channels_last: false,
     };
     let conv_workspace = (
@@ -143,11 +144,20 @@ pub fn replay(
     // dtype; fp32 under autocast): 108 MiB of fp16 images for b128 at 384
     // px in the H200 trace (`measurements/h200-generalization/trace-snapshots-5.md`).
     g.at("input images", None);
-    let images = g.input(b * 3 * image * image * dsize, Component::Activations);
+    let image_bytes = b * 3 * image * image * dsize;
+    let mut images = g.input(image_bytes, Component::Activations);
     if !training {
         let mut cx = Ctx::plain(dsize);
-        let out = net.forward(&mut g, &mut cx, false, images);
-        g.drop(out.v);
+        super::inference_batches(&mut g, workload.inference.batches, &mut |g, index| {
+            if index > 0 {
+                // The next batch exists before the last one is released.
+                g.at("input images", None);
+                let next = g.input(image_bytes, Component::Activations);
+                g.drop(images);
+                images = next;
+            }
+            net.forward(g, &mut cx, false, images).v
+        });
         g.drop(images);
         return Ok(summary);
     }

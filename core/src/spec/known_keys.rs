@@ -62,7 +62,14 @@ pub const WORKLOAD: &[&str] = &[
 pub const WORKLOAD_NOTES: &[&str] = &["loss"];
 
 /// `workload.inference`.
-pub const INFERENCE: &[&str] = &["kind", "logits", "kv_cache", "new_tokens", "kv_dtype"];
+pub const INFERENCE: &[&str] = &[
+    "kind",
+    "logits",
+    "kv_cache",
+    "new_tokens",
+    "kv_dtype",
+    "batches",
+];
 
 /// `workload.training`.
 pub const TRAINING: &[&str] = &[

@@ -14,17 +14,19 @@ def main():
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--prompt-len", type=int, default=2048)
     p.add_argument("--new-tokens", type=int, default=256)
+    p.add_argument("--batches", type=int, default=1, help="prompts batches generated one after another")
     args = p.parse_args()
 
     config = Qwen2Config(vocab_size=151936, hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
                          num_attention_heads=14, num_key_value_heads=2, tie_word_embeddings=True)
     model = Qwen2ForCausalLM(config).to(device="cuda", dtype=torch.bfloat16).eval()
 
-    input_ids = torch.randint(0, config.vocab_size, (args.batch, args.prompt_len), device="cuda")
-    attention_mask = torch.ones_like(input_ids)
-    out = model.generate(input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=args.new_tokens,
-                         min_new_tokens=args.new_tokens, do_sample=False, pad_token_id=0)
-    print("generated", tuple(out.shape), flush=True)
+    for _ in range(args.batches):
+        input_ids = torch.randint(0, config.vocab_size, (args.batch, args.prompt_len), device="cuda")
+        attention_mask = torch.ones_like(input_ids)
+        out = model.generate(input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=args.new_tokens,
+                             min_new_tokens=args.new_tokens, do_sample=False, pad_token_id=0)
+        print("generated", tuple(out.shape), flush=True)
 
     params = sum(p.numel() for p in model.parameters())
     print("HEADROOM_RESULT " + json.dumps({"alloc_peak": torch.cuda.max_memory_allocated(),

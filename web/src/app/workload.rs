@@ -9,7 +9,7 @@ use headroom_core::arch::{Architecture, Dtype};
 use headroom_core::parallel::{Strategy, MAX_WORLD_SIZE};
 use headroom_core::workload::{
     Attention, InferenceKind, LoadPath, Logits, Lora, MemoryFormat, Mode, Optimizer, Precision,
-    Workload,
+    Workload, MAX_INFERENCE_BATCHES,
 };
 use leptos::prelude::*;
 
@@ -124,7 +124,7 @@ pub fn WorkloadPanel() -> impl IntoView {
     }
 }
 
-/// Generation or one forward pass, decode steps, KV cache, logits.
+/// Generation or one forward pass, decode steps, KV cache, batches, logits.
 #[component]
 fn InferenceFields(applies: Memo<defaults::Applies>) -> impl IntoView {
     let page = use_page();
@@ -149,6 +149,10 @@ fn InferenceFields(applies: Memo<defaults::Applies>) -> impl IntoView {
             {check_field("kv-cache", "Return a KV cache (use_cache=True)",
                 |w| w.inference.kv_cache, |w, on| w.inference.kv_cache = on)}
         })}
+        {move || applies.get().inference_batches.then(|| number_field(
+            "inference-batches", "Batches run one after another", 1, MAX_INFERENCE_BATCHES,
+            move || page.state.with(|s| s.workload.inference.batches.to_string()),
+            move |t| { let v = parse_u32("workload.inference.batches", t, 1, MAX_INFERENCE_BATCHES)?; page.apply(|w| w.inference.batches = v) }))}
         {move || applies.get().logits.then(|| choice_field(
             "logits", "Logits", vocab::logits_options(generation()),
             |w| w.inference.logits.key(),

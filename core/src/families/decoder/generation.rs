@@ -127,7 +127,7 @@ pub(super) fn generate(
     workload: &Workload,
     b: u64,
     s: u64,
-) {
+) -> Value {
     let kv_dtype = workload
         .inference
         .kv_dtype
@@ -174,5 +174,10 @@ pub(super) fn generate(
         g.drop(ids);
         ids = new_ids;
     }
-    g.drop(ids);
+    // `generate` returns the sequences (the prompt and the new tokens);
+    // its cache is released as it returns.
+    for layer in cache.map(|c| c.layers).unwrap_or_default() {
+        g.drop_all(&[layer.keys, layer.values]);
+    }
+    ids
 }

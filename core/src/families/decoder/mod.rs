@@ -525,7 +525,8 @@ pub fn replay(
             };
             let mut cx = Ctx::plain(dsize);
             cx.fp16 = workload.dtype == crate::arch::Dtype::Fp16;
-            match workload.inference.kind {
+            let batches = workload.inference.batches;
+            super::inference_batches(&mut g, batches, &mut |g, _| match workload.inference.kind {
                 InferenceKind::Forward => {
                     let call = Call {
                         batch: b,
@@ -537,14 +538,12 @@ pub fn replay(
                         generate: false,
                     };
                     let mut cache = None;
-                    let out =
-                        model.forward(&mut g, &mut cx, &call, &mut cache, &mut None, &mut None);
-                    g.drop(out.v);
+                    model
+                        .forward(g, &mut cx, &call, &mut cache, &mut None, &mut None)
+                        .v
                 }
-                InferenceKind::Generate => {
-                    generation::generate(&mut g, &model, &mut cx, workload, b, s)
-                }
-            }
+                InferenceKind::Generate => generation::generate(g, &model, &mut cx, workload, b, s),
+            });
         }
         Mode::Training => training::train(&mut g, &model, workload, b, s, gpt2),
     }
