@@ -94,6 +94,18 @@ fn bad_workloads_name_field_and_range() {
         ),
         &["workload.inference.new_tokens"],
     );
+    for batches in ["0", "2.5", "1000001", "\"3\""] {
+        check(
+            &format!(
+                r#"{{{m}, "workload": {{"mode": "inference", "inference": {{"kind": "forward", "batches": {batches}}}}}}}"#
+            ),
+            &["workload.inference.batches", "1 to 1000000"],
+        );
+    }
+    check(
+        r#"{"model": "esmfold-v1", "workload": {"mode": "inference", "seq_len": 64, "inference": {"batches": 2}}}"#,
+        &["workload.inference.batches", "1 for esmfold"],
+    );
     check(
         &format!(r#"{{{m}, "workload": {{"mode": "training", "training": {{"steps": 0}}}}}}"#),
         &["workload.training.steps", "1 to 1000"],

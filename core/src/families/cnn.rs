@@ -123,8 +123,9 @@ pub const CUDNN_HALF_CHANNEL_ALIGN: u64 = 8;
 /// ResNet's stem in fp16 (not bf16) pads its 3 channels to 4: the fp16 b256
 /// block at 224 px is 513,827,344 B, that is 102,760,448 (256 x 4 x 224 x
 /// 224 x 2) and 411,041,792 (the output) and 25,088 (the 64 x 4 x 7 x 7
-/// filter) and 16, in timm's inference trace (`measurements/inference-batches/`) and at every
-/// batch (16 to 256), image (224, 288) and layout of the sweep
+/// filter) and 16, in timm's inference trace
+/// (`measurements/inference-batches/`) and at every batch (16 to 256),
+/// image (224, 288) and layout of the sweep
 /// `measurements/h200-cudnn/stem_sweep.jsonl`, forward and weight gradient.
 /// ViT's fp16 patch embedding pads to 8 as bf16 does.
 pub const CUDNN_FP16_STEM_CHANNEL_ALIGN: u64 = 4;

@@ -212,9 +212,9 @@ pub fn cublas_workspaces(g: &mut crate::graph::Graph, runtime: &RuntimeProfile, 
 /// `index` (0-based) and returns its output, which stays referenced until
 /// the next batch's call returns (`out = model(x)` in a loop rebinds `out`
 /// only then). A loop of several batches names them (`batch 2: fc`); once
-/// a batch from the third on ends in the state the one before it ended
-/// in, every later batch would replay it exactly, and the replay stops
-/// (see [`optim::SteadyState`]; 1,000,000 batches cost about three).
+/// a batch from the third on ends in the state one since the second ended
+/// in, every later batch would replay one of those exactly, and the replay
+/// stops (see [`optim::SteadyState`]; 1,000,000 batches cost a few).
 pub(crate) fn inference_batches(
     g: &mut crate::graph::Graph,
     batches: u32,

@@ -249,26 +249,37 @@ pub fn train_steps_recomputing(
 }
 
 /// The ends of training steps, to stop replaying at the steady state
-/// ([`super::ReplayOptions::steady_state_shortcut`]). From the third step
+/// ([`super::ReplayOptions::steady_state_shortcut`]). From the second step
 /// on, the program of a step is the same every time (the optimizer state
 /// exists, DDP has rebuilt its buckets), so a step that ends in the state
-/// the one before it ended in is followed by steps that all do the same.
-/// The micro-batches of one step, from the second on, likewise.
+/// a step since the first ended in starts a cycle that repeats: every
+/// later step replays one of the cycle's. Mostly the cycle is one step; an
+/// inference loop's is longer (each batch's input is made before the last
+/// one is released, so inputs and outputs rotate through a few blocks).
+/// The micro-batches of one step, and an inference loop's batches,
+/// likewise.
 #[derive(Default)]
 pub(crate) struct SteadyState {
-    last: Vec<u64>,
+    /// The states after the latest steps from the second on, oldest first.
+    recent: Vec<Vec<u64>>,
 }
+
+/// Longest cycle of steps looked for.
+const STEADY_CYCLE: usize = 8;
 
 impl SteadyState {
     /// Called after step `index` (0-based) ended: whether the steps after
-    /// it would repeat it.
+    /// it would repeat the ones before.
     pub(crate) fn reached(&mut self, g: &Graph, index: u32) -> bool {
         if index == 0 || !g.replay.stops_at_steady_state() {
             return false;
         }
         let now = g.replay.state_signature();
-        let repeats = index >= 2 && now == self.last;
-        self.last = now;
+        let repeats = index >= 2 && self.recent.contains(&now);
+        if self.recent.len() == STEADY_CYCLE {
+            self.recent.remove(0);
+        }
+        self.recent.push(now);
         repeats
     }
 }
