@@ -145,7 +145,6 @@ pub(super) fn generate(
     let mut ids = g.input(b * s * INT64, Component::Activations);
     let mut tokens = s;
     for step in 0..new_tokens {
-        g.replay.step(None);
         let call = Call {
             batch: b,
             tokens: if step == 0 { s } else { 1 },
