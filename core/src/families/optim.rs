@@ -249,11 +249,12 @@ pub fn train_steps_recomputing(
 }
 
 /// The ends of training steps, to stop replaying at the steady state
-/// ([`super::ReplayOptions::steady_state_shortcut`]). From the second step
+/// ([`super::ReplayOptions::steady_state_shortcut`]). From the third step
 /// on, the program of a step is the same every time (the optimizer state
 /// exists, DDP has rebuilt its buckets), so a step that ends in the state
 /// a step since the first ended in starts a cycle that repeats: every
-/// later step replays one of the cycle's. Mostly the cycle is one step; an
+/// later step replays one of the cycle's (each started from the state the
+/// step it repeats started from). Mostly the cycle is one step; an
 /// inference loop's is longer (each batch's input is made before the last
 /// one is released, so inputs and outputs rotate through a few blocks).
 /// The micro-batches of one step, and an inference loop's batches,
