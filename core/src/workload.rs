@@ -363,7 +363,7 @@ pub const MAX_TOKENS_PER_STEP: u64 = 1 << 28;
 /// Most training steps accepted.
 pub const MAX_STEPS: u64 = 1_000;
 /// Most inference batches accepted (replays stop once the batches repeat,
-/// so a long loop costs about three batches).
+/// so a long loop costs a few batches).
 pub const MAX_INFERENCE_BATCHES: u64 = 1_000_000;
 
 impl Workload {
