@@ -235,14 +235,18 @@ fn generalization_rows(name: &str, expected: usize) -> Vec<Compared> {
     measured_rows(&format!("h200-generalization/{name}"), expected)
 }
 
-/// Every case of a file under `measurements/`, none skipped, `expected` of
-/// them.
-fn measured_rows(file: &str, expected: usize) -> Vec<Compared> {
+/// The text of a file under `measurements/`.
+fn measurement_text(file: &str) -> String {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../measurements")
         .join(file);
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{file}: {e}"));
-    let (rows, skipped) = compare_file(&text);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{file}: {e}"))
+}
+
+/// Every case of a file under `measurements/`, none skipped, `expected` of
+/// them.
+fn measured_rows(file: &str, expected: usize) -> Vec<Compared> {
+    let (rows, skipped) = compare_file(&measurement_text(file));
     assert!(skipped.is_empty(), "{file}: skipped {skipped:?}");
     assert_eq!(rows.len(), expected, "{file}");
     rows
@@ -816,9 +820,7 @@ fn the_stems_weight_gradient_block_is_the_traces() {
 fn the_stem_blocks_follow_the_sweep() {
     use headroom_core::families::cnn::{backward_workspace, forward_workspace, ConvCall};
     let rt = headroom_core::RuntimeProfile::h200();
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../measurements/h200-cudnn/stem_sweep.jsonl");
-    let text = std::fs::read_to_string(path).expect("stem sweep");
+    let text = measurement_text("h200-cudnn/stem_sweep.jsonl");
     // Rows whose choice the model does not follow, each over-estimated:
     // fp32 ResNet stems at batch 16 keep fewer split-K partials (2.9 MB,
     // not 6.0); fp16 MobileNetV2 in NCHW at 288 px pads its input to 4
@@ -956,9 +958,7 @@ fn inference_loops_meet_the_bounds() {
     let rows = measured_rows("real-jobs-2/measured-4.jsonl", 4);
     let all: Vec<&Compared> = rows.iter().collect();
     check_bounds("inference loops", &all, 0.5, 1.0, 0);
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../measurements/real-jobs-2/measured-4.jsonl");
-    let text = std::fs::read_to_string(path).expect("fourth set");
+    let text = measurement_text("real-jobs-2/measured-4.jsonl");
     let resnet = text
         .lines()
         .find(|l| l.contains("\"timm_infer_resnet34_fp32_x4_b128_r224\""))
@@ -984,9 +984,7 @@ fn inference_loops_meet_the_bounds() {
 /// the driver level); replayed alone, 107 MB less (-2.9%).
 #[test]
 fn a_case_after_another_keeps_the_earlier_workspaces_segment() {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../measurements/h200/validation.jsonl");
-    let text = std::fs::read_to_string(path).expect("validation set");
+    let text = measurement_text("h200/validation.jsonl");
     let pair: Vec<&str> = [
         "\"resnet50_inf_fp32_b64_r224_repro\"",
         "\"resnet50_inf_fp32_b32_r512\"",

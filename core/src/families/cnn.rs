@@ -474,7 +474,7 @@ pub fn replay(
         b,
         image,
         act_dsize,
-        fp16: half_is_fp16(workload),
+        fp16: super::nn::half_is_fp16(workload),
         channels_last,
         runtime,
     };
@@ -522,15 +522,6 @@ fn new_images(g: &mut Graph, bytes: u64, channels_last: bool, last: Option<Value
         images = copy;
     }
     images
-}
-
-/// Whether the job's 2-byte tensors are fp16 (training under `amp_fp16`
-/// or `fp16`; inference in fp16) rather than bf16.
-pub fn half_is_fp16(workload: &Workload) -> bool {
-    match workload.mode {
-        Mode::Training => workload.training.precision.half_is_fp16(),
-        Mode::Inference => workload.dtype == crate::arch::Dtype::Fp16,
-    }
 }
 
 struct Run<'a> {

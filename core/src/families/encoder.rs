@@ -517,7 +517,7 @@ pub fn replay(
     let (b, s) = (workload.batch as u64, workload.seq_len as u64);
     if !training {
         let mut cx = Ctx::plain(dsize);
-        cx.fp16 = workload.dtype == crate::arch::Dtype::Fp16;
+        cx.fp16 = nn::half_is_fp16(workload);
         super::inference_batches(&mut g, workload.inference.batches, &mut |g, _| {
             forward(
                 g,

@@ -116,7 +116,7 @@ pub fn replay(
         out_hw: side,
         batch: b,
         dsize: act_dsize,
-        fp16: super::cnn::half_is_fp16(workload),
+        fp16: nn::half_is_fp16(workload),
         channels_last: false,
     };
     let conv_workspace = (

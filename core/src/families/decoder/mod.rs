@@ -524,7 +524,7 @@ pub fn replay(
                 BF16
             };
             let mut cx = Ctx::plain(dsize);
-            cx.fp16 = workload.dtype == crate::arch::Dtype::Fp16;
+            cx.fp16 = super::nn::half_is_fp16(workload);
             let batches = workload.inference.batches;
             super::inference_batches(&mut g, batches, &mut |g, _| match workload.inference.kind {
                 InferenceKind::Forward => {

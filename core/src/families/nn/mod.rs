@@ -89,6 +89,15 @@ pub fn param_dsize(workload: &crate::workload::Workload) -> u64 {
     }
 }
 
+/// Whether the job's 2-byte tensors are fp16 (training under `amp_fp16`
+/// or `fp16`; inference in fp16) rather than bf16.
+pub fn half_is_fp16(workload: &crate::workload::Workload) -> bool {
+    match workload.mode {
+        crate::workload::Mode::Training => workload.training.precision.half_is_fp16(),
+        crate::workload::Mode::Inference => workload.dtype == crate::arch::Dtype::Fp16,
+    }
+}
+
 /// Allocates parameters in module order, counting them and listing the
 /// trainable ones for the optimizer.
 pub struct Params {
