@@ -2,11 +2,11 @@
 into compact JSON lines the core's replay can be compared with.
 
 Per case: every segment event (action, size, frame), every allocation and
-free of at least 256 KiB (action, size, address, frame), and the final
-segment table. Frames are the innermost model/torch frame (as
+free of at least MIN_BYTES (default 256 KiB; 0 keeps the small pool's too)
+(action, size, address, frame), and the final segment table. Frames are the innermost model/torch frame (as
 `headroom_measure.frame_label` names them).
 
-usage: python3 compact_snapshots.py PICKLE_DIR OUT.jsonl
+usage: python3 compact_snapshots.py PICKLE_DIR OUT.jsonl [MIN_BYTES]
 """
 import glob
 import json
@@ -17,7 +17,7 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "calibration-collector", "python"))
 import headroom_measure as h  # noqa: E402
 
-MIN = 256 << 10
+MIN = int(sys.argv[3]) if len(sys.argv) > 3 else 256 << 10
 
 with open(sys.argv[2], "w") as out:
     for path in sorted(glob.glob(os.path.join(sys.argv[1], "*.pickle"))):

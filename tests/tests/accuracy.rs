@@ -1171,3 +1171,69 @@ fn the_grad_scaler_adds_three_scalars_at_the_peak() {
     assert_eq!(fp16.reserved.1, bf16.reserved.1, "measured");
     assert_eq!(fp16.reserved.0, bf16.reserved.0, "predicted");
 }
+
+/// Autocast casts `F.linear`'s bias before its weight and its input, and
+/// caches the bias copy as it does the weight's: BERT amp training's first
+/// query projection takes 1,536 B, 1,179,648 B, then the input copy and the
+/// output (the all-sizes trace, `measurements/bert-small-pool/`). Before,
+/// the model cast no bias.
+#[test]
+fn autocast_casts_the_bias_before_the_weight() {
+    use headroom_core::spec::Spec;
+    use headroom_core::trace::Replay;
+    let text = measurement_text("bert-small-pool/trace-all-sizes.jsonl");
+    let trace: serde_json::Value = text
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|c| c["case"] == "bert_base_train_amp_bf16_adamw_b32_L128")
+        .expect("the amp case");
+    let real: Vec<u64> = trace["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| {
+            e[0] == "A"
+                && e[3]
+                    .as_str()
+                    .unwrap()
+                    .ends_with("modeling_bert.py:175:forward")
+        })
+        .take(4)
+        .map(|e| e[1].as_u64().unwrap())
+        .collect();
+    let line = measurement_text("bert-small-pool/measured.jsonl")
+        .lines()
+        .find(|l| l.contains("bert_base_train_amp_bf16_adamw_b32_L128"))
+        .expect("the measured amp case")
+        .to_string();
+    let spec = Spec::from_json(&line).unwrap();
+    assert!(!spec.runtime.process_ran_backward, "a fresh process");
+    let mut r = Replay::new(spec.runtime.allocator, None);
+    r.event_log = Some(Vec::new());
+    headroom_core::families::replay(&spec.model.arch, &spec.workload, &spec.runtime, &mut r)
+        .unwrap();
+    let ours: Vec<u64> = r
+        .event_log
+        .take()
+        .unwrap()
+        .into_iter()
+        .filter(|&(alloc, _, _, op)| {
+            alloc
+                && op.layer == Some(0)
+                && op.step.is_none_or(|s| s == 0)
+                && (op.name.starts_with("autocast") || op.name == "attention: query")
+        })
+        .take(4)
+        .map(|(_, size, _, _)| size)
+        .collect();
+    assert_eq!(real, [1_536, 1_179_648, 6_291_456, 6_291_456]);
+    // The replay logs blocks: a large-pool block keeps a remainder of up to
+    // 1 MiB unsplit (the weight copy's 2 MiB block).
+    assert_eq!(ours.len(), real.len());
+    for (block, request) in ours.iter().zip(&real) {
+        assert!(
+            (*request..request + (1 << 20)).contains(block),
+            "{ours:?} vs {real:?}"
+        );
+    }
+}
