@@ -25,7 +25,8 @@ RUNS = {  # measured file: the case file it was run from
     HERE / "validation.jsonl": HERE / "validation-cases.jsonl",
     HERE / "mixtral.jsonl": HERE / "mixtral-cases.jsonl",
     GENERALIZATION / "harness-use-cache-measured.jsonl": GENERALIZATION / "harness-use-cache-cases.jsonl",
-    HERE.parent / "bert-small-pool" / "measured.jsonl": HERE.parent / "bert-small-pool" / "cases.jsonl",
+    HERE.parent / "small-pool" / "measured.jsonl": HERE.parent / "small-pool" / "cases.jsonl",
+    HERE.parent / "small-pool" / "measured-inference.jsonl": HERE.parent / "small-pool" / "cases-inference.jsonl",
 }
 for batch in [""] + [f"-{n}" for n in range(2, 15)] + ["-11b"]:
     RUNS[GENERALIZATION / f"measured{batch}.jsonl"] = GENERALIZATION / f"generalization-cases{batch}.jsonl"

@@ -749,7 +749,6 @@ impl Run<'_> {
                         &[weight]
                     };
                     let out_dsize = if cx.autocast { BF16 } else { x.dsize };
-                    g.gemm();
                     let logits = g.op(
                         "fc",
                         &[pooled, weight],
@@ -757,6 +756,14 @@ impl Run<'_> {
                         Component::Transient,
                         Saves::inputs(saved),
                     );
+                    // The output, then the cuBLAS workspace, then (an
+                    // `addmm` of more than one row) the cuBLASLt one: the
+                    // ResNet-18 amp b256 trace.
+                    if b > 1 {
+                        g.lt_gemm();
+                    } else {
+                        g.gemm();
+                    }
                     // `addmm`: a fresh process's autograd thread creates its
                     // cuBLAS workspace at this node's backward (the trace:
                     // 32 MiB right after the loss's gradient).

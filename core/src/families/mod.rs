@@ -185,6 +185,13 @@ pub fn libraries(arch: &Architecture, workload: &Workload, runtime: &RuntimeProf
     }
 }
 
+/// The cuBLASLt workspace: torch's default `CUBLASLT_WORKSPACE_SIZE`
+/// (1,024 KiB), a block of the small pool that a fresh process's first
+/// `addmm` with a bias (`gemm_and_bias`) takes right after the cuBLAS
+/// workspace and never frees (every fresh-process trace of a model with
+/// biased projections, `measurements/small-pool/README.md`).
+pub const CUBLASLT_WORKSPACE_BYTES: u64 = 1 << 20;
+
 /// The cuBLAS workspaces held through the run, each allocated by a handle's
 /// first matmul and kept for the life of the process: the forward thread's,
 /// and the autograd thread's once any backward has run. A process that ran
@@ -194,11 +201,20 @@ pub fn libraries(arch: &Architecture, workload: &Workload, runtime: &RuntimeProf
 /// ResNet-50's `fc`) and, when training, the autograd thread's at the first
 /// backward matmul, after that matmul's output (the H200 traces in
 /// `measurements/h200-segments/` and `measurements/h200-generalization/`).
+/// A fresh process also creates the cuBLASLt workspace at its first `addmm`
+/// with a bias ([`CUBLASLT_WORKSPACE_BYTES`]); a process that ran earlier
+/// jobs is not given one: in the public set's process, whose earlier jobs
+/// had run backward passes, BERT's allocated peak did not count it
+/// (`measurements/small-pool/README.md`).
 pub fn cublas_workspaces(g: &mut crate::graph::Graph, runtime: &RuntimeProfile, training: bool) {
     use crate::component::Component::LibraryWorkspace;
     let bytes = runtime.cublas_workspace_bytes;
     if !runtime.process_ran_backward {
-        g.defer_workspaces(bytes, if training { bytes } else { 0 });
+        g.defer_workspaces(
+            bytes,
+            if training { bytes } else { 0 },
+            CUBLASLT_WORKSPACE_BYTES,
+        );
         return;
     }
     g.at("cuBLAS workspace", None);

@@ -183,6 +183,9 @@ pub struct Graph<'r> {
     /// thread's at its first matmul ([`Graph::gemm`]), the autograd
     /// thread's at the first backward matmul ([`Graph::mark_gemm`]).
     pending_workspaces: [u64; 2],
+    /// The cuBLASLt workspace a fresh process creates at its first
+    /// `addmm` with a bias ([`Graph::lt_gemm`]).
+    pending_lt_workspace: u64,
     /// Gradients held by more than one input buffer (an addition hands its
     /// gradient to each operand as is): the tensor and its extra holders.
     shared_grads: Vec<(Tensor, u32)>,
@@ -241,6 +244,7 @@ impl<'r> Graph<'r> {
             param_log: None,
             staged: Vec::new(),
             pending_workspaces: [0; 2],
+            pending_lt_workspace: 0,
             shared_grads: Vec::new(),
             earlier_grads: Vec::new(),
             multiprocessors: (
@@ -260,14 +264,27 @@ impl<'r> Graph<'r> {
     /// Defers the cuBLAS workspaces of a fresh process: `forward` bytes at
     /// the first matmul, `autograd` bytes at the first backward matmul (0:
     /// none).
-    pub fn defer_workspaces(&mut self, forward: u64, autograd: u64) {
+    pub fn defer_workspaces(&mut self, forward: u64, autograd: u64, lt: u64) {
         self.pending_workspaces = [forward, autograd];
+        self.pending_lt_workspace = lt;
     }
 
     /// A matmul runs: a fresh process's forward cuBLAS handle allocates its
     /// workspace now (kept for the life of the process).
     pub fn gemm(&mut self) {
         let bytes = core::mem::take(&mut self.pending_workspaces[0]);
+        if bytes > 0 {
+            let _kept = self.replay.alloc(bytes, Component::LibraryWorkspace);
+        }
+    }
+
+    /// An `addmm` with a bias ran through cuBLASLt's bias epilogue
+    /// (`gemm_and_bias`: a 2-D or contiguous input of more than one row):
+    /// a fresh process creates the cuBLASLt workspace now, after the cuBLAS
+    /// one (kept for the life of the process).
+    pub fn lt_gemm(&mut self) {
+        self.gemm();
+        let bytes = core::mem::take(&mut self.pending_lt_workspace);
         if bytes > 0 {
             let _kept = self.replay.alloc(bytes, Component::LibraryWorkspace);
         }

@@ -63,7 +63,7 @@ pub fn linear_by(
         // Autocast casts `F.linear(input, weight, bias)`'s arguments in the
         // order the compiler evaluates them, right to left under GCC: the
         // bias, the weight, then the input (the H200 trace of BERT's
-        // projections, `measurements/bert-small-pool/`: 1,536 B, 1,179,648
+        // projections, `measurements/small-pool/`: 1,536 B, 1,179,648
         // B, then the input). Bias and weight copies are cached alike.
         if let Some(b) = l.bias {
             let (copy, uncached) = autocast_weight(g, cx, b, l.out_features, l.weight_dsize);
@@ -127,10 +127,10 @@ pub fn linear_by(
     if !reduction_first && bias_reduction > 0 {
         g.set_backward_scratch(v, [bias_reduction, 0]);
     }
+    // `addmm` for a 2-D or contiguous input with bias; otherwise `mm`
+    // (the bias, if any, added apart).
+    let addmm = l.bias.is_some() && !reduction_first;
     if kernel != Kernel::Convolution {
-        // `addmm` for a 2-D or contiguous input with bias; otherwise `mm`
-        // (the bias, if any, added apart).
-        let addmm = l.bias.is_some() && !reduction_first;
         g.mark_gemm(
             v,
             if addmm {
@@ -141,9 +141,14 @@ pub fn linear_by(
         );
     }
     // A fresh process's first GEMM creates the cuBLAS workspace, after the
-    // output exists.
+    // output exists; its first `addmm` of more than one row goes through
+    // cuBLASLt's bias epilogue, which creates the cuBLASLt workspace next.
     if kernel != Kernel::Convolution {
-        g.gemm();
+        if addmm && rows > 1 {
+            g.lt_gemm();
+        } else {
+            g.gemm();
+        }
     }
     g.drop(xin.v);
     if drop_weight_copy {
