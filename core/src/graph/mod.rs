@@ -262,8 +262,8 @@ impl<'r> Graph<'r> {
     }
 
     /// Defers the cuBLAS workspaces of a fresh process: `forward` bytes at
-    /// the first matmul, `autograd` bytes at the first backward matmul (0:
-    /// none).
+    /// the first matmul, `autograd` bytes at the first backward matmul, `lt`
+    /// bytes (cuBLASLt's) at the first `addmm` with a bias (0: none).
     pub fn defer_workspaces(&mut self, forward: u64, autograd: u64, lt: u64) {
         self.pending_workspaces = [forward, autograd];
         self.pending_lt_workspace = lt;
