@@ -1195,8 +1195,6 @@ fn the_grad_scaler_adds_three_scalars_at_the_peak() {
 /// the model cast no bias.
 #[test]
 fn autocast_casts_the_bias_before_the_weight() {
-    use headroom_core::spec::Spec;
-    use headroom_core::trace::Replay;
     let text = measurement_text("small-pool/trace-all-sizes.jsonl");
     let trace: serde_json::Value = text
         .lines()
@@ -1217,31 +1215,20 @@ fn autocast_casts_the_bias_before_the_weight() {
         .take(4)
         .map(|e| e[1].as_u64().unwrap())
         .collect();
-    let line = measurement_text("small-pool/measured.jsonl")
-        .lines()
-        .find(|l| l.contains("bert_base_train_amp_bf16_adamw_b32_L128"))
-        .expect("the measured amp case")
-        .to_string();
-    let spec = Spec::from_json(&line).unwrap();
-    assert!(!spec.runtime.process_ran_backward, "a fresh process");
-    let mut r = Replay::new(spec.runtime.allocator, None);
-    r.event_log = Some(Vec::new());
-    headroom_core::families::replay(&spec.model.arch, &spec.workload, &spec.runtime, &mut r)
-        .unwrap();
-    let ours: Vec<u64> = r
-        .event_log
-        .take()
-        .unwrap()
-        .into_iter()
-        .filter(|&(alloc, _, _, op)| {
-            alloc
-                && op.layer == Some(0)
-                && op.step.is_none_or(|s| s == 0)
-                && (op.name.starts_with("autocast") || op.name == "attention: query")
-        })
-        .take(4)
-        .map(|(_, size, _, _)| size)
-        .collect();
+    let ours: Vec<u64> = fresh_case_events(
+        "small-pool/measured.jsonl",
+        "bert_base_train_amp_bf16_adamw_b32_L128",
+    )
+    .into_iter()
+    .filter(|&(alloc, _, _, op)| {
+        alloc
+            && op.layer == Some(0)
+            && op.step.is_none_or(|s| s == 0)
+            && (op.name.starts_with("autocast") || op.name == "attention: query")
+    })
+    .take(4)
+    .map(|(_, size, _, _)| size)
+    .collect();
     assert_eq!(real, [1_536, 1_179_648, 6_291_456, 6_291_456]);
     // The replay logs blocks: a large-pool block keeps a remainder of up to
     // 1 MiB unsplit (the weight copy's 2 MiB block).
@@ -1261,8 +1248,6 @@ fn autocast_casts_the_bias_before_the_weight() {
 /// the replay matches within 64 KiB with it (1,081,344 B under before).
 #[test]
 fn a_fresh_process_keeps_the_cublaslt_workspace() {
-    use headroom_core::spec::Spec;
-    use headroom_core::trace::Replay;
     const CASE: &str = "bert_base_inf_fp32_b32_L128";
     let text = measurement_text("small-pool/trace-all-sizes-2.jsonl");
     let trace: serde_json::Value = text
@@ -1288,17 +1273,7 @@ fn a_fresh_process_keeps_the_cublaslt_workspace() {
             .any(|e| e[0] == "F" && e[2] == events[lt][2]),
         "never freed"
     );
-    let line = measurement_text("small-pool/measured-inference.jsonl");
-    let spec = Spec::from_json(line.lines().next().unwrap()).unwrap();
-    assert!(!spec.runtime.process_ran_backward, "a fresh process");
-    let mut r = Replay::new(spec.runtime.allocator, None);
-    r.event_log = Some(Vec::new());
-    headroom_core::families::replay(&spec.model.arch, &spec.workload, &spec.runtime, &mut r)
-        .unwrap();
-    let ours: Vec<u64> = r
-        .event_log
-        .take()
-        .unwrap()
+    let ours: Vec<u64> = fresh_case_events("small-pool/measured-inference.jsonl", CASE)
         .into_iter()
         .filter(|&(alloc, _, _, _)| alloc)
         .map(|(_, size, _, _)| size)
@@ -1312,4 +1287,24 @@ fn a_fresh_process_keeps_the_cublaslt_workspace() {
         r.allocated.0,
         r.allocated.1
     );
+}
+
+/// Every allocation and free of the replay of `case` (a measured case of a
+/// fresh process in `file` under `measurements/`), small pool included.
+fn fresh_case_events(file: &str, case: &str) -> Vec<(bool, u64, u64, headroom_core::trace::Op)> {
+    let text = measurement_text(file);
+    let line = text
+        .lines()
+        .find(|l| l.contains(&format!("\"{case}\"")))
+        .unwrap_or_else(|| panic!("{case} in {file}"));
+    let spec = headroom_core::spec::Spec::from_json(line).unwrap();
+    assert!(
+        !spec.runtime.process_ran_backward,
+        "{case}: a fresh process"
+    );
+    let mut r = headroom_core::trace::Replay::new(spec.runtime.allocator, None);
+    r.event_log = Some(Vec::new());
+    headroom_core::families::replay(&spec.model.arch, &spec.workload, &spec.runtime, &mut r)
+        .unwrap();
+    r.event_log.take().unwrap()
 }
