@@ -89,6 +89,62 @@ pub fn share(lengths: &[u32], parts: usize, k: usize) -> Vec<u32> {
         .collect()
 }
 
+/// The lengths dealt out to threads in proportion to `weights` (one per
+/// thread, each > 0): each length in turn goes to the thread whose share is
+/// smallest against its weight (the first such on ties, so the first length
+/// is the first thread's). Every share keeps the order of `lengths` and
+/// spreads over it, as [`share`]'s do; with equal weights they are
+/// [`share`]'s.
+pub fn weighted_shares(lengths: &[u32], weights: &[f64]) -> Vec<Vec<u32>> {
+    let mut shares: Vec<Vec<u32>> = vec![Vec::new(); weights.len()];
+    for &length in lengths {
+        let load = |k: usize| shares[k].len() as f64 / weights[k];
+        let Some(k) = (0..weights.len()).reduce(|a, b| if load(b) < load(a) { b } else { a })
+        else {
+            break;
+        };
+        shares[k].push(length);
+    }
+    shares
+}
+
+/// The page's thread's weight for the next curve's [`weighted_shares`]
+/// (each worker's is 1), from how the last one went: the page's thread
+/// computed `page_points` in `page_ms` between its input and drawing
+/// (its drawing and the page's other updates slow it), each worker
+/// `(points, ms)` from its request to its answer. Half-way from `old` to
+/// the weight that would have had every thread finish together, within
+/// [`MIN_PAGE_WEIGHT`]..=[`MAX_PAGE_WEIGHT`]; `old` when a figure is
+/// missing.
+pub fn next_page_weight(
+    old: f64,
+    page_points: usize,
+    page_ms: f64,
+    workers: &[(usize, f64)],
+) -> f64 {
+    let rate = |points: usize, ms: f64| (points > 0 && ms > 0.0).then(|| points as f64 / ms);
+    let Some(page) = rate(page_points, page_ms) else {
+        return old;
+    };
+    let Some(rates) = workers
+        .iter()
+        .map(|&(points, ms)| rate(points, ms))
+        .collect::<Option<Vec<f64>>>()
+        .filter(|r| !r.is_empty())
+    else {
+        return old;
+    };
+    let worker = rates.iter().sum::<f64>() / rates.len() as f64;
+    (0.5 * old + 0.5 * page / worker).clamp(MIN_PAGE_WEIGHT, MAX_PAGE_WEIGHT)
+}
+
+/// Bounds of [`next_page_weight`]: the page's thread keeps at least a
+/// quarter of a worker's share (the chosen length and the first points are
+/// its own), and at most twice one.
+pub const MIN_PAGE_WEIGHT: f64 = 0.25;
+/// See [`MIN_PAGE_WEIGHT`].
+pub const MAX_PAGE_WEIGHT: f64 = 2.0;
+
 /// The lengths of the curve over the view's range (geometric on a log axis).
 pub fn view_lengths(view: &View, count: usize) -> Vec<u32> {
     lengths(view.from, view.to, count, view.log_x)
@@ -359,6 +415,69 @@ pub(crate) mod tests {
         }
         assert_eq!(share(&[1, 2, 3, 4, 5], 2, 1), vec![2, 4]);
         assert!(share(&[1, 2], 3, 2).is_empty());
+    }
+
+    /// Weighted shares hand out every length once, in order, in proportion
+    /// to the weights; equal weights give the plain shares.
+    #[test]
+    fn weighted_shares_follow_their_weights() {
+        let all: Vec<u32> = (1..=256).collect();
+        for parts in [1, 2, 3, 7] {
+            let equal = weighted_shares(&all, &vec![1.0; parts]);
+            for (k, mine) in equal.iter().enumerate() {
+                assert_eq!(*mine, share(&all, parts, k), "{parts} parts, share {k}");
+            }
+        }
+        let shares = weighted_shares(&all, &[0.6, 1.0]);
+        assert_eq!(shares[0].len(), 96, "256 x 0.6 / 1.6");
+        assert_eq!(shares[1].len(), 160);
+        for mine in &shares {
+            assert!(mine.windows(2).all(|w| w[0] < w[1]), "in order");
+        }
+        let mut every: Vec<u32> = shares.concat();
+        every.sort_unstable();
+        assert_eq!(every, all, "each length once");
+        // The first length is the first thread's (the page's thread computes
+        // the chosen length first), and each share spreads over the order.
+        assert_eq!(shares[0][..4], [1, 4, 7, 9]);
+        assert_eq!(shares[1][..4], [2, 3, 5, 6]);
+        assert!(weighted_shares(&[], &[1.0, 2.0]).iter().all(Vec::is_empty));
+        assert!(weighted_shares(&all, &[]).is_empty());
+    }
+
+    /// The page's weight moves half-way toward the split that would have
+    /// finished every thread together, stays within its bounds, and stays
+    /// put without figures.
+    #[test]
+    fn the_page_weight_moves_toward_a_balanced_split() {
+        // The page's thread did 128 points in 150 ms, the worker 128 in
+        // 100 ms: the page runs at 2/3 of the worker's rate.
+        let w = next_page_weight(1.0, 128, 150.0, &[(128, 100.0)]);
+        assert!((w - (0.5 + 0.5 * 2.0 / 3.0)).abs() < 1e-12, "{w}");
+        // Repeated, it settles where both finish together.
+        let (mut w, total): (f64, f64) = (1.0, 256.0);
+        for _ in 0..30 {
+            let page = (total * w / (w + 1.0)).round() as usize;
+            let worker = 256 - page;
+            // The page's thread: 1 point per ms, plus 20 ms of drawing.
+            w = next_page_weight(w, page, page as f64 + 20.0, &[(worker, worker as f64)]);
+        }
+        let page = total * w / (w + 1.0);
+        assert!(
+            (page + 20.0 - (total - page)).abs() < 3.0,
+            "page {page:.1} points"
+        );
+        assert_eq!(
+            next_page_weight(1.0, 10, 1.0, &[(1, 100.0)]),
+            MAX_PAGE_WEIGHT
+        );
+        assert_eq!(
+            next_page_weight(0.3, 1, 100.0, &[(10, 1.0)]),
+            MIN_PAGE_WEIGHT
+        );
+        assert_eq!(next_page_weight(0.7, 0, 10.0, &[(10, 10.0)]), 0.7);
+        assert_eq!(next_page_weight(0.7, 10, 10.0, &[]), 0.7);
+        assert_eq!(next_page_weight(0.7, 10, 10.0, &[(10, 0.0)]), 0.7);
     }
 
     /// Each point's band is the core's likely range of that point's total:

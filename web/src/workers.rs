@@ -20,7 +20,7 @@
 //! would hold the page's thread for long), and only where no worker starts
 //! at all does the page's thread compute a slow curve.
 
-use crate::curve::{self, share, CurveData, PointResult};
+use crate::curve::{self, weighted_shares, CurveData, PointResult};
 use crate::protocol::{self, read_estimates, Inputs, Request};
 use headroom_core::arch::Architecture;
 use headroom_core::workload::Workload;
@@ -88,7 +88,15 @@ thread_local! {
     static REPLACED: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
     static ANSWERED_ONE: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
     static STOPPED_ONE: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+    /// The page's thread's share of the next curve against one worker's
+    /// ([`curve::next_page_weight`]).
+    static PAGE_WEIGHT: std::cell::Cell<f64> = const { std::cell::Cell::new(1.0) };
+    /// When the latest answers reached the page's thread: (request id, ms).
+    static ANSWERED_AT: RefCell<Vec<(u32, f64)>> = const { RefCell::new(Vec::new()) };
 }
+
+/// Answer times [`ANSWERED_AT`] keeps (a curve asks one per worker).
+const ANSWER_TIMES_KEPT: usize = 2 * MAX_WORKERS;
 
 /// Single-estimate workers stopped unheard because a newer input
 /// superseded their estimate (for the browser tests).
@@ -227,6 +235,14 @@ fn on_message(i: usize, event: MessageEvent) {
         Some(p.waiting.swap_remove(at))
     });
     if let Some((_, _, resolve)) = resolve {
+        crate::app::perf::reached(crate::app::perf::Milestone::WorkerAnswered);
+        ANSWERED_AT.with(|a| {
+            let mut a = a.borrow_mut();
+            if a.len() == ANSWER_TIMES_KEPT {
+                a.remove(0);
+            }
+            a.push((id as u32, now()));
+        });
         let _ = resolve.call1(&JsValue::NULL, &JsValue::from_str(&out));
     }
 }
@@ -863,9 +879,14 @@ pub fn begin(
         // The chosen length is one of the curve's: this thread's first.
         order[..=at].rotate_right(1);
     }
+    // The page's thread also draws and updates the page: its share follows
+    // how the last curves went.
+    let mut weights = vec![1.0; parts];
+    weights[0] = PAGE_WEIGHT.with(std::cell::Cell::get);
+    let mut shares = weighted_shares(&order, &weights).into_iter();
+    let own = shares.next().unwrap_or_default();
     let mut asked: Vec<(Vec<u32>, Promise, usize, u32)> = Vec::with_capacity(parts);
-    for (k, &worker) in workers.iter().enumerate() {
-        let mine = share(&order, parts, k + 1);
+    for (mine, &worker) in shares.zip(&workers) {
         if mine.is_empty() {
             continue;
         }
@@ -878,7 +899,6 @@ pub fn begin(
         let (promise, id) = request(worker, &text);
         asked.push((mine, promise, worker, id));
     }
-    let own = share(&order, parts, 0);
     let started = now();
     let done = points_for(arch, workload, runtime, &own, FIRST_DRAW_MS);
     if let Some(first) = first.filter(|_| done.len() < own.len()) {
@@ -935,6 +955,8 @@ pub async fn finish(
         None
     };
     progress(None);
+    crate::app::perf::reached(crate::app::perf::Milestone::PageShareDone);
+    let own_took = now() - started;
     // The workers' shares are as large as this one: give them twice its
     // time, and at least ANSWER_TIMEOUT.
     let took = std::time::Duration::from_secs_f64((now() - started).max(0.0) * 2.0 / 1000.0);
@@ -947,8 +969,11 @@ pub async fn finish(
     };
     done.extend(rest);
     let mut results = done;
+    let own_points = own.len();
     let mut all_lengths = own;
-    for (mine, promise, _, _) in asked {
+    let mut answered = Vec::with_capacity(asked.len());
+    let mut every_worker_answered = true;
+    for (mine, promise, _, id) in asked {
         let answer = wasm_bindgen_futures::JsFuture::from(promise)
             .await
             .ok()
@@ -956,10 +981,15 @@ pub async fn finish(
             .ok_or_else(|| "worker: no answer".to_string())
             .and_then(|text| read_estimates(&text, mine.len()));
         let part = match answer {
-            Ok(part) => part,
+            Ok(part) => {
+                let at = ANSWERED_AT.with(|a| a.borrow().iter().find(|t| t.0 == id).map(|t| t.1));
+                answered.extend(at.map(|at| (mine.len(), at - started)));
+                part
+            }
             // Superseded: nobody will look at this curve.
             Err(_) if !wanted() => return CurveData::default(),
             Err(e) => {
+                every_worker_answered = false;
                 FALLBACKS.with(|f| f.set(f.get() + 1));
                 web_sys::console::warn_2(&"computing a worker's share here:".into(), &e.into());
                 let part = own_share(arch, workload, runtime, &mine, &wanted, &progress).await;
@@ -972,6 +1002,16 @@ pub async fn finish(
         };
         all_lengths.extend(mine);
         results.extend(part);
+    }
+    if every_worker_answered && !answered.is_empty() {
+        PAGE_WEIGHT.with(|w| {
+            w.set(curve::next_page_weight(
+                w.get(),
+                own_points,
+                own_took,
+                &answered,
+            ))
+        });
     }
     CurveData::from_results(&all_lengths, results)
 }

@@ -2,6 +2,7 @@
 //! `cargo test -p headroom-web --target wasm32-unknown-unknown`
 #![cfg(target_arch = "wasm32")]
 
+use headroom_web::app::perf::Milestone;
 use headroom_web::app::{last_export, perf, App};
 use leptos::mount::mount_to;
 use wasm_bindgen::{JsCast, JsValue};
@@ -404,6 +405,13 @@ async fn redraw_time_after_an_input_change() {
     page.curve_drawn().await;
     assert_eq!(page.chart_attr("data-points"), 256, "a 256-point curve");
     let _ = (perf::take(), perf::take_complete(), perf::take_draw_times());
+    for m in [
+        Milestone::PageShareDone,
+        Milestone::WorkerAnswered,
+        Milestone::CurveLanded,
+    ] {
+        let _ = perf::take_milestones(m);
+    }
     let run = |values: Vec<String>, id: &'static str| {
         let page = &page;
         async move {
@@ -417,6 +425,22 @@ async fn redraw_time_after_an_input_change() {
     };
     let (first, complete) = run((0..60).map(|i| (2 + i % 8).to_string()).collect(), "batch").await;
     let draws = perf::take_draw_times();
+    let moments = [
+        Milestone::PageShareDone,
+        Milestone::WorkerAnswered,
+        Milestone::CurveLanded,
+    ]
+    .map(|m| {
+        let times = perf::take_milestones(m);
+        (
+            times.len(),
+            if times.is_empty() {
+                f64::NAN
+            } else {
+                median(times)
+            },
+        )
+    });
     let (marker, _) = run(
         (0..60).map(|i| (1024 + 64 * i).to_string()).collect(),
         "seq-len",
@@ -444,6 +468,10 @@ async fn redraw_time_after_an_input_change() {
     let draw_ms = median(draws);
     console_log!(
         "PERF redraw after a curve-changing input: median {first_ms:.1} ms to the first chart for the new inputs, median {complete_ms:.1} ms to the complete 256-point curve, over {first_n} changes; after a length change: median {marker_ms:.1} ms over {marker_n} changes; the 256 replays alone on one thread: median {replay_ms:.1} ms; drawing the chart: median {draw_ms:.1} ms"
+    );
+    let [(share_n, share_ms), (answer_n, answer_ms), (landed_n, landed_ms)] = moments;
+    console_log!(
+        "PERF the complete curve's way, medians after a curve-changing input: the page thread's share done at {share_ms:.1} ms ({share_n} curves), a worker's share answered at {answer_ms:.1} ms ({answer_n} answers), the curve handed to the chart at {landed_ms:.1} ms ({landed_n})"
     );
     assert!(first_n >= 50 && complete_n >= 50 && marker_n >= 50);
 }

@@ -1,6 +1,7 @@
 //! Timing of input changes to chart redraws, read by the performance
 //! test: to the first chart for the new inputs (a curve's first points)
-//! and to the complete curve, and how long drawing the chart takes.
+//! and to the complete curve, how long drawing the chart takes, and the
+//! moments in between ([`Milestone`]).
 
 use std::cell::{Cell, RefCell};
 
@@ -12,6 +13,37 @@ thread_local! {
     static DRAWS: Cell<u32> = const { Cell::new(0) };
     static DRAW_TIMES: RefCell<Vec<f64>> = const { RefCell::new(Vec::new()) };
     static COMPLETE_DRAWS: Cell<u32> = const { Cell::new(0) };
+    static MILESTONES: RefCell<[Vec<f64>; Milestone::COUNT]> = const { RefCell::new([const { Vec::new() }; Milestone::COUNT]) };
+}
+
+/// A moment between an input and its complete curve's drawing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Milestone {
+    /// The page's thread has computed its share of the curve.
+    PageShareDone,
+    /// A curve worker's answer reached the page's thread.
+    WorkerAnswered,
+    /// The complete curve was handed to the chart.
+    CurveLanded,
+}
+
+impl Milestone {
+    const COUNT: usize = 3;
+}
+
+/// Records that `milestone` was reached, in ms since the input that an
+/// input handler is timing (nothing when none is).
+pub fn reached(milestone: Milestone) {
+    if let Some(start) = INPUT_AT.with(Cell::get) {
+        let ms = now() - start;
+        MILESTONES.with(|m| m.borrow_mut()[milestone as usize].push(ms));
+    }
+}
+
+/// When `milestone` was reached after each timed input since the last
+/// call, ms.
+pub fn take_milestones(milestone: Milestone) -> Vec<f64> {
+    MILESTONES.with(|m| std::mem::take(&mut m.borrow_mut()[milestone as usize]))
 }
 
 /// `performance.now()` in ms.

@@ -223,6 +223,7 @@ fn curve_job(page: PageContext) {
                         .await
                 }
             };
+            crate::app::perf::reached(crate::app::perf::Milestone::CurveLanded);
             land(data, true);
         });
     });
