@@ -40,7 +40,7 @@ fn golden_jobs() -> Vec<(&'static str, Workload, &'static str)> {
     resnet.training.optimizer = headroom_core::workload::Optimizer::SgdMomentum;
     // Just over a T4 in NCHW; `channels_last` drops the layout copies.
     let mut resnet18 = resnet.clone();
-    resnet18.batch = 1030;
+    resnet18.batch = 1050;
     vec![
         (
             "llama-3.1-8b",

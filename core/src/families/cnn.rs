@@ -279,9 +279,12 @@ pub const CUDNN_PLAN_HEADER: u64 = 147;
 /// The blocks a convolution's backward takes, one after the other, after
 /// its gradients exist: the data-gradient kernel's copies of its input,
 /// output gradient and filter (none for the stem, whose input needs no
-/// gradient), then
-/// the weight-gradient kernel's, [`CUDNN_WGRAD_EXTRA`] larger; a 1x1/1
-/// GEMM takes only its split-K partial weight gradients.
+/// gradient), then the weight-gradient kernel's: the same copies and its
+/// split-K partial sums, as measured for the shape ([`split_k_bytes`]) or
+/// else [`CUDNN_WGRAD_EXTRA`]. A 1x1/1 GEMM and every convolution in
+/// `channels_last` take no copies, only the partial sums (a 1x1/1 GEMM of
+/// a shape not measured: [`CUDNN_BWD_1X1_SPLITS`] of them; a
+/// `channels_last` one: none).
 pub fn backward_workspace(runtime: &RuntimeProfile, c: &ConvCall) -> [u64; 2] {
     if c.groups > 1 {
         return [0; 2];
@@ -289,12 +292,14 @@ pub fn backward_workspace(runtime: &RuntimeProfile, c: &ConvCall) -> [u64; 2] {
     if c.is_stem() {
         return [0, scaled(runtime, stem_weight_gradient_workspace(c))];
     }
+    let split_k = split_k_bytes(c);
     if c.channels_last {
-        // No layout copies; the weight-gradient kernels' split-K blocks
-        // (1 to 16 MiB, per shape) are left out, as in NCHW.
-        return [0; 2];
+        return [0, scaled(runtime, split_k.unwrap_or(0))];
     }
     if c.in_place_gemm() {
+        if let Some(partials) = split_k {
+            return [0, scaled(runtime, partials)];
+        }
         let partials = CUDNN_BWD_1X1_SPLITS * c.cin * c.cout * FP32;
         return [scaled(runtime, partials.min(CUDNN_BWD_1X1_CAP)), 0];
     }
@@ -305,8 +310,68 @@ pub fn backward_workspace(runtime: &RuntimeProfile, c: &ConvCall) -> [u64; 2] {
     let copies = c.input_copy_bytes() + c.output_bytes() + filter + CUDNN_PLAN_HEADER;
     [
         scaled(runtime, copies),
-        scaled(runtime, copies + CUDNN_WGRAD_EXTRA),
+        scaled(runtime, copies + split_k.unwrap_or(CUDNN_WGRAD_EXTRA)),
     ]
+}
+
+/// The precision a weight-gradient kernel runs in, as the split-K table
+/// keys it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum SplitKPrecision {
+    /// bf16 tensors (autocast or `model.bfloat16()`).
+    Bf16,
+    /// IEEE fp16 tensors.
+    Fp16,
+    /// fp32 tensors.
+    Fp32,
+}
+
+mod split_k;
+
+/// The block cuDNN's weight-gradient kernel takes beyond the layout copies
+/// (its split-K partial sums), as measured on the H200 for this shape and
+/// precision (`split_k::SPLIT_K`, from the `channels_last` rows of
+/// `measurements/h200-cudnn/wgrad_sweep*.jsonl`, where the block holds
+/// nothing else), at the measured K (batch x output pixels) at or below
+/// the call's, or the smallest measured; `None` for a shape not measured.
+///
+/// How many partial sums cuDNN keeps is its heuristics' choice for the
+/// weight-gradient GEMM (cout by cin x k x k, reduced over K), a step
+/// function of K per shape with no common rule across shapes
+/// (`docs/decisions/cudnn-per-shape-workspaces.md`). The sweeps measured
+/// ResNet's four 3x3/1 shapes on the maps of a 224-pixel image; another
+/// image size of the same network is looked up by its K. NCHW keeps the
+/// same partial sums beside its copies, except fp32 at batch 8
+/// (`core/tests/cudnn_split_k.rs`).
+pub fn split_k_bytes(c: &ConvCall) -> Option<u64> {
+    let precision = match (c.dsize, c.fp16) {
+        (FP32, _) => SplitKPrecision::Fp32,
+        (_, true) => SplitKPrecision::Fp16,
+        _ => SplitKPrecision::Bf16,
+    };
+    let key = (
+        u16::try_from(c.cin).ok()?,
+        u16::try_from(c.cout).ok()?,
+        u8::try_from(c.k).ok()?,
+        u8::try_from(c.in_hw.div_ceil(c.out_hw.max(1))).ok()?,
+        precision,
+    );
+    if c.groups != 1 {
+        return None;
+    }
+    let at = split_k::SPLIT_K
+        .binary_search_by_key(&key, |&(cin, cout, k, stride, p, _)| {
+            (cin, cout, k, stride, p)
+        })
+        .ok()?;
+    let steps = split_k::SPLIT_K[at].5;
+    let reduction = c.batch * c.out_hw * c.out_hw;
+    let step = steps
+        .iter()
+        .rev()
+        .find(|&&(from, _)| u64::from(from) <= reduction)
+        .or(steps.first())?;
+    Some(u64::from(step.1))
 }
 
 /// The split-K partial weight gradients of the stem's weight-gradient

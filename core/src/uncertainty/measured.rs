@@ -23,7 +23,7 @@ pub const MEASURED_BANDS: &[ErrorBand] = &[
         mode: Mode::Training,
         strategy: Strategy::None,
         cases: 199,
-        lowest: -0.0534,
+        lowest: -0.0472,
         highest: 0.0319,
     },
     ErrorBand {
@@ -39,7 +39,7 @@ pub const MEASURED_BANDS: &[ErrorBand] = &[
         mode: Mode::Training,
         strategy: Strategy::None,
         cases: 22,
-        lowest: -0.0698,
+        lowest: -0.0534,
         highest: 0.0361,
     },
     ErrorBand {
