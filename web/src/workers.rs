@@ -851,6 +851,8 @@ pub struct Begun {
     own: Vec<u32>,
     done: Vec<PointResult>,
     started: f64,
+    /// This thread's weight in the split (each worker's is 1).
+    page_weight: f64,
 }
 
 /// The start of [`curve`], all in the caller's task (an input's effect, so
@@ -881,8 +883,9 @@ pub fn begin(
     }
     // The page's thread also draws and updates the page: its share follows
     // how the last curves went.
+    let page_weight = PAGE_WEIGHT.with(std::cell::Cell::get);
     let mut weights = vec![1.0; parts];
-    weights[0] = PAGE_WEIGHT.with(std::cell::Cell::get);
+    weights[0] = page_weight;
     let mut shares = weighted_shares(&order, &weights).into_iter();
     let own = shares.next().unwrap_or_default();
     let mut asked: Vec<(Vec<u32>, Promise, usize, u32)> = Vec::with_capacity(parts);
@@ -919,6 +922,7 @@ pub fn begin(
         own,
         done,
         started,
+        page_weight,
     }
 }
 
@@ -939,6 +943,7 @@ pub async fn finish(
         own,
         mut done,
         started,
+        page_weight,
     } = begun;
     yield_to_browser().await;
     let rest = if wanted() {
@@ -957,9 +962,9 @@ pub async fn finish(
     progress(None);
     crate::app::perf::reached(crate::app::perf::Milestone::PageShareDone);
     let own_took = now() - started;
-    // The workers' shares are as large as this one: give them twice its
-    // time, and at least ANSWER_TIMEOUT.
-    let took = std::time::Duration::from_secs_f64((now() - started).max(0.0) * 2.0 / 1000.0);
+    // A worker's share is 1 / page_weight times this one: give it twice
+    // that time, and at least ANSWER_TIMEOUT.
+    let took = std::time::Duration::from_secs_f64(own_took.max(0.0) * 2.0 / page_weight / 1000.0);
     for &(_, _, worker, id) in &asked {
         watch(worker, id, ANSWER_TIMEOUT.max(took));
     }
