@@ -329,42 +329,45 @@ pub enum SplitKPrecision {
 mod split_k;
 
 /// The block cuDNN's weight-gradient kernel takes beyond the layout copies
-/// (its split-K partial sums), as measured on the H200 for this shape and
-/// precision (`split_k::SPLIT_K`, from the `channels_last` rows of
-/// `measurements/h200-cudnn/wgrad_sweep*.jsonl`, where the block holds
-/// nothing else), at the measured K (batch x output pixels) at or below
-/// the call's, or the smallest measured; `None` for a shape not measured.
+/// (its split-K partial sums), as measured on the H200 for a 3x3/1
+/// convolution of this shape and precision (`split_k::SPLIT_K`, from the
+/// `channels_last` rows of `measurements/h200-cudnn/wgrad_*sweep*.jsonl`,
+/// where the block holds nothing else): on the measured map nearest the
+/// call's, at the measured K (batch x output pixels) at or below the
+/// call's, or the smallest measured; `None` for a shape not measured.
 ///
 /// How many partial sums cuDNN keeps is its heuristics' choice for the
 /// weight-gradient GEMM (cout by cin x k x k, reduced over K), a step
 /// function of K per shape with no common rule across shapes
 /// (`docs/decisions/cudnn-per-shape-workspaces.md`). The sweeps measured
-/// ResNet's four 3x3/1 shapes on the maps of a 224-pixel image; another
-/// image size of the same network is looked up by its K. NCHW keeps the
-/// same partial sums beside its copies, except fp32 at batch 8
-/// (`core/tests/cudnn_split_k.rs`).
+/// ResNet's four 3x3/1 shapes on the maps of 224 to 448-pixel images, at
+/// batches 8 to 512. NCHW keeps the same partial sums beside its copies,
+/// but for the exceptions `core/tests/cudnn_split_k.rs` names; its 1x1
+/// and strided kernels keep others, which are not in the table.
 pub fn split_k_bytes(c: &ConvCall) -> Option<u64> {
+    if c.groups != 1 {
+        return None;
+    }
     let precision = match (c.dsize, c.fp16) {
         (FP32, _) => SplitKPrecision::Fp32,
         (_, true) => SplitKPrecision::Fp16,
         _ => SplitKPrecision::Bf16,
     };
-    let key = (
-        u16::try_from(c.cin).ok()?,
-        u16::try_from(c.cout).ok()?,
-        u8::try_from(c.k).ok()?,
-        u8::try_from(c.in_hw.div_ceil(c.out_hw.max(1))).ok()?,
-        precision,
-    );
-    if c.groups != 1 {
-        return None;
-    }
-    let at = split_k::SPLIT_K
-        .binary_search_by_key(&key, |&(cin, cout, k, stride, p, _)| {
-            (cin, cout, k, stride, p)
+    let stride = c.in_hw.div_ceil(c.out_hw.max(1));
+    // The shape on the measured map nearest the call's.
+    let (_, steps) = split_k::SPLIT_K
+        .iter()
+        .filter(|&&(cin, cout, k, s, _, p, _)| {
+            (
+                u64::from(cin),
+                u64::from(cout),
+                u64::from(k),
+                u64::from(s),
+                p,
+            ) == (c.cin, c.cout, c.k, stride, precision)
         })
-        .ok()?;
-    let steps = split_k::SPLIT_K[at].5;
+        .map(|&(.., edge, _, steps)| (u64::from(edge).abs_diff(c.in_hw), steps))
+        .min_by_key(|&(distance, _)| distance)?;
     let reduction = c.batch * c.out_hw * c.out_hw;
     let step = steps
         .iter()
