@@ -110,9 +110,9 @@ pub fn weighted_shares(lengths: &[u32], weights: &[f64]) -> Vec<Vec<u32>> {
 
 /// The page's thread's weight for the next curve's [`weighted_shares`]
 /// (each worker's is 1), from how the last one went: the page's thread
-/// computed `page_points` in `page_ms` between its input and drawing
-/// (its drawing and the page's other updates slow it), each worker
-/// `(points, ms)` from its request to its answer. Half-way from `old` to
+/// computed `page_points` in `page_ms`, from the curve's start to the end
+/// of its share (its drawing and the page's other updates slow it), each
+/// worker `(points, ms)` from the curve's start to its answer. Half-way from `old` to
 /// the weight that would have had every thread finish together, within
 /// [`MIN_PAGE_WEIGHT`]..=[`MAX_PAGE_WEIGHT`]; `old` when a figure is
 /// missing.

@@ -281,10 +281,10 @@ pub const CUDNN_PLAN_HEADER: u64 = 147;
 /// output gradient and filter (none for the stem, whose input needs no
 /// gradient), then the weight-gradient kernel's: the same copies and its
 /// split-K partial sums, as measured for the shape ([`split_k_bytes`]) or
-/// else [`CUDNN_WGRAD_EXTRA`]. A 1x1/1 GEMM and every convolution in
-/// `channels_last` take no copies, only the partial sums (a 1x1/1 GEMM of
-/// a shape not measured: [`CUDNN_BWD_1X1_SPLITS`] of them; a
-/// `channels_last` one: none).
+/// else [`CUDNN_WGRAD_EXTRA`]. A 1x1/1 GEMM takes no copies, only
+/// [`CUDNN_BWD_1X1_SPLITS`] partial sums; in `channels_last` no
+/// convolution takes copies, only the measured partial sums (none where
+/// not measured).
 pub fn backward_workspace(runtime: &RuntimeProfile, c: &ConvCall) -> [u64; 2] {
     if c.groups > 1 {
         return [0; 2];
@@ -297,9 +297,6 @@ pub fn backward_workspace(runtime: &RuntimeProfile, c: &ConvCall) -> [u64; 2] {
         return [0, scaled(runtime, split_k.unwrap_or(0))];
     }
     if c.in_place_gemm() {
-        if let Some(partials) = split_k {
-            return [0, scaled(runtime, partials)];
-        }
         let partials = CUDNN_BWD_1X1_SPLITS * c.cin * c.cout * FP32;
         return [scaled(runtime, partials.min(CUDNN_BWD_1X1_CAP)), 0];
     }
