@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 source scripts/setup.sh
 
 section() { printf '\n======== %s ========\n' "$*"; }
-BUNDLE_LIMIT=425000 # bytes, gzip -9 of the wasm + JS the page loads at start (not the panels module)
+BUNDLE_LIMIT=430000 # bytes (the ceiling the page keeps), gzip -9 of the wasm + JS the page loads at start (not the panels module)
 
 section "cargo fmt --check"
 cargo fmt --all -- --check
