@@ -134,8 +134,31 @@ pub struct TimelinePoint {
     pub allocated: u64,
     /// Highest reserved bytes in the run.
     pub reserved: u64,
-    /// The op at the highest reserved bytes (the first such event).
+    /// The op of the run's fullest moment: the highest reserved bytes, on
+    /// ties the highest allocated bytes, the first such event (as the
+    /// estimate's peak moment, `trace::PeakMoment`).
     pub op: Op,
+    /// Allocated bytes right after that op's event.
+    pub op_allocated: u64,
+}
+
+impl TimelinePoint {
+    /// Whether this run's fullest moment is fuller than `other`'s.
+    fn fuller_than(&self, other: &TimelinePoint) -> bool {
+        (self.reserved, self.op_allocated) > (other.reserved, other.op_allocated)
+    }
+}
+
+/// The index of the point holding the job's peak moment: the fullest
+/// point, the first of equals (its op is the estimate's `peak_op`).
+pub fn peak_index(points: &[TimelinePoint]) -> Option<usize> {
+    let mut peak: Option<usize> = None;
+    for (i, point) in points.iter().enumerate() {
+        if peak.is_none_or(|p| point.fuller_than(&points[p])) {
+            peak = Some(i);
+        }
+    }
+    peak
 }
 
 /// A replay's memory over time.
@@ -236,9 +259,10 @@ impl Timeline {
             if last.events < self.width {
                 last.events += 1;
                 last.allocated = last.allocated.max(allocated);
-                if reserved > last.reserved {
+                if (reserved, allocated) > (last.reserved, last.op_allocated) {
                     last.reserved = reserved;
                     last.op = op;
+                    last.op_allocated = allocated;
                 }
                 return;
             }
@@ -252,6 +276,7 @@ impl Timeline {
             allocated,
             reserved,
             op,
+            op_allocated: allocated,
         });
     }
 
@@ -261,13 +286,17 @@ impl Timeline {
             .points
             .chunks(2)
             .map(|pair| match pair {
-                [a, b] => TimelinePoint {
-                    first_event: a.first_event,
-                    events: a.events + b.events,
-                    allocated: a.allocated.max(b.allocated),
-                    reserved: a.reserved.max(b.reserved),
-                    op: if b.reserved > a.reserved { b.op } else { a.op },
-                },
+                [a, b] => {
+                    let fullest = if b.fuller_than(a) { b } else { a };
+                    TimelinePoint {
+                        first_event: a.first_event,
+                        events: a.events + b.events,
+                        allocated: a.allocated.max(b.allocated),
+                        reserved: fullest.reserved,
+                        op: fullest.op,
+                        op_allocated: fullest.op_allocated,
+                    }
+                }
                 [a] => *a,
                 _ => unreachable!("chunks of two"),
             })
@@ -323,6 +352,30 @@ mod tests {
         // Points are in order and contiguous.
         for pair in t.points().windows(2) {
             assert_eq!(pair[0].first_event + pair[0].events, pair[1].first_event);
+        }
+    }
+
+    /// Reserved bytes reach their highest at one op and stay there while
+    /// a later op allocates more: the peak is the later op's, as the
+    /// estimate's peak moment, however the events fall into points.
+    #[test]
+    fn the_peak_is_the_fullest_moment_on_reserved_ties() {
+        let op = |layer| Op {
+            layer: Some(layer),
+            ..Op::default()
+        };
+        for before in [0u64, 1, 5_000] {
+            let mut t = Timeline::new();
+            for _ in 0..before {
+                t.observe(op(0), 10, 20);
+            }
+            t.observe(op(1), 50, 100); // the segment that makes reserved highest
+            t.observe(op(2), 80, 100); // more allocated inside it
+            t.observe(op(3), 30, 100);
+            let points = t.points();
+            let peak = &points[peak_index(points).unwrap()];
+            assert_eq!((peak.op.layer, peak.reserved), (Some(2), 100), "{before}");
+            assert_eq!(peak.op_allocated, 80);
         }
     }
 

@@ -38,9 +38,10 @@ fn golden_jobs() -> Vec<(&'static str, Workload, &'static str)> {
     let mut resnet = training(512, 224, Precision::AmpBf16);
     resnet.image_size = Some(224);
     resnet.training.optimizer = headroom_core::workload::Optimizer::SgdMomentum;
-    // Just over a T4 in NCHW; `channels_last` drops the layout copies.
+    // Just over a T4: below this batch, freeing the caching allocator's
+    // cache and retrying makes it fit.
     let mut resnet18 = resnet.clone();
-    resnet18.batch = 1050;
+    resnet18.batch = 1150;
     vec![
         (
             "llama-3.1-8b",

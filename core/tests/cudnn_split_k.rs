@@ -1,11 +1,13 @@
-//! The weight-gradient blocks cuDNN takes (its split-K partial sums) for
-//! 3x3/1 convolutions are the H200 sweeps' (`measurements/h200-cudnn/`):
-//! every `channels_last` row, where the block holds nothing else, is
-//! reproduced to the byte, and every NCHW row is the copies plus that
-//! block, but for named exceptions. The sweeps' 1x1 and strided shapes are
-//! not in the table (NCHW keeps other partial sums for them).
+//! The blocks cuDNN's backward kernels take are the H200 sweeps'
+//! (`measurements/h200-cudnn/`): in `channels_last`, the weight-gradient
+//! blocks of 3x3/1 convolutions (their split-K partial sums, nothing
+//! else) to the byte; in NCHW, both kernels' blocks of every shape the
+//! shape sweep measured to the byte, and at batches it did not measure
+//! the call's copies plus the smaller measured batch's partial sums.
 
-use headroom_core::families::cnn::{backward_workspace, split_k_bytes, ConvCall};
+use headroom_core::families::cnn::{
+    backward_workspace, measured_nchw_backward, split_k_bytes, ConvCall,
+};
 use headroom_core::RuntimeProfile;
 use serde_json::Value;
 
@@ -54,58 +56,99 @@ fn all_rows() -> Vec<(Value, ConvCall)> {
     out
 }
 
-/// Where a sweep recorded the request (`wgrad_shapes_sweep.jsonl`), the
-/// table's block is it to the byte; where it recorded the block only
-/// (the earlier sweeps of 224-pixel maps, which the later one repeats),
-/// the block is the request rounded up to 512 B, or up to 1 MiB more (a
-/// cached block's unsplit remainder).
+/// In `channels_last` a 3x3/1 weight-gradient block holds nothing but the
+/// split-K partial sums, which are what the same shape's NCHW block holds
+/// beyond its copies, less 16 B: every such row of the shape sweep, to the
+/// byte.
 #[test]
-fn every_channels_last_block_is_the_sweeps() {
+fn every_channels_last_3x3_block_of_the_shape_sweep_is_measured() {
     let runtime = RuntimeProfile::h200();
     let mut checked = 0;
-    for (row, call) in rows().into_iter().filter(|(_, c)| c.channels_last) {
-        let modelled = backward_workspace(&runtime, &call)[1];
-        match row["weight_requested"].as_u64() {
-            Some(requested) => assert_eq!(modelled, requested, "{row}"),
-            None => {
-                let block = row["weight"].as_u64().expect("weight");
-                let rounded = modelled.div_ceil(512) * 512;
-                assert!(
-                    (rounded..=rounded + (1 << 20)).contains(&block),
-                    "{row}: modelled {modelled}"
-                );
-            }
-        }
+    for (row, call) in rows()
+        .into_iter()
+        .filter(|(row, c)| c.channels_last && row.get("weight_requested").is_some())
+    {
+        let requested = row["weight_requested"].as_u64().expect("requested");
+        assert_eq!(backward_workspace(&runtime, &call), [0, requested], "{row}");
         checked += 1;
     }
-    assert!(checked >= 400, "{checked} rows");
+    assert_eq!(
+        checked, 288,
+        "channels_last 3x3/1 rows of wgrad_shapes_sweep.jsonl"
+    );
 }
 
-/// In NCHW the weight-gradient kernel's block is the layout copies and
-/// the same partial sums, within 1 MiB either way: a measured block can be
-/// up to 1 MiB above its request where the caching allocator left a cached
-/// block's remainder unsplit (a remainder of at most 1 MiB stays with a
-/// large block), in the NCHW row or in the `channels_last` row the table
-/// took (bf16 256 channels on 14x14 maps at batch 128: 3.44 fp32 filters
-/// in `channels_last`, 3 in NCHW beyond the copies, 3 at batches 160 and
-/// 192 in both). fp32 at batch 8 is the exception: there NCHW's kernels
-/// keep more partial sums than `channels_last`'s (5.4 and 12.7 MiB more
-/// for 128 and 256 channels), named below.
+/// In NCHW every backward block of the shape sweep (every convolution
+/// shape after ResNet's stem, batches 32 to 256) is the sweep's request to
+/// the byte, data gradient and weight gradient, from the table of
+/// measured NCHW blocks.
 #[test]
-fn every_nchw_block_is_the_copies_and_the_partial_sums() {
+fn every_nchw_backward_block_of_the_shape_sweep_is_measured() {
     let runtime = RuntimeProfile::h200();
     let mut checked = 0;
-    let mut off = Vec::new();
-    for (row, call) in rows().into_iter().filter(|(_, c)| !c.channels_last) {
-        let measured = row["weight"].as_u64().expect("weight");
-        let modelled = backward_workspace(&runtime, &call)[1];
-        if measured.abs_diff(modelled) > (1 << 20) + 1024 {
-            off.push((call.dsize, call.cin, call.in_hw, call.batch));
-        }
+    for (row, call) in all_rows()
+        .into_iter()
+        .filter(|(row, c)| !c.channels_last && row.get("weight_requested").is_some())
+    {
+        let requested = ["data_requested", "weight_requested"]
+            .map(|phase| row[phase].as_u64().expect("requested"));
+        assert_eq!(backward_workspace(&runtime, &call), requested, "{row}");
+        assert_eq!(measured_nchw_backward(&call), Some(requested), "{row}");
         checked += 1;
     }
-    assert_eq!(off, [(4, 128, 28, 8), (4, 256, 14, 8)], "the exceptions");
-    assert!(checked >= 150, "{checked} rows");
+    assert_eq!(checked, 2016, "NCHW rows of wgrad_shapes_sweep.jsonl");
+}
+
+/// At batches the shape sweep did not measure (the earlier sweeps' 8, 16,
+/// 160, 192, 384 and 512 on 224-pixel maps, and 96 below), a block is the
+/// call's own copies plus what the nearest smaller measured batch kept
+/// beyond its copies. The earlier sweeps recorded blocks, not requests:
+/// a block may be up to 1 MiB over its request (a cached block's unsplit
+/// remainder). How well that carries to unmeasured batches, counted: of
+/// their weight-gradient blocks, at least 80% within 1 MiB in each layout
+/// (90 of 108 in each; the misses are batches 8 and 16, and 384 and 512).
+#[test]
+fn unmeasured_batches_take_their_copies_and_the_smaller_batch_partials() {
+    let runtime = RuntimeProfile::h200();
+    for channels_last in [false, true] {
+        let (mut near, mut all) = (0, 0);
+        for (row, call) in all_rows().into_iter().filter(|(row, c)| {
+            c.channels_last == channels_last && row.get("weight_requested").is_none()
+        }) {
+            if [32, 64, 128, 256].contains(&call.batch) {
+                continue;
+            }
+            let measured = row["weight"].as_u64().expect("weight");
+            let modelled = backward_workspace(&runtime, &call)[1];
+            all += 1;
+            near += u32::from(measured.abs_diff(modelled.div_ceil(512) * 512) <= 1 << 20);
+        }
+        assert!(all >= 60, "{all} rows");
+        assert!(near * 5 >= all * 4, "{near} of {all} within 1 MiB");
+    }
+
+    // A 1x1/1 convolution, 512 -> 2048 channels on 14x14 maps (ResNet-50's
+    // layer4 at 448 px), bf16: at batch 64 both kernels copy the input and
+    // the output gradient, the data-gradient kernel asks 16 B more, the
+    // weight-gradient kernel 1,769,867 B more (its partial sums). Batch 96
+    // takes batch 64's choice with its own copies.
+    let call = ConvCall {
+        cin: 512,
+        cout: 2048,
+        k: 1,
+        groups: 1,
+        in_hw: 14,
+        out_hw: 14,
+        batch: 96,
+        dsize: 2,
+        fp16: false,
+        channels_last: false,
+    };
+    let copies = 96 * (512 + 2048) * 14 * 14 * 2;
+    assert_eq!(
+        measured_nchw_backward(&call),
+        Some([copies + 16, copies + 1_769_867])
+    );
 }
 
 /// The sweeps' 1x1 and strided shapes, and a shape the sweeps did not
@@ -133,4 +176,5 @@ fn other_shapes_have_no_table_block() {
         channels_last: false,
     };
     assert_eq!(split_k_bytes(&call), None);
+    assert_eq!(measured_nchw_backward(&call), None);
 }

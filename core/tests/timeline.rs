@@ -3,7 +3,7 @@
 #![allow(clippy::field_reassign_with_default)]
 
 use headroom_core::estimate::{estimate_with_timeline, EstimateOptions};
-use headroom_core::timeline::MAX_POINTS;
+use headroom_core::timeline::{peak_index, MAX_POINTS};
 use headroom_core::workload::{InferenceKind, Mode};
 use headroom_core::{presets, RuntimeProfile, Workload};
 
@@ -44,8 +44,10 @@ fn the_highest_point_is_the_peak_and_points_are_in_order() {
         let allocated = points.iter().map(|p| p.allocated).max().unwrap();
         assert_eq!(reserved, estimate.reserved_peak.0, "{id}");
         assert_eq!(allocated, estimate.allocated_peak.0, "{id}");
-        // The op of the highest point is the estimate's peak op.
-        let top = points.iter().find(|p| p.reserved == reserved).unwrap();
+        // The op of the peak point (highest reserved, on ties highest
+        // allocated at its op) is the estimate's peak op.
+        let top = &points[peak_index(points).unwrap()];
+        assert_eq!(top.reserved, reserved, "{id}");
         assert!(
             estimate.peak_op.contains(top.op.name),
             "{id}: {} vs {}",

@@ -16,41 +16,17 @@ import sys
 
 import torch
 
+from wgrad_shapes_sweep_shapes import all_shapes, batches
+
 out = open(sys.argv[1], "w")
-images = [224, 256, 288, 320, 384, 448]
-
-
-def shapes(image):
-    """(cin, cout, k, stride, input edge) of ResNet's convolutions after the stem."""
-    s = set()
-    edge = image // 4
-    widths = [64, 128, 256, 512]
-    for stage, c in enumerate(widths):
-        e = edge >> stage
-        s.add((c, c, 3, 1, e))                      # basic and bottleneck 3x3
-        if stage > 0:
-            s.add((c // 2, c, 3, 2, 2 * e))         # basic block's 3x3/2
-            s.add((c // 2, c, 1, 2, 2 * e))         # basic block's downsample
-            s.add((c, c, 3, 2, 2 * e))              # bottleneck's 3x3/2 (v1.5)
-            s.add((2 * c, c, 1, 1, 2 * e))          # bottleneck's first 1x1, on the larger map
-            s.add((2 * c, 4 * c, 1, 2, 2 * e))      # bottleneck's downsample
-        s.add((4 * c, c, 1, 1, e))                  # bottleneck 1x1 in
-        s.add((c, 4 * c, 1, 1, e))                  # bottleneck 1x1 out
-    s.add((64, 64, 1, 1, edge))                     # layer1.0.conv1
-    s.add((64, 256, 1, 1, edge))                    # layer1.0.downsample
-    return sorted(s)
-
-
-batches = [32, 64, 128, 256]
 aten = torch.ops.aten
 print(json.dumps({"torch": torch.__version__, "cudnn": torch.backends.cudnn.version(),
                   "gpu": torch.cuda.get_device_name()}), file=out, flush=True)
 done = 0
-all_shapes = sorted({s for image in images for s in shapes(image)})
 for dtype in (torch.bfloat16, torch.float16, torch.float32):
     for channels_last in (True, False):
         fmt = torch.channels_last if channels_last else torch.contiguous_format
-        for cin, cout, k, stride, edge in all_shapes:
+        for cin, cout, k, stride, edge in all_shapes():
             pad = k // 2
             out_edge = (edge + 2 * pad - k) // stride + 1
             w = torch.randn(cout, cin, k, k, device="cuda", dtype=dtype).contiguous(memory_format=fmt)

@@ -52,10 +52,9 @@ impl JobTimeline {
         })
     }
 
-    /// The index of the peak: the first point of the highest reserved bytes.
+    /// The index of the peak: the point of the estimate's peak moment.
     pub fn peak_index(&self) -> Option<usize> {
-        let top = self.points.iter().map(|p| p.reserved).max()?;
-        self.points.iter().position(|p| p.reserved == top)
+        headroom_core::timeline::peak_index(&self.points)
     }
 
     /// The phases as bands over the events, in order.

@@ -277,14 +277,16 @@ pub const CUDNN_1X1_STRIDED_COPY_FREE_CIN: u64 = 64;
 pub const CUDNN_PLAN_HEADER: u64 = 147;
 
 /// The blocks a convolution's backward takes, one after the other, after
-/// its gradients exist: the data-gradient kernel's copies of its input,
-/// output gradient and filter (none for the stem, whose input needs no
-/// gradient), then the weight-gradient kernel's: the same copies and its
-/// split-K partial sums, as measured for the shape ([`split_k_bytes`]) or
-/// else [`CUDNN_WGRAD_EXTRA`]. A 1x1/1 GEMM takes no copies, only
-/// [`CUDNN_BWD_1X1_SPLITS`] partial sums; in `channels_last` no
-/// convolution takes copies, only the measured partial sums (none where
-/// not measured).
+/// its gradients exist: the data-gradient kernel's (none for the stem,
+/// whose input needs no gradient), then the weight-gradient kernel's.
+///
+/// In NCHW, for a shape the H200 sweep measured, both as measured
+/// ([`measured_nchw_backward`]); for other shapes by rule: the copies of
+/// the input, output gradient and filter, the weight-gradient kernel's
+/// with [`CUDNN_WGRAD_EXTRA`] beyond them, and for a 1x1/1 GEMM no copies,
+/// only [`CUDNN_BWD_1X1_SPLITS`] partial sums. In `channels_last` no
+/// convolution takes copies, only the measured partial sums of a 3x3/1
+/// weight gradient ([`split_k_bytes`]; none where not measured).
 pub fn backward_workspace(runtime: &RuntimeProfile, c: &ConvCall) -> [u64; 2] {
     if c.groups > 1 {
         return [0; 2];
@@ -292,9 +294,11 @@ pub fn backward_workspace(runtime: &RuntimeProfile, c: &ConvCall) -> [u64; 2] {
     if c.is_stem() {
         return [0, scaled(runtime, stem_weight_gradient_workspace(c))];
     }
-    let split_k = split_k_bytes(c);
     if c.channels_last {
-        return [0, scaled(runtime, split_k.unwrap_or(0))];
+        return [0, scaled(runtime, split_k_bytes(c).unwrap_or(0))];
+    }
+    if let Some(blocks) = measured_nchw_backward(c) {
+        return blocks.map(|bytes| scaled(runtime, bytes));
     }
     if c.in_place_gemm() {
         let partials = CUDNN_BWD_1X1_SPLITS * c.cin * c.cout * FP32;
@@ -307,12 +311,12 @@ pub fn backward_workspace(runtime: &RuntimeProfile, c: &ConvCall) -> [u64; 2] {
     let copies = c.input_copy_bytes() + c.output_bytes() + filter + CUDNN_PLAN_HEADER;
     [
         scaled(runtime, copies),
-        scaled(runtime, copies + split_k.unwrap_or(CUDNN_WGRAD_EXTRA)),
+        scaled(runtime, copies + CUDNN_WGRAD_EXTRA),
     ]
 }
 
-/// The precision a weight-gradient kernel runs in, as the split-K table
-/// keys it.
+/// The precision a convolution's kernels run in, as the table of measured
+/// blocks keys it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum SplitKPrecision {
     /// bf16 tensors (autocast or `model.bfloat16()`).
@@ -323,36 +327,111 @@ pub enum SplitKPrecision {
     Fp32,
 }
 
-mod split_k;
-
-/// The block cuDNN's weight-gradient kernel takes beyond the layout copies
-/// (its split-K partial sums), as measured on the H200 for a 3x3/1
-/// convolution of this shape and precision (`split_k::SPLIT_K`, from the
-/// `channels_last` rows of `measurements/h200-cudnn/wgrad_*sweep*.jsonl`,
-/// where the block holds nothing else): on the measured map nearest the
-/// call's, at the measured K (batch x output pixels) at or below the
-/// call's, or the smallest measured; `None` for a shape not measured.
+/// The block cuDNN's weight-gradient kernel takes for a `channels_last`
+/// 3x3/1 convolution (its split-K partial sums, nothing else), as measured
+/// on the H200: what the same shape's NCHW weight-gradient block holds
+/// beyond its copies, less [`CUDNN_NCHW_WGRAD_HEADER`] (the same kernel
+/// reduces the same GEMM; all 288 3x3/1 rows of the shape sweep agree to
+/// the byte), from the table [`measured_nchw_backward`] reads; `None` for
+/// other shapes and shapes not measured.
 ///
 /// How many partial sums cuDNN keeps is its heuristics' choice for the
 /// weight-gradient GEMM (cout by cin x k x k, reduced over K), a step
 /// function of K per shape with no common rule across shapes
-/// (`docs/decisions/cudnn-per-shape-workspaces.md`). The sweeps measured
-/// ResNet's four 3x3/1 shapes on the maps of 224 to 448-pixel images, at
-/// batches 8 to 512. NCHW keeps the same partial sums beside its copies,
-/// but for the exceptions `core/tests/cudnn_split_k.rs` names; its 1x1
-/// and strided kernels keep others, which are not in the table.
+/// (`docs/decisions/cudnn-per-shape-workspaces.md`). NCHW's 1x1 and
+/// strided kernels keep other partial sums than their `channels_last`
+/// twins, which the sweep did not measure beyond the copies' layout.
 pub fn split_k_bytes(c: &ConvCall) -> Option<u64> {
+    if c.k != 3 || c.stride() != 1 {
+        return None;
+    }
+    match nchw_cells(c)?[1] {
+        (CopyKind::InputOutput, beyond) => beyond.checked_sub(CUDNN_NCHW_WGRAD_HEADER),
+        _ => None,
+    }
+}
+
+/// Bytes an NCHW 3x3/1 weight-gradient request carries beyond its copies
+/// and the partial sums its `channels_last` twin asks for (every such row
+/// of `measurements/h200-cudnn/wgrad_shapes_sweep.jsonl`).
+pub const CUDNN_NCHW_WGRAD_HEADER: u64 = 16;
+
+impl ConvCall {
+    fn split_k_precision(&self) -> SplitKPrecision {
+        match (self.dsize, self.fp16) {
+            (FP32, _) => SplitKPrecision::Fp32,
+            (_, true) => SplitKPrecision::Fp16,
+            _ => SplitKPrecision::Bf16,
+        }
+    }
+
+    fn stride(&self) -> u64 {
+        self.in_hw.div_ceil(self.out_hw.max(1))
+    }
+
+    /// The bytes of the layout copies a measured block holds.
+    fn copy_bytes(&self, kind: CopyKind) -> u64 {
+        let filter = if self.k > 1 {
+            self.filter_copy_bytes()
+        } else {
+            0
+        };
+        match kind {
+            CopyKind::None => 0,
+            CopyKind::InputOutput => self.input_copy_bytes() + self.output_bytes() + filter,
+            CopyKind::Input => self.input_copy_bytes() + filter,
+            CopyKind::Output => self.output_bytes() + filter,
+        }
+    }
+}
+
+/// Which layout copies a measured backward block holds, in the order
+/// `nchw_backward.rs` numbers them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum CopyKind {
+    /// None: the kernel reads the tensors as they are (a 1x1/1 GEMM).
+    None,
+    /// The input, the output (gradient) and, for k > 1, the filter.
+    InputOutput,
+    /// The input and, for k > 1, the filter.
+    Input,
+    /// The output (gradient) and, for k > 1, the filter.
+    Output,
+}
+
+mod nchw_backward;
+
+/// The blocks cuDNN's data-gradient and weight-gradient kernels take for
+/// an NCHW convolution of this shape and precision, as the H200 sweep
+/// measured them (`nchw_backward::NCHW_BACKWARD`, generated from
+/// `measurements/h200-cudnn/wgrad_shapes_sweep.jsonl` by
+/// `nchw_backward_table.py`): on the measured map nearest the call's, at
+/// the measured batch at or below the call's (or the smallest), each block
+/// the layout copies it held, of the call's own tensors, plus the bytes
+/// beyond them (split-K partial sums and the kernel's plan); `None` for a
+/// shape not measured.
+///
+/// Which kernel cuDNN picks, and so which copies and how many partial sums
+/// it keeps, is its heuristics' choice per shape, precision and size,
+/// with no rule that holds across ResNet's shapes: a 1x1/1 GEMM on a 14x14
+/// map takes no copies at one width and copies of its input and output
+/// gradient at another, and its weight gradient from 0.5 to 224 MiB of
+/// partial sums (`docs/decisions/cudnn-per-shape-workspaces.md`).
+pub fn measured_nchw_backward(c: &ConvCall) -> Option<[u64; 2]> {
+    if c.channels_last {
+        return None;
+    }
+    Some(nchw_cells(c)?.map(|(kind, beyond)| c.copy_bytes(kind) + beyond))
+}
+
+/// The measured NCHW blocks of the call's shape (whatever its layout):
+/// which copies each holds and the bytes beyond them.
+fn nchw_cells(c: &ConvCall) -> Option<[(CopyKind, u64); 2]> {
     if c.groups != 1 {
         return None;
     }
-    let precision = match (c.dsize, c.fp16) {
-        (FP32, _) => SplitKPrecision::Fp32,
-        (_, true) => SplitKPrecision::Fp16,
-        _ => SplitKPrecision::Bf16,
-    };
-    let stride = c.in_hw.div_ceil(c.out_hw.max(1));
-    // The shape on the measured map nearest the call's.
-    let (_, steps) = split_k::SPLIT_K
+    let (precision, stride) = (c.split_k_precision(), c.stride());
+    let (_, batches) = nchw_backward::NCHW_BACKWARD
         .iter()
         .filter(|&&(cin, cout, k, s, _, p, _)| {
             (
@@ -363,15 +442,24 @@ pub fn split_k_bytes(c: &ConvCall) -> Option<u64> {
                 p,
             ) == (c.cin, c.cout, c.k, stride, precision)
         })
-        .map(|&(.., edge, _, steps)| (u64::from(edge).abs_diff(c.in_hw), steps))
+        .map(|(.., edge, _, batches)| (u64::from(*edge).abs_diff(c.in_hw), batches))
         .min_by_key(|&(distance, _)| distance)?;
-    let reduction = c.batch * c.out_hw * c.out_hw;
-    let step = steps
+    let measured = nchw_backward::BATCHES
         .iter()
-        .rev()
-        .find(|&&(from, _)| u64::from(from) <= reduction)
-        .or(steps.first())?;
-    Some(u64::from(step.1))
+        .rposition(|&batch| batch <= c.batch)
+        .unwrap_or(0);
+    Some(batches[measured].map(|packed| {
+        let kind = match packed >> nchw_backward::EXTRA_BITS {
+            0 => CopyKind::None,
+            1 => CopyKind::InputOutput,
+            2 => CopyKind::Input,
+            _ => CopyKind::Output,
+        };
+        (
+            kind,
+            u64::from(packed & ((1 << nchw_backward::EXTRA_BITS) - 1)),
+        )
+    }))
 }
 
 /// The split-K partial weight gradients of the stem's weight-gradient
