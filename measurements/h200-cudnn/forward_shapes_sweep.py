@@ -10,49 +10,16 @@ after it (the output then exists), and the same in requested bytes
 
 usage: python3 forward_shapes_sweep.py OUT.jsonl
 """
-import json
 import sys
 
 import torch
 
-from wgrad_shapes_sweep_shapes import all_shapes, batches
+from shape_sweep import block, sweep
 
-out = open(sys.argv[1], "w")
-aten = torch.ops.aten
-print(json.dumps({"torch": torch.__version__, "cudnn": torch.backends.cudnn.version(),
-                  "gpu": torch.cuda.get_device_name()}), file=out, flush=True)
-done = 0
-for dtype in (torch.bfloat16, torch.float16, torch.float32):
-    for channels_last in (True, False):
-        fmt = torch.channels_last if channels_last else torch.contiguous_format
-        for cin, cout, k, stride, edge in all_shapes():
-            pad = k // 2
-            out_edge = (edge + 2 * pad - k) // stride + 1
-            w = torch.randn(cout, cin, k, k, device="cuda", dtype=dtype).contiguous(memory_format=fmt)
-            for n in batches:
-                x = torch.randn(n, cin, edge, edge, device="cuda", dtype=dtype).contiguous(memory_format=fmt)
-                row = {"cin": cin, "cout": cout, "k": k, "stride": stride, "hw": edge,
-                       "out_hw": out_edge, "batch": n, "dtype": str(dtype).split(".")[-1],
-                       "channels_last": channels_last}
-                for _ in range(2):
-                    torch.cuda.synchronize()
-                    torch.cuda.reset_peak_memory_stats()
-                    before = torch.cuda.memory_allocated()
-                    y = aten.convolution(x, w, None, [stride, stride], [pad, pad], [1, 1],
-                                         False, [0, 0], 1)
-                    torch.cuda.synchronize()
-                    after = torch.cuda.memory_allocated()
-                    peak = torch.cuda.max_memory_allocated()
-                    stats = torch.cuda.memory_stats()
-                    del y
-                row["forward"] = peak - after
-                row["forward_result"] = after - before
-                row["forward_requested"] = (stats["requested_bytes.all.peak"]
-                                            - stats["requested_bytes.all.current"])
-                print(json.dumps(row), file=out, flush=True)
-                done += 1
-                del x
-            del w
-            torch.cuda.empty_cache()
-        print(f"{dtype} channels_last={channels_last}: {done} rows", flush=True)
-print("done", flush=True)
+
+def measure(row, x, w, fmt, stride, pad):
+    block(row, "forward", lambda: torch.ops.aten.convolution(
+        x, w, None, [stride, stride], [pad, pad], [1, 1], False, [0, 0], 1))
+
+
+sweep(open(sys.argv[1], "w"), measure)

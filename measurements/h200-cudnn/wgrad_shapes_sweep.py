@@ -11,53 +11,20 @@ bf16, fp16 and fp32, NCHW and channels_last.
 
 usage: python3 wgrad_shapes_sweep.py OUT.jsonl
 """
-import json
 import sys
 
 import torch
 
-from wgrad_shapes_sweep_shapes import all_shapes, batches
+from shape_sweep import block, sweep
 
-out = open(sys.argv[1], "w")
-aten = torch.ops.aten
-print(json.dumps({"torch": torch.__version__, "cudnn": torch.backends.cudnn.version(),
-                  "gpu": torch.cuda.get_device_name()}), file=out, flush=True)
-done = 0
-for dtype in (torch.bfloat16, torch.float16, torch.float32):
-    for channels_last in (True, False):
-        fmt = torch.channels_last if channels_last else torch.contiguous_format
-        for cin, cout, k, stride, edge in all_shapes():
-            pad = k // 2
-            out_edge = (edge + 2 * pad - k) // stride + 1
-            w = torch.randn(cout, cin, k, k, device="cuda", dtype=dtype).contiguous(memory_format=fmt)
-            for n in batches:
-                x = torch.randn(n, cin, edge, edge, device="cuda", dtype=dtype).contiguous(memory_format=fmt)
-                g = torch.randn(n, cout, out_edge, out_edge, device="cuda", dtype=dtype).contiguous(memory_format=fmt)
-                row = {"cin": cin, "cout": cout, "k": k, "stride": stride, "hw": edge,
-                       "out_hw": out_edge, "batch": n, "dtype": str(dtype).split(".")[-1],
-                       "channels_last": channels_last}
-                for phase, mask in (("data", [True, False, False]), ("weight", [False, True, False])):
-                    for _ in range(2):  # the second call, after any lazy setup
-                        torch.cuda.synchronize()
-                        torch.cuda.reset_peak_memory_stats()
-                        before = torch.cuda.memory_allocated()
-                        res = aten.convolution_backward(g, x, w, None, [stride, stride], [pad, pad],
-                                                        [1, 1], False, [0, 0], 1, mask)
-                        torch.cuda.synchronize()
-                        after = torch.cuda.memory_allocated()
-                        peak = torch.cuda.max_memory_allocated()
-                        stats = torch.cuda.memory_stats()
-                        del res
-                    row[phase] = peak - after
-                    row[phase + "_result"] = after - before
-                    # Requested bytes, before the allocator's rounding (a
-                    # block can carry up to 1 MiB of unsplit remainder).
-                    row[phase + "_requested"] = (stats["requested_bytes.all.peak"]
-                                                 - stats["requested_bytes.all.current"])
-                print(json.dumps(row), file=out, flush=True)
-                done += 1
-                del x, g
-            del w
-            torch.cuda.empty_cache()
-        print(f"{dtype} channels_last={channels_last}: {done} rows", flush=True)
-print("done", flush=True)
+
+def measure(row, x, w, fmt, stride, pad):
+    n, out_edge = row["batch"], row["out_hw"]
+    g = torch.randn(n, row["cout"], out_edge, out_edge, device="cuda",
+                    dtype=x.dtype).contiguous(memory_format=fmt)
+    for phase, mask in (("data", [True, False, False]), ("weight", [False, True, False])):
+        block(row, phase, lambda: torch.ops.aten.convolution_backward(
+            g, x, w, None, [stride, stride], [pad, pad], [1, 1], False, [0, 0], 1, mask))
+
+
+sweep(open(sys.argv[1], "w"), measure)
