@@ -353,8 +353,11 @@ where
     let err = |e: &dyn std::fmt::Display| e.to_string();
     let s = spec.scale;
     let fg = spec.theme.foreground();
-    let font = ("sans-serif", 13.0 * s).into_font().color(&fg);
-    let small = ("sans-serif", 11.5 * s).into_font().color(&fg);
+    // A generic family, not a name: plotters lowercases a named family
+    // with Unicode tables that would add 10 KB to the page's bundle.
+    let font = (FontFamily::SansSerif, 13.0 * s).into_font().color(&fg);
+    let small = (FontFamily::SansSerif, 11.5 * s).into_font().color(&fg);
+    let mut legend: Vec<(&str, Swatch)> = Vec::new();
     let mut chart = ChartBuilder::on(root)
         .margin((12.0 * s) as u32)
         .margin_right((20.0 * s) as u32)
@@ -390,9 +393,8 @@ where
                 outline,
                 fill.mix(0.85).filled(),
             )))
-            .map_err(|e| err(&e))?
-            .label(band.component.label())
-            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 10, y + 5)], fill.filled()));
+            .map_err(|e| err(&e))?;
+        legend.push((band.component.label(), Swatch::Fill(fill.to_rgba())));
     }
     if spec.likely.len() == xs.len() && !xs.is_empty() {
         // The likely range around the total: a translucent band, drawn
@@ -411,9 +413,8 @@ where
         );
         chart
             .draw_series(std::iter::once(Polygon::new(outline, shade.filled())))
-            .map_err(|e| err(&e))?
-            .label(LIKELY_RANGE_LABEL)
-            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 10, y + 5)], shade.filled()));
+            .map_err(|e| err(&e))?;
+        legend.push((LIKELY_RANGE_LABEL, Swatch::Fill(shade)));
     }
     if let Some(top) = spec.bands.last() {
         chart
@@ -481,23 +482,77 @@ where
                             + Circle::new((0, 0), r, fg.stroke_width((2.0 * s) as u32))
                     }),
             )
-            .map_err(|e| err(&e))?
-            .label("measured")
-            .legend(move |(x, y)| Circle::new((x + 5, y), 4, fg.stroke_width(2)));
+            .map_err(|e| err(&e))?;
+        legend.push(("measured", Swatch::Ring));
     }
     let legend_fits = plot_width >= LEGEND_MIN_PLOT_WIDTH * s;
-    if legend_fits && (!spec.bands.is_empty() || !spec.measured.is_empty()) {
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
-            .background_style(spec.theme.background().mix(0.85))
-            .border_style(spec.theme.grid())
-            .label_font(small)
-            .draw()
-            .map_err(|e| err(&e))?;
+    if legend_fits && !legend.is_empty() {
+        draw_legend(
+            &chart.plotting_area().strip_coord_spec(),
+            &legend,
+            &small,
+            spec.theme,
+        )?;
     }
     let (xr, yr) = chart.plotting_area().get_pixel_range();
     Ok(((xr.start, xr.end), (yr.start, yr.end)))
+}
+
+/// What a legend entry shows beside its label.
+enum Swatch {
+    /// A filled square of the series' colour.
+    Fill(RGBAColor),
+    /// A ring, as the measured points are drawn.
+    Ring,
+}
+
+/// The legend in the plot's upper left corner: a framed box of labels, each
+/// with its swatch. Plotters' own series legend would do the same but builds
+/// a named default font, whose lowercasing pulls Unicode tables into the
+/// bundle; this draws the same box with the chart's font.
+fn draw_legend<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    entries: &[(&str, Swatch)],
+    font: &TextStyle,
+    theme: Theme,
+) -> Result<(), String> {
+    const CORNER: i32 = 5;
+    const MARGIN: i32 = 10;
+    const SWATCH_AREA: i32 = 30;
+    let mut labels = MultiLineText::<_, &str>::new((0, 0), font.clone());
+    for (label, _) in entries {
+        labels.push_line(*label);
+    }
+    let err = |e: &dyn std::fmt::Display| e.to_string();
+    let (w, h) = labels.estimate_dimension().map_err(|e| err(&e))?;
+    let (w, h) = (w + SWATCH_AREA + 2 * MARGIN, h + 2 * MARGIN);
+    let corners = [(CORNER, CORNER), (CORNER + w, CORNER + h)];
+    area.draw(&Rectangle::new(
+        corners,
+        theme.background().mix(0.85).filled(),
+    ))
+    .map_err(|e| err(&e))?;
+    area.draw(&Rectangle::new(corners, theme.grid()))
+        .map_err(|e| err(&e))?;
+    labels.relocate((CORNER + SWATCH_AREA + MARGIN, CORNER + MARGIN));
+    area.draw(&labels).map_err(|e| err(&e))?;
+    let lines = labels.compute_line_layout().map_err(|e| err(&e))?;
+    for (((_, y0), (_, y1)), (_, swatch)) in lines.into_iter().zip(entries) {
+        let (x, y) = (CORNER + MARGIN, (y0 + y1) / 2);
+        let drawn = match swatch {
+            Swatch::Fill(color) => area.draw(&Rectangle::new(
+                [(x, y - 5), (x + 10, y + 5)],
+                color.filled(),
+            )),
+            Swatch::Ring => area.draw(&Circle::new(
+                (x + 5, y),
+                4,
+                theme.foreground().stroke_width(2),
+            )),
+        };
+        drawn.map_err(|e| err(&e))?;
+    }
+    Ok(())
 }
 
 #[cfg(all(test, not(target_arch = "wasm32")))]
