@@ -4,6 +4,7 @@ torchvision's ResNet-18/34/50/101/152 on the maps of 224 to 448-pixel
 images, the batches, precisions and layouts they run each at, and how
 one call's block is measured."""
 import json
+import os
 
 import torch
 
@@ -31,7 +32,9 @@ def shapes(image):
     return sorted(s)
 
 
-batches = [32, 64, 128, 256]
+# The grid the tables were first built on; SWEEP_BATCHES=48,96,... measures
+# other batches with the same shapes, precisions and layouts.
+batches = [int(b) for b in os.environ.get("SWEEP_BATCHES", "32,64,128,256").split(",")]
 
 
 def all_shapes():

@@ -6,10 +6,10 @@ gradient, one for the weight gradient; the block = peak allocated during
 the call minus allocated right after it, and the same in requested bytes), for the convolutions after the
 stem of torchvision's ResNet-18/34 (3x3, and 3x3/2 with 1x1/2 downsamples)
 and ResNet-50/101/152 (1x1 and 3x3 bottlenecks, 3x3/2 and 1x1/2), on the
-maps of 224, 256, 288, 320, 384 and 448-pixel images, batches 32 to 256,
-bf16, fp16 and fp32, NCHW and channels_last.
+maps of 224, 256, 288, 320, 384 and 448-pixel images, batches 32 to 256
+(or those in SWEEP_BATCHES), bf16, fp16 and fp32, NCHW and channels_last.
 
-usage: python3 wgrad_shapes_sweep.py OUT.jsonl
+usage: [SWEEP_BATCHES=16,48,...] python3 wgrad_shapes_sweep.py OUT.jsonl
 """
 import sys
 

@@ -404,10 +404,11 @@ enum CopyKind {
 mod nchw_backward;
 
 /// The blocks cuDNN's data-gradient and weight-gradient kernels take for
-/// an NCHW convolution of this shape and precision, as the H200 sweep
+/// an NCHW convolution of this shape and precision, as the H200 sweeps
 /// measured them (`nchw_backward::NCHW_BACKWARD`, generated from
-/// `measurements/h200-cudnn/wgrad_shapes_sweep.jsonl` by
-/// `nchw_backward_table.py`): on the measured map nearest the call's, at
+/// `measurements/h200-cudnn/wgrad_shapes_sweep.jsonl` and
+/// `wgrad_shapes_sweep_more.jsonl` by `nchw_backward_table.py`; batches 16
+/// to 512 in steps of about 1.5x): on the measured map nearest the call's, at
 /// the measured batch at or below the call's (or the smallest), each block
 /// the layout copies it held, of the call's own tensors, plus the bytes
 /// beyond them (split-K partial sums and the kernel's plan); `None` for a
