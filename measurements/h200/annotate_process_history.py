@@ -28,8 +28,10 @@ RUNS = {  # measured file: the case file it was run from
     HERE.parent / "small-pool" / "measured.jsonl": HERE.parent / "small-pool" / "cases.jsonl",
     HERE.parent / "small-pool" / "measured-inference.jsonl": HERE.parent / "small-pool" / "cases-inference.jsonl",
 }
-for batch in [""] + [f"-{n}" for n in range(2, 15)] + ["-11b"]:
-    RUNS[GENERALIZATION / f"measured{batch}.jsonl"] = GENERALIZATION / f"generalization-cases{batch}.jsonl"
+# Every generalization batch: its case file and the measured file beside it.
+for cases in sorted(GENERALIZATION.glob("generalization-cases*.jsonl")):
+    batch = cases.name.removeprefix("generalization-cases")
+    RUNS[GENERALIZATION / f"measured{batch}"] = cases
 
 # Measured before the harness passed `use_cache=training.use_cache`: their
 # decoder training ran with transformers' default cache.
