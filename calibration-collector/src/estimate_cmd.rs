@@ -4,6 +4,7 @@ use crate::cases::read_text;
 use crate::error::{CollectorError, Result};
 use crate::parallel_args::{self, ParallelArgs};
 use headroom_core::arch::Architecture;
+use headroom_core::bytes::group_digits;
 use headroom_core::estimate::{estimate_after_with, estimate_with, Estimate, EstimateOptions};
 use headroom_core::spec::Spec;
 use headroom_core::uncertainty::{likely_range, LikelyRange};
@@ -446,19 +447,6 @@ pub fn table(spec: &Spec, est: &Estimate, gpu: Option<&gpus::Gpu>) -> String {
     out
 }
 
-/// `1234567` -> `1,234,567`.
-pub fn group_digits(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
-
 /// Whether the overheads of the card an estimate is for were measured: the
 /// H200's are (the runtime's defaults); no other card's yet.
 pub fn card_is_measured(gpu: Option<&gpus::Gpu>) -> bool {
@@ -502,14 +490,4 @@ pub fn range_json(range: &LikelyRange) -> Value {
         "highest_error": range.band.highest,
         "card_measured": range.card_measured,
     })
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn groups_digits() {
-        assert_eq!(super::group_digits(0), "0");
-        assert_eq!(super::group_digits(999), "999");
-        assert_eq!(super::group_digits(1_234_567), "1,234,567");
-    }
 }

@@ -166,7 +166,7 @@ fn the_table_says_per_rank_and_nccl_only_for_several_gpus() {
     let rt = headroom_core::RuntimeProfile::default();
     let bytes = rt.nccl_communicator_bytes + rt.nccl_peer_bytes;
     assert!(
-        nccl.contains(&calibration_collector::estimate_cmd::group_digits(bytes)),
+        nccl.contains(&headroom_core::bytes::group_digits(bytes)),
         "{nccl}"
     );
     let out = run(

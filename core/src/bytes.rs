@@ -1,5 +1,6 @@
 //! Memory as exact integer bytes.
 
+use alloc::string::{String, ToString};
 use core::fmt;
 use core::ops::{Add, AddAssign, Sub};
 
@@ -60,10 +61,32 @@ impl fmt::Display for Bytes {
     }
 }
 
+/// An integer with thousands separators, as the CLI and the page print
+/// byte counts and lengths: `1234567` -> `1,234,567`.
+pub fn group_digits(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use alloc::string::ToString;
+
+    #[test]
+    fn groups_digits_by_thousands() {
+        assert_eq!(group_digits(0), "0");
+        assert_eq!(group_digits(999), "999");
+        assert_eq!(group_digits(1_000), "1,000");
+        assert_eq!(group_digits(1_234_567), "1,234,567");
+        assert_eq!(group_digits(u64::MAX), "18,446,744,073,709,551,615");
+    }
 
     #[test]
     fn displays_decimal_gigabytes_rounded() {

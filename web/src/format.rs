@@ -20,15 +20,7 @@ pub fn mib(b: Bytes) -> String {
 
 /// An integer with thousands separators: `131,072`.
 pub fn int(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
+    headroom_core::bytes::group_digits(n)
 }
 
 /// A length for an axis: multiples of 1024 as `4k`, `128k`; others plain.
