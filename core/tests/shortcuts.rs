@@ -263,3 +263,46 @@ fn repeated_inference_batches_match_replaying_every_one() {
         }
     }
 }
+
+/// A chunked ESMFold triangular attention replayed through its first full
+/// chunks and its last gives exactly what replaying every chunk gives:
+/// lengths that divide into the chunks and lengths that leave a shorter
+/// last chunk, chunks from 1 to more than the rows, both stem precisions.
+#[test]
+fn chunk_shortcut_matches_full_replay() {
+    let arch = presets::find("esmfold-v1").unwrap().arch;
+    let runtime = RuntimeProfile::h200();
+    let every_chunk = EstimateOptions {
+        replay: ReplayOptions {
+            chunk_shortcut: false,
+            ..ReplayOptions::default()
+        },
+        ..EstimateOptions::default()
+    };
+    let mut compared = 0;
+    for (seq, chunks) in [
+        (24u32, &[1u32, 2, 5, 7, 24, 64][..]),
+        (96, &[4, 8, 32, 40, 96]),
+        (250, &[16, 32, 64, 100, 128]),
+        (512, &[8, 64, 128, 200]),
+    ] {
+        for &chunk in chunks {
+            for stem in [
+                headroom_core::arch::Dtype::Fp16,
+                headroom_core::arch::Dtype::Fp32,
+            ] {
+                let mut w = Workload::default();
+                w.mode = Mode::Inference;
+                w.seq_len = seq;
+                w.esmfold.chunk_size = Some(chunk);
+                w.esmfold.stem_dtype = stem;
+                w.esmfold.num_recycles = Some(1);
+                let fast = estimate(&arch, &w, &runtime).unwrap();
+                let full = estimate_with(&arch, &w, &runtime, every_chunk).unwrap();
+                assert_eq!(fast, full, "L{seq} chunk {chunk} stem {stem:?}");
+                compared += 1;
+            }
+        }
+    }
+    assert_eq!(compared, 40);
+}

@@ -1308,3 +1308,49 @@ fn fresh_case_events(file: &str, case: &str) -> Vec<(bool, u64, u64, headroom_co
         .unwrap();
     r.event_log.take().unwrap()
 }
+
+/// `chunk_layer` frees a chunk's attention output only when the next
+/// chunk's output replaces it (`output_chunk = layer(**chunks)`), so every
+/// chunk runs with the previous chunk's output live. The H200 measured it:
+/// ESMFold (fp16 stem) at 1,024 residues peaks higher in allocated bytes as
+/// the chunk grows from 64 to 512, by exactly one more `[chunk, L, 128]`
+/// fp32 output each time, and so at 2,048 residues from chunk 64 to 128.
+/// Pinned to those measurements: the replay's allocated peak moves between
+/// chunk sizes by the measured amount, to 1 MiB.
+#[test]
+fn a_chunked_fold_keeps_the_previous_chunks_output() {
+    let at_1024: Vec<Compared> = [
+        ("measured-11.jsonl", "esmfold_esm_fp16_chunk32_L1024"),
+        ("measured-11.jsonl", "esmfold_esm_fp16_chunk64_L1024"),
+        ("measured-11.jsonl", "esmfold_esm_fp16_chunk128_L1024"),
+        ("measured-11.jsonl", "esmfold_esm_fp16_chunk256_L1024"),
+        ("measured-12.jsonl", "esmfold_esm_fp16_chunk512_L1024"),
+    ]
+    .iter()
+    .map(|(file, case)| measured_case(&format!("h200-generalization/{file}"), case))
+    .collect();
+    let at_2048: Vec<Compared> = [
+        "esmfold_esm_fp16_chunk64_L2048_rec0",
+        "esmfold_esm_fp16_chunk128_L2048_rec0",
+    ]
+    .iter()
+    .map(|case| measured_case("h200-generalization/measured-17.jsonl", case))
+    .collect();
+    for cases in [&at_1024, &at_2048] {
+        let first = &cases[0];
+        for c in &cases[1..] {
+            let measured_step = c.allocated.1 as i64 - first.allocated.1 as i64;
+            let predicted_step = c.allocated.0 as i64 - first.allocated.0 as i64;
+            assert!(
+                (measured_step - predicted_step).abs() <= 1 << 20,
+                "{} against {}: allocated peak {predicted_step:+} B predicted, {measured_step:+} B measured",
+                c.case,
+                first.case
+            );
+        }
+    }
+    // At 1,024 residues chunk 512's peak is 406 MB above chunk 32's: the
+    // previous chunk's 256 MiB output is part of it.
+    let step = at_1024[4].allocated.1 - at_1024[0].allocated.1;
+    assert!(step > 256 << 20, "{step}");
+}

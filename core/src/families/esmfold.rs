@@ -97,7 +97,19 @@ struct Folder<'g, 'r> {
     l: u64,
     /// Trunk chunk size for triangular attention.
     chunk: Option<u64>,
+    /// Replay every chunk of a chunked triangular attention, not only the
+    /// first [`REPLAYED_FULL_CHUNKS`] and the last
+    /// ([`super::ReplayOptions::chunk_shortcut`] off).
+    every_chunk: bool,
 }
+
+/// Full chunks of a chunked triangular attention that the replay runs
+/// before it skips to the last chunk: from the second on, each chunk frees
+/// the previous chunk's output into the blocks the chunk before freed, so
+/// the chunks between repeat the replayed ones exactly
+/// (`chunk_shortcut_matches_full_replay` in `core/tests/shortcuts.rs`
+/// passes with two and fails with one; three keep a margin).
+const REPLAYED_FULL_CHUNKS: u64 = 3;
 
 impl Folder<'_, '_> {
     /// Allocates `bytes` for op `name`.
@@ -260,24 +272,33 @@ impl Folder<'_, '_> {
             None => self.triangle_mha(rows, heads),
             Some(c) => {
                 // chunk_layer: the first chunk's output sizes the zero-filled
-                // result, every chunk is copied into it. From the second chunk
-                // on, each chunk meets the same cached blocks and repeats the
-                // same allocations, so the replay runs the first two full
-                // chunks and the shorter last one.
+                // result, every chunk is copied into it. Its loop reads
+                // `output_chunk = layer(**chunks)`, so a chunk's output is
+                // freed only when the next chunk's output replaces it: each
+                // chunk runs with the previous chunk's output live.
                 let c = c.min(rows);
                 let full = rows / c;
                 let tail = rows % c;
+                let replayed_full = if self.every_chunk {
+                    full
+                } else {
+                    full.min(REPLAYED_FULL_CHUNKS)
+                };
                 let first = self.triangle_mha(c, heads);
                 let out = self.pz("triangle attention: chunked output (new_zeros)");
-                self.drop(&[first]);
-                if full >= 2 {
-                    let second = self.triangle_mha(c, heads);
-                    self.drop(&[second]);
+                let mut previous = first;
+                for _ in 1..replayed_full {
+                    let next = self.triangle_mha(c, heads);
+                    self.drop(&[previous]);
+                    previous = next;
                 }
                 if tail > 0 {
                     let last = self.triangle_mha(tail, heads);
-                    self.drop(&[last]);
+                    self.drop(&[previous]);
+                    previous = last;
                 }
+                // The last chunk's output lives until chunk_layer returns.
+                self.drop(&[previous]);
                 out
             }
         };
@@ -405,6 +426,7 @@ pub fn replay(
     workload: &Workload,
     runtime: &RuntimeProfile,
     replay: &mut Replay,
+    options: super::ReplayOptions,
 ) -> Result<ReplaySummary, Error> {
     let mut g = Graph::for_runtime(replay, runtime);
     let stem_dsize = workload.esmfold.stem_dtype.bytes();
@@ -531,6 +553,7 @@ pub fn replay(
         b,
         l,
         chunk: workload.esmfold.chunk_size.map(u64::from),
+        every_chunk: !options.chunk_shortcut,
     };
     f.g.at("trunk: s_z_0 = zeros", None);
     let s_z_0 = f.state("trunk: s_z_0 (zeros)");

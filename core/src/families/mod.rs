@@ -273,6 +273,10 @@ pub struct ReplayOptions {
     /// later step would replay the same and reach the same peak (on by
     /// default; a 1,000-step job then costs about three steps).
     pub steady_state_shortcut: bool,
+    /// A chunked ESMFold triangular attention replays its first three
+    /// full chunks and its last one; the chunks between repeat the third's
+    /// allocations in the same cached blocks (on by default).
+    pub chunk_shortcut: bool,
 }
 
 impl Default for ReplayOptions {
@@ -280,6 +284,7 @@ impl Default for ReplayOptions {
         ReplayOptions {
             decode_shortcut: true,
             steady_state_shortcut: true,
+            chunk_shortcut: true,
         }
     }
 }
@@ -307,7 +312,7 @@ pub fn replay_with(
         Architecture::Decoder(a) => decoder::replay(a, workload, runtime, replay, options),
         Architecture::Encoder(a) => encoder::replay(a, workload, runtime, replay),
         Architecture::Vit(a) => vit::replay(a, workload, runtime, replay),
-        Architecture::EsmFold(a) => esmfold::replay(a, workload, runtime, replay),
+        Architecture::EsmFold(a) => esmfold::replay(a, workload, runtime, replay, options),
         Architecture::Cnn(a) => cnn::replay(a, workload, runtime, replay),
     }?;
     summary.libraries = libraries(arch, workload, runtime);
