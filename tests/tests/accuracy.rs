@@ -1354,3 +1354,48 @@ fn a_chunked_fold_keeps_the_previous_chunks_output() {
     let step = at_1024[4].allocated.1 - at_1024[0].allocated.1;
     assert!(step > 256 << 20, "{step}");
 }
+
+/// What a fold keeps through its trunk, as the H200 trace of a chunked fold
+/// shows it at the peak (`measurements/h200-generalization/
+/// trace-snapshots-17.md`, chunk 128 at 1,024 residues, one pass): the
+/// combined language-model states in `forward`'s `esm_s`
+/// (`modeling_esmfold.py:2112`, 10 MiB), the recycling bins in
+/// `recycle_bins` until the pass replaces them (`:1897`, 8 MiB of int64)
+/// and the previous chunk's attention output (`_wrap_up`, 64 MiB). The
+/// replay's peak is the trace's op and holds all three; its allocated peak
+/// is within 64 MiB under the trace's (the sequence states of the blocks
+/// are not replayed).
+#[test]
+fn a_fold_keeps_the_combined_states_and_the_recycling_bins() {
+    use headroom_core::spec::Spec;
+    let measured = measured_case(
+        "h200-generalization/trace-measured-17.jsonl",
+        "esmfold_esm_fp16_chunk128_L1024_rec0",
+    );
+    let spec = Spec::from_json(
+        r#"{"model": "esmfold-v1", "workload": {"mode": "inference", "batch": 1, "seq_len": 1024,
+            "dtype": "fp32", "esmfold": {"stem_dtype": "fp16", "chunk_size": 128, "num_recycles": 0}}}"#,
+    )
+    .unwrap();
+    let arch = &spec.model.arch;
+    let live = headroom_core::estimate::live_at_peak(arch, &spec.workload, &spec.runtime).unwrap();
+    const MIB: u64 = 1 << 20;
+    for (op, bytes) in [
+        ("stem: softmax(esm_s_combine) @ esm_s", 10 * MIB),
+        ("trunk: recycle_bins (int64)", 8 * MIB),
+        ("layer 0: triangle attention: linear_o", 64 * MIB),
+        ("layer 0: triangle attention: softmax", 2048 * MIB),
+    ] {
+        let group = live.iter().find(|g| g.op.ends_with(op));
+        assert_eq!(
+            group.map(|g| g.bytes.0),
+            Some(bytes),
+            "{op} at the peak: {live:#?}"
+        );
+    }
+    let (predicted, measured) = measured.allocated;
+    assert!(
+        predicted <= measured && measured - predicted < 64 * MIB,
+        "allocated peak {predicted} B predicted, {measured} B measured"
+    );
+}

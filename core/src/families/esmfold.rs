@@ -494,14 +494,24 @@ pub fn replay(
     for t in hidden.drain(..) {
         g.drop(t.v);
     }
-    let esm_s = g.op(
-        "stem: esm_s.to(fp32)",
-        &[],
-        b * l * layers * h * FP32,
-        Component::Activations,
-        Saves::NOTHING,
-    );
-    g.drop(stacked);
+    // `esm_s.to(fp32)`: a copy from a half-precision stem, the same tensor
+    // from an fp32 one.
+    let esm_s = if stem_dsize == FP32 {
+        stacked
+    } else {
+        let copy = g.op(
+            "stem: esm_s.to(fp32)",
+            &[],
+            b * l * layers * h * FP32,
+            Component::Activations,
+            Saves::NOTHING,
+        );
+        g.drop(stacked);
+        copy
+    };
+    // The combined states stay in `forward`'s local `esm_s` until the fold
+    // returns (the H200 trace: `modeling_esmfold.py:2112`, live at the
+    // trunk's peak).
     let combined = g.op(
         "stem: softmax(esm_s_combine) @ esm_s",
         &[],
@@ -518,7 +528,6 @@ pub fn replay(
         Component::Transient,
         Saves::NOTHING,
     );
-    g.drop(combined);
     let h1 = g.op(
         "esm_s_mlp: linear",
         &[],
@@ -571,8 +580,11 @@ pub fn replay(
         let rz = f.pz("trunk: recycle_z_norm");
         f.g.relabel(rz, Component::PairRepresentation);
         f.drop(&[recycle_z]);
+        // `recycle_z += self.recycle_disto(recycle_bins)`: the bins stay
+        // in `recycle_bins` until the pass replaces them (the H200 trace:
+        // `modeling_esmfold.py:1897`, live at the trunk's peak).
         let emb = f.pz("trunk: recycle_disto embedding");
-        f.drop(&[emb, recycle_bins]);
+        f.drop(&[emb]);
         let z_in = f.state("trunk: s_z_0 + recycle_z");
         f.g.at("trunk: relative position embedding", None);
         let diff = f.alloc(
@@ -601,11 +613,13 @@ pub fn replay(
         recycle_z = z;
         s_z = Some(z);
         f.drop(&[rz]);
-        recycle_bins = f.alloc(
+        let bins = f.alloc(
             "trunk: recycle_bins = distogram(...)",
             b * l * l * INT64,
             Component::PairTransient,
         );
+        f.drop(&[recycle_bins]);
+        recycle_bins = bins;
     }
     f.drop(&[recycle_z, recycle_bins, s_z_0]);
     // 5. Heads over the final pair.
@@ -628,7 +642,7 @@ pub fn replay(
     if let Some(z) = s_z {
         f.drop(&[z]);
     }
-    g.drop(s_s_0);
+    g.drop_all(&[s_s_0, combined]);
     Ok(summary)
 }
 
