@@ -274,8 +274,9 @@ pub struct ReplayOptions {
     /// default; a 1,000-step job then costs about three steps).
     pub steady_state_shortcut: bool,
     /// A chunked ESMFold triangular attention replays its first three
-    /// full chunks and its last one; the chunks between repeat the third's
-    /// allocations in the same cached blocks (on by default).
+    /// full chunks and its last one; the chunks between repeat the
+    /// replayed ones' allocations in the same cached blocks (on by
+    /// default).
     pub chunk_shortcut: bool,
 }
 
