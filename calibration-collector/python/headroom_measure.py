@@ -106,6 +106,21 @@ HF_PRESETS = {
         num_attention_heads=32, num_key_value_heads=8, num_local_experts=8,
         num_experts_per_tok=2, sliding_window=None), 46702792704),
     "gpt2": ("GPT2Config", "GPT2LMHeadModel", dict(), 124439808),
+    # Never measured before 2026-12-03: each is the published config's shapes
+    # (Phi-3-mini-4k-instruct, gemma-2-9b, Qwen1.5-MoE-A2.7B), random weights.
+    "phi-3-mini-4k": ("Phi3Config", "Phi3ForCausalLM", dict(
+        vocab_size=32064, hidden_size=3072, intermediate_size=8192, num_hidden_layers=32,
+        num_attention_heads=32, num_key_value_heads=32, sliding_window=2047,
+        tie_word_embeddings=False, pad_token_id=32000), 3821079552),
+    "gemma-2-9b": ("Gemma2Config", "Gemma2ForCausalLM", dict(
+        vocab_size=256000, hidden_size=3584, intermediate_size=14336, num_hidden_layers=42,
+        num_attention_heads=16, num_key_value_heads=8, head_dim=256, query_pre_attn_scalar=256,
+        sliding_window=4096, tie_word_embeddings=True), 9241705984),
+    "qwen1.5-moe-a2.7b": ("Qwen2MoeConfig", "Qwen2MoeForCausalLM", dict(
+        vocab_size=151936, hidden_size=2048, intermediate_size=5632, num_hidden_layers=24,
+        num_attention_heads=16, num_key_value_heads=16, num_experts=60, num_experts_per_tok=4,
+        moe_intermediate_size=1408, shared_expert_intermediate_size=5632,
+        tie_word_embeddings=False), 14315784192),
     "bert-base-uncased": ("BertConfig", "BertForMaskedLM", dict(), 109514298),
     "esm2-t33-650m": ("EsmConfig", "EsmModel", dict(
         vocab_size=33, hidden_size=1280, num_hidden_layers=33, num_attention_heads=20,

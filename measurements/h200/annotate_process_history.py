@@ -41,7 +41,7 @@ RAN_WITH_CACHE = [HERE / "validation.jsonl"] + [
 
 
 def is_decoder(model):
-    return model.split("-")[0] in ("gpt2", "llama", "mistral", "qwen2.5", "mixtral")
+    return model.split("-")[0] in ("gpt2", "llama", "mistral", "qwen2.5", "mixtral", "phi", "gemma", "qwen1.5")
 
 
 for measured, cases in RUNS.items():
