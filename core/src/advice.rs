@@ -247,22 +247,31 @@ pub fn advise(
             runtime.clone(),
         );
     }
-    if training && decoder && workload.training.lora.is_none() {
-        let mut w = workload.clone();
-        w.training.lora = Some(Lora {
-            rank: 16,
-            alpha: Some(32.0),
-            target_modules: Vec::new(),
-            dropout: None,
-        });
-        w.parallel.strategy = Strategy::None;
-        w.parallel.world_size = 1;
-        consider(
-            Change::Lora,
-            "workload.training.lora: {\"rank\": 16} (peft's default modules)".into(),
-            w,
-            runtime.clone(),
-        );
+    if let (true, Architecture::Decoder(d)) = (training, arch) {
+        if workload.training.lora.is_none() {
+            // peft's default modules, or every linear where peft has no
+            // default (Phi-3).
+            let peft_default = crate::families::decoder::has_peft_default_targets(d);
+            let mut w = workload.clone();
+            w.training.lora = Some(Lora {
+                rank: 16,
+                alpha: Some(32.0),
+                target_modules: if peft_default {
+                    Vec::new()
+                } else {
+                    alloc::vec!["all-linear".into()]
+                },
+                dropout: None,
+            });
+            w.parallel.strategy = Strategy::None;
+            w.parallel.world_size = 1;
+            let what = if peft_default {
+                "workload.training.lora: {\"rank\": 16} (peft's default modules)"
+            } else {
+                "workload.training.lora: {\"rank\": 16, \"target_modules\": [\"all-linear\"]}"
+            };
+            consider(Change::Lora, what.into(), w, runtime.clone());
+        }
     }
     let cap = capacity(workload, runtime);
     if workload.batch > 1 {

@@ -162,6 +162,10 @@ pub enum NormKind {
     RmsNorm,
     /// LayerNorm (weight and bias).
     LayerNorm,
+    /// Gemma's RMSNorm (transformers 5.17 `Gemma2RMSNorm`): fp32 from the
+    /// input's cast to the end, `x * rsqrt(mean(x^2) + eps) * (1 +
+    /// weight.float())`, then cast back to the input's dtype.
+    GemmaRmsNorm,
 }
 
 /// Mixture-of-experts MLP.
@@ -218,6 +222,8 @@ pub struct DecoderArch {
     #[cfg_attr(feature = "serde", serde(default))]
     pub learned_positions: u32,
     /// Extra norms around attention and MLP (Gemma 2 has four per block).
+    /// With 2, the layer is Gemma 2's sandwich: the attention's and the
+    /// MLP's outputs are each normalised before their residual sum.
     #[cfg_attr(feature = "serde", serde(default))]
     pub extra_norms_per_layer: u32,
     /// Mixture of experts, when the MLP is routed.
@@ -242,13 +248,28 @@ pub struct DecoderArch {
     /// `final_logit_softcapping`): three more vocabulary-sized tensors.
     #[cfg_attr(feature = "serde", serde(default))]
     pub final_logit_softcapping: bool,
+    /// Phi-3's layer (transformers 5.17 `modeling_phi3.py`): one
+    /// `qkv_proj` whose output the queries, keys and values are views of,
+    /// kept by the attention's `qkv` local until it returns; one
+    /// `gate_up_proj` whose halves are the gate and the up projection, kept
+    /// by the MLP's `gate` local until it returns; and rotary embeddings
+    /// applied to a slice of each head and concatenated with the rest
+    /// (`torch.cat([rotated, pass])`: a copy even when the rest is empty).
+    /// Parameters do not depend on it.
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub fused_projections: bool,
+    /// The embedding's output is multiplied by `sqrt(hidden_size)` (Gemma's
+    /// `ScaledWordEmbedding`): a second tensor of the hidden states' size,
+    /// the lookup's freed once the product exists.
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub scaled_embeddings: bool,
 }
 
 impl DecoderArch {
     fn norm_params(&self) -> u64 {
         let h = self.hidden_size as u64;
         match self.norm {
-            NormKind::RmsNorm => h,
+            NormKind::RmsNorm | NormKind::GemmaRmsNorm => h,
             NormKind::LayerNorm => 2 * h,
         }
     }

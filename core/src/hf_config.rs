@@ -318,7 +318,11 @@ impl Config<'_> {
             head_dim,
             tie_word_embeddings,
             mlp: MlpKind::Gated,
-            norm: NormKind::RmsNorm,
+            norm: if t == "gemma2" {
+                NormKind::GemmaRmsNorm
+            } else {
+                NormKind::RmsNorm
+            },
             qkv_bias,
             dense_bias,
             learned_positions: 0,
@@ -328,6 +332,8 @@ impl Config<'_> {
             full_attention_every: 0,
             final_logit_softcapping: t == "gemma2"
                 && !matches!(self.get("final_logit_softcapping"), Some(Value::Null)),
+            fused_projections: t == "phi3",
+            scaled_embeddings: t == "gemma2",
         };
         arch.moe = match t {
             "mixtral" => Some(MoeConfig {
@@ -506,6 +512,8 @@ impl Config<'_> {
             sliding_window: 0,
             full_attention_every: 0,
             final_logit_softcapping: false,
+            fused_projections: false,
+            scaled_embeddings: false,
         })
     }
 

@@ -63,6 +63,8 @@ pub fn llama_like(
         sliding_window: 0,
         final_logit_softcapping: false,
         full_attention_every: 0,
+        fused_projections: false,
+        scaled_embeddings: false,
     }
 }
 
@@ -112,15 +114,18 @@ pub fn gemma2(
     );
     a.head_dim = head_dim;
     a.extra_norms_per_layer = 2;
+    a.norm = NormKind::GemmaRmsNorm;
+    a.scaled_embeddings = true;
     a.sliding_window = 4096;
     a.full_attention_every = 2;
     a.final_logit_softcapping = true;
     a
 }
 
-/// A Phi-3 4k decoder: Llama shapes (HF fuses q/k/v and gate/up, which does
-/// not change the count), 32064-row untied vocabulary, and the 2047-token
-/// sliding window of the published 4k configs on every layer.
+/// A Phi-3 4k decoder: Llama shapes with HF's fused `qkv_proj` and
+/// `gate_up_proj` (the same parameter count), 32064-row untied vocabulary,
+/// and the 2047-token sliding window of the published 4k configs on every
+/// layer.
 pub fn phi3_4k(
     hidden_size: u32,
     intermediate_size: u32,
@@ -138,6 +143,7 @@ pub fn phi3_4k(
         false,
     );
     a.sliding_window = 2047;
+    a.fused_projections = true;
     a
 }
 
@@ -269,6 +275,8 @@ pub fn all() -> Vec<Preset> {
         sliding_window: 0,
         final_logit_softcapping: false,
         full_attention_every: 0,
+        fused_projections: false,
+        scaled_embeddings: false,
     };
 
     let resnet = |blocks: [u32; 4], bottleneck: bool| {

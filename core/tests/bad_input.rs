@@ -467,6 +467,52 @@ fn lora_targets_must_name_modules_of_the_model() {
             "\"c_attn\", \"c_proj\" or \"c_fc\"",
         ],
     );
+    // Phi-3 fuses q/k/v and gate/up, and peft has no default modules for it.
+    check(
+        r#"{"model": "phi-3-mini-4k", "workload": {"mode": "training", "training": {"lora": {"rank": 8, "target_modules": ["q_proj"]}}}}"#,
+        &[
+            "`q_proj` is not a module of this model",
+            "\"qkv_proj\", \"o_proj\", \"gate_up_proj\" or \"down_proj\"",
+        ],
+    );
+    check(
+        r#"{"model": "phi-3-mini-4k", "workload": {"mode": "training", "training": {"lora": {"rank": 8}}}}"#,
+        &[
+            "workload.training.lora.target_modules",
+            "peft has no default modules for this model",
+            "\"all-linear\" or the modules \"qkv_proj\"",
+        ],
+    );
+}
+
+/// Parameters of a Phi-3-mini LoRA job (adapters included).
+fn phi3_lora_params(targets: &str) -> i64 {
+    let json = format!(
+        r#"{{"model": "phi-3-mini-4k", "workload": {{"mode": "training", "seq_len": 128, "training": {{"lora": {{"rank": 8, "target_modules": {targets}}}}}}}}}"#
+    );
+    let s = Spec::from_json(&json).unwrap();
+    let e = estimate(&s.model.arch, &s.workload, &s.runtime).unwrap();
+    e.params as i64
+}
+
+#[test]
+fn phi3_lora_adapts_its_fused_linears() {
+    // 32 layers of width 3072 (32 heads of 96, no grouping), MLP 8192.
+    let adapters = |in_out: i64| 32 * 8 * in_out;
+    let base = phi3_lora_params(r#"["o_proj"]"#) - adapters(3072 + 3072);
+    assert_eq!(base, 3_821_079_552, "the base model's parameters");
+    assert_eq!(
+        phi3_lora_params(r#"["qkv_proj"]"#),
+        base + adapters(3072 + 3 * 3072)
+    );
+    assert_eq!(
+        phi3_lora_params(r#"["gate_up_proj"]"#),
+        base + adapters(3072 + 2 * 8192)
+    );
+    assert_eq!(
+        phi3_lora_params(r#"["all-linear"]"#),
+        phi3_lora_params(r#"["qkv_proj", "o_proj", "gate_up_proj", "down_proj"]"#)
+    );
 }
 
 /// Parameters of a GPT-2 LoRA job (adapters included).

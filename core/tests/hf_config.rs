@@ -2,7 +2,7 @@
 //! the model repositories) and the errors bad configs get.
 #![allow(clippy::field_reassign_with_default)]
 
-use headroom_core::arch::Architecture;
+use headroom_core::arch::{Architecture, NormKind};
 use headroom_core::hf_config::{import, import_value};
 use headroom_core::presets;
 use headroom_core::Error;
@@ -58,6 +58,8 @@ fn per_type_details() {
         (256, 2, 4096, 2)
     );
     assert!(g.tie_word_embeddings, "gemma2 ties by default");
+    assert_eq!(g.norm, NormKind::GemmaRmsNorm, "gemma2's RMSNorm");
+    assert!(g.scaled_embeddings, "gemma2 scales its embeddings");
     let Architecture::Decoder(p) = imported("Phi-3-mini-4k-instruct") else {
         panic!()
     };

@@ -126,8 +126,11 @@ fn shapes_that_differ_from_hidden_over_heads() {
     assert!(g.tie_word_embeddings);
     assert_eq!(
         (g.vocab_size, g.extra_norms_per_layer, g.mlp, g.norm),
-        (256000, 2, MlpKind::Gated, NormKind::RmsNorm)
+        (256000, 2, MlpKind::Gated, NormKind::GemmaRmsNorm)
     );
+    assert!(g.scaled_embeddings && !g.fused_projections);
+    let p = decoder("phi-3-mini-4k");
+    assert!(p.fused_projections && !p.scaled_embeddings);
     for id in ["qwen2.5-0.5b", "qwen2.5-1.5b", "qwen2.5-3b"] {
         let q = decoder(id);
         assert!(q.qkv_bias && q.tie_word_embeddings, "{id}");

@@ -16,10 +16,18 @@ fn decode_shortcut_matches_full_replay() {
         "mixtral-8x7b",
         "qwen2.5-7b",
         "gpt2",
+        "gemma-2-9b",
+        "phi-3-mini-4k",
+        "phi-3-medium-4k",
     ] {
         let arch = presets::find(id).unwrap().arch;
         for (batch, seq) in [
             (1u32, 128u32),
+            // Sliding windows (Phi-3 2,047, Gemma 2 4,096) filled during
+            // the decode steps: from then on those layers take a mask.
+            (2, 2044),
+            (1, 4093),
+            (16, 4093),
             (1, 4096),
             (4, 8192),
             (32, 2048),

@@ -55,10 +55,14 @@ pub fn validate(arch: &Architecture, workload: &Workload) -> Result<(), Error> {
             "null (full fine-tuning) with FSDP2, or strategy ddp",
         )),
         Strategy::Tp => {
-            if d.moe.is_some() || d.mlp != MlpKind::Gated || d.norm != NormKind::RmsNorm {
+            if d.moe.is_some()
+                || d.mlp != MlpKind::Gated
+                || d.norm == NormKind::LayerNorm
+                || d.fused_projections
+            {
                 return Err(Error::invalid(
                     "workload.parallel.strategy",
-                    "`tp` is modelled for Llama-style decoders (dense gated MLP, RMSNorm)",
+                    "`tp` is modelled for Llama-style decoders (dense gated MLP, RMSNorm, separate q/k/v projections)",
                     "none or another model",
                 ));
             }

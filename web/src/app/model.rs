@@ -116,7 +116,7 @@ fn message(e: &headroom_core::error::Error) -> String {
 fn enum_options(key: &str) -> Option<&'static [&'static str]> {
     match key {
         "mlp" => Some(&["gated", "plain"]),
-        "norm" => Some(&["rms_norm", "layer_norm"]),
+        "norm" => Some(&["rms_norm", "layer_norm", "gemma_rms_norm"]),
         "kind" | "stem.kind" => Some(&["bert", "esm"]),
         "topology" => Some(&["res_net", "mobile_net_v2"]),
         _ => None,

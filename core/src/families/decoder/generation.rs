@@ -92,16 +92,31 @@ impl Model<'_> {
             // cache, so every layer is replayed.
             return false;
         }
-        let widest = [a.hidden_size, a.intermediate_size, a.num_heads * a.head_dim]
-            .into_iter()
-            .max()
-            .unwrap_or(0) as u64;
+        // Fused projections output q, k and v (and gate and up) at once.
+        let qkv = if super::weights::fused_qkv(a) {
+            (a.num_heads + 2 * a.num_kv_heads) * a.head_dim
+        } else {
+            a.num_heads * a.head_dim
+        };
+        let mlp = if a.fused_projections {
+            2 * a.intermediate_size
+        } else {
+            a.intermediate_size
+        };
+        let widest = [a.hidden_size, mlp, qkv].into_iter().max().unwrap_or(0) as u64;
         let transient = call.batch * widest * FP32;
         let shortest = c.layers.iter().map(|l| l.kept).min().unwrap_or(0);
         let kv = c
             .dtype
             .storage_bytes(call.batch * a.num_kv_heads as u64 * shortest * a.head_dim as u64);
-        transient <= crate::allocator::SMALL_SIZE && kv > crate::allocator::SMALL_SIZE
+        // Once the sliding layers' keys reach the window, they take a mask
+        // and (with grouped heads) repeat their keys and values: large-pool
+        // transients that full-attention layers do not have.
+        let repeats = a.num_kv_heads < a.num_heads
+            && self.sliding_kv_len(call, cache).is_some_and(|kv| {
+                crate::families::nn::sliding_window_mask_needed(a.sliding_window as u64, kv)
+            });
+        transient <= crate::allocator::SMALL_SIZE && kv > crate::allocator::SMALL_SIZE && !repeats
     }
 
     /// The KV-cache update of layer `l` alone (`torch.cat` of keys, then values).

@@ -1,6 +1,7 @@
 //! One decoder layer's forward: norms, attention with its projections,
 //! rotary embeddings and KV cache, the residual sums and the MLP call.
 
+use super::weights::fused_qkv;
 use super::{Call, KvCache, Model};
 use crate::arch::NormKind;
 use crate::families::nn::{self, AttnShape, Ctx, FP32, T};
@@ -30,12 +31,25 @@ impl Model<'_> {
         g.at("attention: input norm", layer);
         let h1 = self.norm(g, cx, x, lw.norm1, "attention: input norm");
         g.at("attention: q/k/v projections", layer);
-        let (q, k, v) = if a.norm == NormKind::LayerNorm {
-            // c_attn(x).split(h, dim=2): three views of one fused output.
-            let qkv = nn::linear(g, cx, h1, &lw.q, "attention: c_attn (fused q/k/v)");
+        // Phi-3's attention keeps its fused output in the `qkv` local
+        // until it returns.
+        let mut qkv_local: Option<Value> = None;
+        let (q, k, v) = if fused_qkv(a) {
+            // GPT-2's c_attn(x).split(h, dim=2), Phi-3's slices of
+            // qkv_proj(x): three views of one fused output.
+            let name = if a.fused_projections {
+                "attention: qkv_proj (fused q/k/v)"
+            } else {
+                "attention: c_attn (fused q/k/v)"
+            };
+            let qkv = nn::linear(g, cx, h1, &lw.q, name);
             let rows = qkv.elems / lw.q.out_features;
             g.hold(qkv.v);
             g.hold(qkv.v);
+            if a.fused_projections {
+                g.hold(qkv.v);
+                qkv_local = Some(qkv.v);
+            }
             (
                 T {
                     elems: rows * nh * hd,
@@ -59,8 +73,8 @@ impl Model<'_> {
         let (q, k) = match rope {
             Some((cos, sin)) => {
                 g.at("attention: rotary embedding", layer);
-                let qr = nn::rotary(g, q, cos, sin);
-                let kr = nn::rotary(g, k, cos, sin);
+                let qr = self.rotary(g, q, cos, sin);
+                let kr = self.rotary(g, k, cos, sin);
                 g.drop_all(&[q.v, k.v]);
                 (qr, kr)
             }
@@ -106,7 +120,7 @@ impl Model<'_> {
             kv_len,
             head_dim: hd,
         };
-        let masked = window.is_some() && s > 1;
+        let masked = window.is_some_and(|w| nn::sliding_window_mask_needed(w as u64, kv_len));
         // `hidden_states, _ = self.self_attn(...)`: eager attention's
         // probabilities stay referenced by `_` until the layer returns.
         let mut kept_probs: Option<Value> = None;
@@ -150,6 +164,19 @@ impl Model<'_> {
             Attention::Sdpa if kvh < nh && !cx.autocast && q.dsize == FP32 => {
                 nn::sdpa_math(g, q, k, v, shape)
             }
+            Attention::Sdpa if a.fused_projections && !masked => {
+                // Phi-3's rotary `torch.cat` leaves the queries contiguous
+                // in (b, heads, s, hd), and the flash kernel's output takes
+                // the queries' layout (`empty_like`), so the caller's
+                // `transpose(1, 2).contiguous()` copies it; in training
+                // `o_proj` keeps the copy and the kernel its output (the
+                // H200 trace of Phi-3-mini amp training b4 L1024: a 24 MiB
+                // block per layer at `sdpa_attention.py:168`).
+                let out = nn::sdpa(g, cx, q, k, v, shape);
+                let copy = nn::unary(g, out, "attention: transpose(1, 2).contiguous()", out.dsize);
+                g.drop(out.v);
+                copy
+            }
             Attention::Sdpa => nn::sdpa(g, cx, q, k, v, shape),
             Attention::Eager => {
                 // GPT-2's eager attention: a plain softmax, then dropout on
@@ -185,18 +212,33 @@ impl Model<'_> {
         // `o_proj` (the H200 trace: the rotated queries' block is freed
         // after `o_proj`'s output is allocated, so `o_proj` cannot reuse it).
         g.drop_all(&[q.v, k.v, v.v]);
+        if let Some(qkv) = qkv_local {
+            g.drop(qkv);
+        }
         if call.gpt2_dropout {
             let d = nn::dropout(g, o, "attention: residual dropout");
             g.drop(o.v);
             o = d;
         }
         g.drop(h1.v);
+        if let Some((after_attention, _)) = lw.sandwich_norms {
+            g.at("attention: post-attention norm", layer);
+            let n = self.norm(g, cx, o, after_attention, "attention: post-attention norm");
+            g.drop(o.v);
+            o = n;
+        }
         let x2 = nn::add(g, x, o, "attention: residual add");
         g.drop(o.v);
         g.at("mlp: post-attention norm", layer);
         let h2 = self.norm(g, cx, x2, lw.norm2, "mlp: post-attention norm");
         let mut d = self.mlp(g, cx, h2, &lw.mlp, call.decode, layer);
         g.drop(h2.v);
+        if let Some((_, after_mlp)) = lw.sandwich_norms {
+            g.at("mlp: post-feedforward norm", layer);
+            let n = self.norm(g, cx, d, after_mlp, "mlp: post-feedforward norm");
+            g.drop(d.v);
+            d = n;
+        }
         if call.gpt2_dropout {
             let dd = nn::dropout(g, d, "mlp: residual dropout");
             g.drop(d.v);
@@ -209,5 +251,19 @@ impl Model<'_> {
             g.drop(p);
         }
         out
+    }
+
+    /// Rotary embeddings on one head-split tensor. Phi-3 rotates a slice
+    /// of each head and concatenates the rest (`torch.cat([rotated,
+    /// pass], dim=-1)`): one more copy of the result, even when the rest
+    /// is empty.
+    fn rotary(&self, g: &mut Graph, x: T, cos: T, sin: T) -> T {
+        let rotated = nn::rotary(g, x, cos, sin);
+        if !self.a.fused_projections {
+            return rotated;
+        }
+        let joined = nn::unary(g, rotated, "rotary: cat([rotated, pass])", rotated.dsize);
+        g.drop(rotated.v);
+        joined
     }
 }

@@ -35,6 +35,32 @@ impl Model<'_> {
                 g.drop(m.v);
                 d
             }
+            Mlp::GatedFused { gate_up, down } => {
+                // Phi-3: `gate, up_states = gate_up_proj(x).chunk(2, dim=-1)`,
+                // then `up_states = up_states * act_fn(gate)`: the halves
+                // are views, and the `gate` local keeps the whole output
+                // until the MLP returns.
+                g.at("mlp: gate_up_proj", layer);
+                let gu = nn::linear(g, cx, x, &gate_up, "mlp: gate_up_proj");
+                g.hold(gu.v);
+                let half = T {
+                    elems: gu.elems / 2,
+                    ..gu
+                };
+                g.at("mlp: activation", layer);
+                let act = nn::unary_saving_input(g, half, "mlp: act_fn(gate)", gu.dsize);
+                g.at("mlp: up * act(gate)", layer);
+                let m = nn::mul(g, half, act, "mlp: up * act_fn(gate)");
+                g.drop(act.v);
+                // `up_states` now names the product.
+                g.drop(gu.v);
+                g.at("mlp: down_proj", layer);
+                let d = nn::linear(g, cx, m, &down, "mlp: down_proj");
+                g.drop(m.v);
+                // The `gate` local, as the MLP returns.
+                g.drop(gu.v);
+                d
+            }
             Mlp::Plain { fc, proj } => {
                 g.at("mlp: c_fc", layer);
                 let f = nn::linear(g, cx, x, &fc, "mlp: c_fc");

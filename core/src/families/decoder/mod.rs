@@ -48,6 +48,12 @@ mod weights;
 /// 12 layers take 11.8 s for a million tokens).
 pub const MAX_DECODE_LAYER_STEPS: u64 = 1 << 25;
 
+/// Whether peft adapts default modules of this model when LoRA names none
+/// (it has none for Phi-3, whose `target_modules` must be given).
+pub fn has_peft_default_targets(a: &DecoderArch) -> bool {
+    weights::default_lora_targets(a).is_some()
+}
+
 /// Rejects workloads the decoder family cannot run, and LoRA targets that
 /// name no module of the model.
 pub fn validate(a: &DecoderArch, workload: &Workload) -> Result<(), Error> {
@@ -90,6 +96,11 @@ enum Mlp {
         up: Linear,
         down: Linear,
     },
+    /// Phi-3's `gate_up_proj`: gate and up are the halves of one output.
+    GatedFused {
+        gate_up: Linear,
+        down: Linear,
+    },
     Plain {
         fc: Linear,
         proj: Linear,
@@ -112,6 +123,9 @@ struct Layer {
     v: Linear,
     o: Linear,
     norm2: Value,
+    /// Gemma 2's norms of the attention's and of the MLP's output, each
+    /// before its residual sum.
+    sandwich_norms: Option<(Value, Value)>,
     mlp: Mlp,
 }
 
@@ -193,8 +207,21 @@ impl Model<'_> {
         let h = self.a.hidden_size as u64;
         match self.a.norm {
             NormKind::RmsNorm => nn::rms_norm(g, x, weight, self.w_dsize(cx), h, name),
+            NormKind::GemmaRmsNorm => nn::gemma_rms_norm(g, x, weight, self.w_dsize(cx), h, name),
             NormKind::LayerNorm => nn::layer_norm(g, cx, x, weight, h, name),
         }
+    }
+
+    /// Keys a sliding-window layer attends to in this call (its kept
+    /// tokens plus the new ones), or `None` when no layer slides.
+    fn sliding_kv_len(&self, call: &Call, cache: &Option<KvCache>) -> Option<u64> {
+        let a = self.a;
+        let sliding = (0..a.num_layers).find(|&l| a.layer_sliding_window(l).is_some())?;
+        let kept = cache
+            .as_ref()
+            .and_then(|c| c.layers.get(sliding as usize))
+            .map_or(0, |c| c.kept);
+        Some(kept + call.tokens)
     }
 
     fn w_dsize(&self, _cx: &Ctx) -> u64 {
@@ -229,10 +256,28 @@ impl Model<'_> {
                 Saves::inputs(&[ids]),
             );
             nn::embedding_backward_scratch(g, v, rows, a.vocab_size as u64, h);
-            T {
-                v,
-                elems: rows * h,
-                dsize: emb_dsize,
+            if a.scaled_embeddings {
+                // `super().forward(input_ids) * self.embed_scale`: the lookup
+                // is a temporary of the product.
+                let scaled = g.op(
+                    "embedding * sqrt(hidden_size)",
+                    &[v],
+                    rows * h * emb_dsize,
+                    Component::Activations,
+                    Saves::NOTHING,
+                );
+                g.drop(v);
+                T {
+                    v: scaled,
+                    elems: rows * h,
+                    dsize: emb_dsize,
+                }
+            } else {
+                T {
+                    v,
+                    elems: rows * h,
+                    dsize: emb_dsize,
+                }
             }
         };
         // The embedding outputs the model's forward keeps in locals until it
@@ -320,15 +365,17 @@ impl Model<'_> {
         } else {
             None
         };
-        // Sliding-window layers get an explicit boolean mask (b, 1, s, s),
-        // built once per call and kept for every layer.
-        let sliding_mask =
-            if s > 1 && (0..a.num_layers).any(|l| a.layer_sliding_window(l).is_some()) {
+        // Sliding-window layers get an explicit boolean mask (b, 1, s, kv),
+        // built once per call and kept for every layer, once their keys
+        // reach the window (`sliding_window_mask_needed`); before that
+        // `sdpa_mask` returns none and SDPA runs causal.
+        let sliding_mask = match self.sliding_kv_len(call, cache) {
+            Some(kv) if nn::sliding_window_mask_needed(a.sliding_window as u64, kv) => {
                 g.at("sliding-window attention mask", None);
-                Some(g.input(b * s * s, Component::Transient))
-            } else {
-                None
-            };
+                Some(g.input(b * s * kv, Component::Transient))
+            }
+            _ => None,
+        };
         let decode_shortcut = self.decode_shortcut(call, cache);
         for l in 0..a.num_layers as usize {
             if decode_shortcut && l > 0 {

@@ -147,20 +147,26 @@ const ALL_LINEAR: &str = "all-linear";
 /// The linear modules of a decoder layer that LoRA can adapt, by the names
 /// transformers gives them (peft matches a target against the last part of
 /// a module's name): GPT-2's fused `c_attn` and its two `c_proj` (attention
-/// output and MLP output, both adapted by `c_proj`) and `c_fc`; the others'
+/// output and MLP output, both adapted by `c_proj`) and `c_fc`; Phi-3's
+/// fused `qkv_proj`, `o_proj`, `gate_up_proj` and `down_proj`; the others'
 /// `q_proj`, `k_proj`, `v_proj`, `o_proj` and their MLP's linears. Routed
 /// experts are not adaptable here, so a mixture-of-experts model lists its
 /// dense MLP's linears only when it has dense layers.
 pub(crate) fn lora_modules(a: &DecoderArch) -> Vec<&'static str> {
-    let fused = fused_qkv(a);
-    let mut names = if fused {
+    let gpt2 = a.norm == NormKind::LayerNorm;
+    let mut names = if gpt2 {
         alloc::vec!["c_attn", "c_proj"]
+    } else if a.fused_projections {
+        alloc::vec!["qkv_proj", "o_proj"]
     } else {
         alloc::vec!["q_proj", "k_proj", "v_proj", "o_proj"]
     };
     let dense_mlp = a.moe.is_none_or(|m| m.first_dense_layers > 0);
     if dense_mlp {
-        match (a.mlp, fused) {
+        match (a.mlp, gpt2) {
+            (MlpKind::Gated, _) if a.fused_projections => {
+                names.extend(["gate_up_proj", "down_proj"])
+            }
             (MlpKind::Gated, _) => names.extend(["gate_proj", "up_proj", "down_proj"]),
             (MlpKind::Plain, true) => names.push("c_fc"),
             (MlpKind::Plain, false) => names.extend(["fc1", "fc2"]),
@@ -169,19 +175,24 @@ pub(crate) fn lora_modules(a: &DecoderArch) -> Vec<&'static str> {
     names
 }
 
-/// GPT-2's attention is one fused linear (`c_attn`, h -> 3h) whose output
-/// q, k and v are views of; the LayerNorm decoders here are GPT-2 shaped.
-fn fused_qkv(a: &DecoderArch) -> bool {
-    a.norm == NormKind::LayerNorm
+/// The attention is one fused linear whose output q, k and v are views of:
+/// GPT-2's `c_attn` (the LayerNorm decoders here are GPT-2 shaped) and
+/// Phi-3's `qkv_proj`.
+pub(super) fn fused_qkv(a: &DecoderArch) -> bool {
+    a.norm == NormKind::LayerNorm || a.fused_projections
 }
 
-/// peft's default targets when `target_modules` is empty: `c_attn` for
-/// GPT-2, `q_proj` and `v_proj` for the Llama-style models.
-fn default_lora_targets(a: &DecoderArch) -> Vec<&'static str> {
-    if fused_qkv(a) {
-        alloc::vec!["c_attn"]
+/// peft's default targets when `target_modules` is empty (peft 0.21's
+/// `TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING`): `c_attn` for
+/// GPT-2, `q_proj` and `v_proj` for the Llama-style models; none for
+/// Phi-3, for which peft asks the modules to be named.
+pub(crate) fn default_lora_targets(a: &DecoderArch) -> Option<Vec<&'static str>> {
+    if a.fused_projections {
+        None
+    } else if a.norm == NormKind::LayerNorm {
+        Some(alloc::vec!["c_attn"])
     } else {
-        alloc::vec!["q_proj", "v_proj"]
+        Some(alloc::vec!["q_proj", "v_proj"])
     }
 }
 
@@ -192,6 +203,15 @@ pub(super) fn validate_lora_targets(a: &DecoderArch, workload: &Workload) -> Res
         return Ok(());
     };
     let modules = lora_modules(a);
+    if lora.target_modules.is_empty() && default_lora_targets(a).is_none() {
+        let mut allowed = alloc::string::String::from("\"all-linear\" or the modules ");
+        allowed.push_str(&crate::keys::one_of(&modules));
+        return Err(Error::invalid(
+            "workload.training.lora.target_modules",
+            "peft has no default modules for this model: name them",
+            &allowed,
+        ));
+    }
     for target in &lora.target_modules {
         if target != ALL_LINEAR && !modules.contains(&target.as_str()) {
             let mut allowed = alloc::string::String::from("\"all-linear\" or the modules ");
@@ -214,7 +234,7 @@ fn lora_targets(a: &DecoderArch, workload: &Workload) -> Option<(u64, Vec<&'stat
     }
     let modules = lora_modules(a);
     let targets = if lora.target_modules.is_empty() {
-        default_lora_targets(a)
+        default_lora_targets(a).unwrap_or_default()
     } else if lora.target_modules.iter().any(|t| t == ALL_LINEAR) {
         modules
     } else {
@@ -290,15 +310,21 @@ pub(super) fn build(
         None
     };
     let norm_len = match a.norm {
-        NormKind::RmsNorm => 1,
+        NormKind::RmsNorm | NormKind::GemmaRmsNorm => 1,
         NormKind::LayerNorm => 2,
     };
     b.end_unit(false);
     let mut layers = Vec::with_capacity(a.num_layers as usize);
     for layer in 0..a.num_layers {
-        // GPT-2's c_attn is stored in `q` (k and v then stay unused).
+        // A fused q/k/v linear is stored in `q` (k and v then stay unused).
+        // Phi-3's attention registers `o_proj` before `qkv_proj`.
         let fused = fused_qkv(a);
-        let q = if fused {
+        let phi3_o = a
+            .fused_projections
+            .then(|| b.linear(qd, h, a.dense_bias, is("o_proj")));
+        let q = if a.fused_projections {
+            b.linear(h, qd + 2 * kvd, a.qkv_bias, is("qkv_proj"))
+        } else if fused {
             b.linear(h, qd + 2 * kvd, a.qkv_bias, is("c_attn"))
         } else {
             b.linear(h, qd, a.qkv_bias, is("q_proj"))
@@ -313,12 +339,15 @@ pub(super) fn build(
         } else {
             b.linear(h, kvd, a.qkv_bias, is("v_proj"))
         };
-        let o = b.linear(
-            qd,
-            h,
-            a.dense_bias,
-            is(if fused { "c_proj" } else { "o_proj" }),
-        );
+        let o = match phi3_o {
+            Some(o) => o,
+            None => b.linear(
+                qd,
+                h,
+                a.dense_bias,
+                is(if fused { "c_proj" } else { "o_proj" }),
+            ),
+        };
         let mlp = match (a.moe, a.mlp) {
             (Some(m), _) if layer >= m.first_dense_layers => {
                 let router = b.tensor(m.num_experts as u64, h, false);
@@ -345,6 +374,13 @@ pub(super) fn build(
                     shared,
                 }
             }
+            (_, MlpKind::Gated) if a.fused_projections => {
+                let i = a.intermediate_size as u64;
+                Mlp::GatedFused {
+                    gate_up: b.linear(h, 2 * i, a.dense_bias, is("gate_up_proj")),
+                    down: b.linear(i, h, a.dense_bias, is("down_proj")),
+                }
+            }
             (_, MlpKind::Gated) => {
                 let i = a.intermediate_size as u64;
                 Mlp::Gated {
@@ -363,9 +399,13 @@ pub(super) fn build(
         };
         let norm1 = b.tensor(h * norm_len, 1, false);
         let norm2 = b.tensor(h * norm_len, 1, false);
-        for _ in 0..a.extra_norms_per_layer {
-            let _ = b.tensor(h * norm_len, 1, false);
-        }
+        let extra: Vec<Value> = (0..a.extra_norms_per_layer)
+            .map(|_| b.tensor(h * norm_len, 1, false))
+            .collect();
+        let sandwich_norms = match extra[..] {
+            [after_attention, after_mlp] => Some((after_attention, after_mlp)),
+            _ => None,
+        };
         b.end_unit(true);
         layers.push(Layer {
             norm1,
@@ -374,6 +414,7 @@ pub(super) fn build(
             v: vv,
             o,
             norm2,
+            sandwich_norms,
             mlp,
         });
     }

@@ -22,6 +22,17 @@ pub struct AttnShape {
     pub head_dim: u64,
 }
 
+/// Whether a sliding-window layer attending to `kv_len` keys gets an
+/// explicit mask under SDPA: transformers 5.17's `sdpa_mask` returns none
+/// (SDPA runs causal, grouped heads through `enable_gqa`) while the keys
+/// are fewer than the window (`_ignore_causal_mask_sdpa`: "we need to add
+/// special patterns to the mask" only once `kv_length >=
+/// local_attention_size`). A decode step's keys reach it when the cache
+/// holds `window - 1` tokens.
+pub fn sliding_window_mask_needed(window: u64, kv_len: u64) -> bool {
+    kv_len >= window
+}
+
 /// `scaled_dot_product_attention` (flash / memory-efficient kernels).
 ///
 /// Measured on the H200: in inference the kernel allocates only its

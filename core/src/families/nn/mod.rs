@@ -18,13 +18,14 @@ mod loss;
 mod norm;
 
 pub use attention::{
-    eager_attention, rotary, rotary_tables, rotate_half, sdpa, sdpa_math, AttnShape, EagerSoftmax,
+    eager_attention, rotary, rotary_tables, rotate_half, sdpa, sdpa_math,
+    sliding_window_mask_needed, AttnShape, EagerSoftmax,
 };
 pub use linear::{
     column_sum_buffer, embedding_backward_scratch, linear, linear_by, Kernel, Linear,
 };
 pub use loss::{causal_lm_loss, cross_entropy};
-pub use norm::{layer_norm, rms_norm};
+pub use norm::{gemma_rms_norm, layer_norm, rms_norm};
 
 /// A tensor handle with its element count and element size.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

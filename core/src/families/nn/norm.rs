@@ -1,6 +1,6 @@
 //! Normalisation layers: HF's RMSNorm and `F.layer_norm`.
 
-use super::{cast, mul, unary_saving_input, Ctx, FP32, T};
+use super::{cast, mul, unary, unary_saving_input, Ctx, FP32, T};
 use crate::component::Component;
 use crate::graph::{Graph, Saves, Value};
 
@@ -50,6 +50,61 @@ pub fn rms_norm(
     let out = mul(g, w, c, name);
     g.drop(c.v);
     g.drop(n.v);
+    out
+}
+
+/// Gemma's RMSNorm (transformers 5.17 `Gemma2RMSNorm`): `output =
+/// x.float() * rsqrt(x.float().pow(2).mean(-1) + eps)`, then
+/// `output * (1.0 + weight.float())` and `.type_as(x)`. Both products are fp32, and in
+/// training both are kept (where HF's Llama RMSNorm keeps the second in the
+/// input's dtype); `_norm`'s argument `x.float()` is released as `_norm`
+/// returns.
+pub fn gemma_rms_norm(
+    g: &mut Graph,
+    x: T,
+    weight: Value,
+    weight_dsize: u64,
+    hidden: u64,
+    name: &'static str,
+) -> T {
+    let rows = x.elems / hidden;
+    let x32 = cast(g, x, FP32, name);
+    let p = unary_saving_input(g, x32, name, FP32);
+    let var = g.op(
+        name,
+        &[p.v],
+        rows * FP32,
+        Component::Transient,
+        Saves::NOTHING,
+    );
+    g.drop(p.v);
+    let rs = g.op(
+        name,
+        &[var],
+        rows * FP32,
+        Component::Transient,
+        Saves::NOTHING,
+    );
+    g.drop(var);
+    let rs = T {
+        v: rs,
+        elems: rows,
+        dsize: FP32,
+    };
+    let n = mul(g, x32, rs, name);
+    g.drop_all(&[rs.v, x32.v]);
+    let w = T {
+        v: weight,
+        elems: hidden,
+        dsize: weight_dsize,
+    };
+    let w32 = cast(g, w, FP32, name);
+    let one_plus_w = unary(g, w32, name, FP32);
+    g.drop(w32.v);
+    let weighted = mul(g, n, one_plus_w, name);
+    g.drop_all(&[one_plus_w.v, n.v]);
+    let out = cast(g, weighted, x.dsize, name);
+    g.drop(weighted.v);
     out
 }
 
