@@ -107,11 +107,16 @@ HF_PRESETS = {
         num_experts_per_tok=2, sliding_window=None), 46702792704),
     "gpt2": ("GPT2Config", "GPT2LMHeadModel", dict(), 124439808),
     # Never measured before 2026-12-03: each is the published config's shapes
-    # (Phi-3-mini-4k-instruct, gemma-2-9b, Qwen1.5-MoE-A2.7B), random weights.
+    # (Phi-3-mini-4k-instruct, Phi-3-medium-4k-instruct, gemma-2-9b,
+    # Qwen1.5-MoE-A2.7B), random weights.
     "phi-3-mini-4k": ("Phi3Config", "Phi3ForCausalLM", dict(
         vocab_size=32064, hidden_size=3072, intermediate_size=8192, num_hidden_layers=32,
         num_attention_heads=32, num_key_value_heads=32, sliding_window=2047,
         tie_word_embeddings=False, pad_token_id=32000), 3821079552),
+    "phi-3-medium-4k": ("Phi3Config", "Phi3ForCausalLM", dict(
+        vocab_size=32064, hidden_size=5120, intermediate_size=17920, num_hidden_layers=40,
+        num_attention_heads=40, num_key_value_heads=10, sliding_window=2047,
+        tie_word_embeddings=False, pad_token_id=32000), 13960238080),
     "gemma-2-9b": ("Gemma2Config", "Gemma2ForCausalLM", dict(
         vocab_size=256000, hidden_size=3584, intermediate_size=14336, num_hidden_layers=42,
         num_attention_heads=16, num_key_value_heads=8, head_dim=256, query_pre_attn_scalar=256,
