@@ -13,6 +13,11 @@
 //! | gemma2 | true | 4 | 4096 on every other layer |
 //! | phi3 | false | = heads | `sliding_window`, none when absent |
 //!
+//! Beyond shapes, two types run layers of their own: phi3 fuses q/k/v and
+//! gate/up ([`DecoderArch::fused_projections`]); gemma2 normalises with
+//! [`NormKind::GemmaRmsNorm`], four norms a layer, and scales its
+//! embeddings ([`DecoderArch::scaled_embeddings`]).
+//!
 //! Required keys (`hidden_size`, `intermediate_size`, `num_hidden_layers`,
 //! `num_attention_heads`, `vocab_size`; GPT-2's `n_embd`, `n_layer`,
 //! `n_head`, `vocab_size`) must be present: a missing one is an

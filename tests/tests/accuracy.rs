@@ -1445,4 +1445,25 @@ fn phi3_and_gemma2_layers_follow_their_modeling_files() {
             100.0 * c.error()
         );
     }
+    // Batch 19, predicted with these mechanisms before it ran (de78152):
+    // Phi-3-medium (grouped heads) past its window, generations whose
+    // decode steps fill the window, Phi-3 LoRA on its fused modules, Gemma
+    // 2's every-position logits and its LoRA under autocast.
+    let (rows, _) = compare_file(&measurement_text("h200-generalization/measured-19.jsonl"));
+    assert_eq!(rows.len(), 7);
+    for c in &rows {
+        let (predicted, measured) = c.allocated;
+        let miss = predicted as i64 - measured as i64;
+        assert!(
+            miss.abs() <= 64 * MIB,
+            "{}: allocated peak {predicted} B predicted, {measured} B measured",
+            c.case
+        );
+        assert!(
+            c.error().abs() < 0.02,
+            "{}: driver-level peak {:+.2}%",
+            c.case,
+            100.0 * c.error()
+        );
+    }
 }
