@@ -185,6 +185,13 @@ pub struct MoeConfig {
     /// Leading layers that use a dense MLP instead of experts (DeepSeek).
     #[cfg_attr(feature = "serde", serde(default))]
     pub first_dense_layers: u32,
+    /// The router casts its top-k weights back to the hidden states' dtype
+    /// (Qwen2-MoE's `router_top_value.to(router_logits.dtype)`), so the
+    /// experts' weighted outputs stay in it; `false` keeps them fp32 from
+    /// the router's `softmax(router_logits.float())` (Mixtral), which makes
+    /// the weighted outputs fp32 too.
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub routing_weights_in_model_dtype: bool,
 }
 
 /// A decoder-only transformer.

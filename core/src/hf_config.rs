@@ -347,6 +347,7 @@ impl Config<'_> {
                 expert_intermediate_size: intermediate_size,
                 shared_expert_intermediate_size: 0,
                 first_dense_layers: 0,
+                routing_weights_in_model_dtype: false,
             }),
             "qwen2_moe" => self.qwen2_moe(num_layers)?,
             _ => None,
@@ -425,6 +426,7 @@ impl Config<'_> {
                 5632,
             )?,
             first_dense_layers,
+            routing_weights_in_model_dtype: true,
         }))
     }
 

@@ -242,6 +242,7 @@ pub fn all() -> Vec<Preset> {
         expert_intermediate_size: 14336,
         shared_expert_intermediate_size: 0,
         first_dense_layers: 0,
+        routing_weights_in_model_dtype: false,
     });
 
     // Qwen/Qwen1.5-MoE-A2.7B: every layer sparse (decoder_sparse_step 1, no
@@ -254,6 +255,7 @@ pub fn all() -> Vec<Preset> {
         expert_intermediate_size: 1408,
         shared_expert_intermediate_size: 5632,
         first_dense_layers: 0,
+        routing_weights_in_model_dtype: true,
     });
 
     let gpt2 = DecoderArch {

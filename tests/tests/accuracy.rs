@@ -1467,3 +1467,28 @@ fn phi3_and_gemma2_layers_follow_their_modeling_files() {
         );
     }
 }
+
+/// Qwen2-MoE's router casts its top-k weights back to the hidden states'
+/// dtype (`router_top_value.to(router_logits.dtype)`), where Mixtral's
+/// keeps them fp32: the experts' weighted outputs and their reordered copy
+/// are bf16 in a bf16 model. The H200 trace of Qwen1.5-MoE generation
+/// (`trace-snapshots-19.md`) holds four 128 MiB (S, hidden) bf16 blocks at
+/// its peak, the last prefill layer's `grouped_mm_experts_forward`; with
+/// fp32 weighted outputs the replay's inference peaks were 247 and 251 MiB
+/// over. Pinned to both inference cases' allocated peaks.
+#[test]
+fn qwen2_moe_weights_its_experts_in_the_models_dtype() {
+    const MIB: i64 = 1 << 20;
+    for case in [
+        "qwen15moe_gen_bf16_b8_L1024",
+        "qwen15moe_fwd_bf16_b4_L2048_last",
+    ] {
+        let c = measured_case("h200-generalization/measured-18.jsonl", case);
+        let (predicted, measured) = c.allocated;
+        let miss = predicted as i64 - measured as i64;
+        assert!(
+            miss.abs() <= 16 * MIB,
+            "{case}: allocated peak {predicted} B predicted, {measured} B measured"
+        );
+    }
+}

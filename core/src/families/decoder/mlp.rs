@@ -135,6 +135,20 @@ impl Model<'_> {
         }
     }
 
+    /// Bytes per element of the experts' outputs once weighted by the
+    /// router (`proj_out * sample_weights`): the hidden states' dtype when
+    /// the router casts its weights back to it (Qwen2-MoE), else fp32
+    /// (Mixtral's router keeps them fp32, which promotes the product; the
+    /// H200 trace of Qwen1.5-MoE generation: four 128 MiB (S, hidden) bf16
+    /// blocks at the last prefill layer's `grouped_mm_experts_forward`
+    /// peak, where fp32 would take 256 MiB each for the last two).
+    fn weighted_dsize(&self, hidden_dsize: u64) -> u64 {
+        match self.a.moe {
+            Some(m) if m.routing_weights_in_model_dtype => hidden_dsize,
+            _ => FP32,
+        }
+    }
+
     /// The experts of a decode step, as `generate` runs them on a GPU
     /// (`batched_mm_experts_forward`, `integrations/moe.py`): each token
     /// repeated once per chosen expert (`S = tokens x top_k` rows), then
@@ -142,7 +156,7 @@ impl Model<'_> {
     /// (`gate_up_proj[expert_ids]`: S copies of an expert's weights), a
     /// batched GEMM, the gated activation, the down weights gathered the
     /// same way (allocated before the gate/up copies are released, so both
-    /// are live together), the down GEMM, the routing weights (fp32) and a
+    /// are live together), the down GEMM, the routing weights and a
     /// sum over the top-k. Mixtral-8x7B at batch 8: 3.5 GiB and 1.75 GiB of
     /// weight copies per layer, the peak of the run
     /// (`measurements/h200-generalization/trace-snapshots-4.md`).
@@ -200,11 +214,12 @@ impl Model<'_> {
             pairs * h * x.dsize,
         );
         g.drop(gated);
-        let weighted = op(g, "moe: * routing weights (fp32)", &[d], pairs * h * FP32);
+        let wd = self.weighted_dsize(x.dsize);
+        let weighted = op(g, "moe: * routing weights", &[d], pairs * h * wd);
         let summed = T {
-            v: op(g, "moe: sum over top-k", &[weighted], tokens * h * FP32),
+            v: op(g, "moe: sum over top-k", &[weighted], tokens * h * wd),
             elems: tokens * h,
-            dsize: FP32,
+            dsize: wd,
         };
         let out = nn::cast(g, summed, x.dsize, "moe: .to(hidden dtype)");
         g.drop_all(&[summed.v, weighted, d, down_weights, ids, rows]);
@@ -216,7 +231,7 @@ impl Model<'_> {
     /// pairs are sorted by expert and the tokens gathered (`S = tokens x
     /// top_k` rows), the concatenated gate/up projection runs as one grouped
     /// GEMM (then an out-of-place `masked_fill`), the gated activation, the
-    /// down projection (and its `masked_fill`), the routing weights (fp32),
+    /// down projection (and its `masked_fill`), the routing weights,
     /// the inverse permutation and a sum over the top-k; every local lives
     /// until the function returns. (The per-expert loop of older releases
     /// needed an expert's share of this; the grouped version needs all of it.)
@@ -261,7 +276,8 @@ impl Model<'_> {
             elems: pairs * h,
             dsize: x.dsize,
         };
-        small(g, "moe: routing weights by expert", pairs * FP32);
+        let wd = self.weighted_dsize(x.dsize);
+        small(g, "moe: routing weights by expert", pairs * wd);
         small(g, "moe: expert ids int32", pairs * 4);
         small(g, "moe: sentinel mask", pairs);
         let all_gu = Linear {
@@ -290,24 +306,24 @@ impl Model<'_> {
         g.drop(gated.v);
         let d_masked = nn::unary(g, d, "moe: down masked_fill", d.dsize);
         g.drop(d.v);
-        let weighted = nn::unary(g, d_masked, "moe: * routing weights (fp32)", FP32);
+        let weighted = nn::unary(g, d_masked, "moe: * routing weights", wd);
         small(g, "moe: inverse permutation", pairs * INT64);
         g.at("moe: arange", layer);
         let arange = g.input(pairs * INT64, Component::Transient);
         g.drop(arange);
-        let restored = nn::unary(g, weighted, "moe: restore token order", FP32);
+        let restored = nn::unary(g, weighted, "moe: restore token order", wd);
         g.drop(weighted.v);
         let summed = g.op(
             "moe: sum over top-k",
             &[restored.v],
-            tokens * h * FP32,
+            tokens * h * wd,
             Component::Transient,
             Saves::NOTHING,
         );
         let summed = T {
             v: summed,
             elems: tokens * h,
-            dsize: FP32,
+            dsize: wd,
         };
         let out = nn::cast(g, summed, x.dsize, "moe: .to(hidden dtype)");
         g.drop_all(&[summed.v, restored.v, d_masked.v, gathered.v]);
