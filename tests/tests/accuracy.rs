@@ -1492,3 +1492,39 @@ fn qwen2_moe_weights_its_experts_in_the_models_dtype() {
         );
     }
 }
+
+/// What autograd keeps of a mixture-of-experts layer in training, as the
+/// H200 trace of Qwen1.5-MoE LoRA training shows it at its peak
+/// (`trace-snapshots-19.md`): the masked expert outputs, which
+/// `proj_out * sample_weights_g` saves because the routing weights need a
+/// gradient too (`moe.py:465`, 32 MiB a layer), and the shared expert's
+/// output, which the sigmoid gate's product saves (8 MiB a layer); not the
+/// layer's input, which `hidden_states[perm // top_k]` does not keep.
+/// Without them the allocated peaks were 786 MiB (Qwen1.5-MoE) and 260 and
+/// 1,039 MiB (Mixtral) under. Pinned to the non-checkpointed LoRA runs.
+#[test]
+fn moe_training_keeps_the_expert_outputs_autograd_saves() {
+    const MIB: i64 = 1 << 20;
+    for (file, case) in [
+        (
+            "measured-18.jsonl",
+            "qwen15moe_lora_r16_qv_bf16_adamw_b2_L1024",
+        ),
+        (
+            "measured-16.jsonl",
+            "mixtral_lora_r16_qv_bf16_adamw_b1_L1024",
+        ),
+        (
+            "measured-16.jsonl",
+            "mixtral_lora_r16_qv_bf16_adamw_b2_L2048",
+        ),
+    ] {
+        let c = measured_case(&format!("h200-generalization/{file}"), case);
+        let (predicted, measured) = c.allocated;
+        let miss = predicted as i64 - measured as i64;
+        assert!(
+            miss.abs() <= 32 * MIB,
+            "{case}: allocated peak {predicted} B predicted, {measured} B measured"
+        );
+    }
+}

@@ -123,7 +123,14 @@ impl Model<'_> {
                 match shared_out {
                     Some(d) => {
                         // sigmoid(shared_expert_gate(x)) * shared output, then the sum.
-                        let gated = nn::unary(g, d, "moe: shared expert * sigmoid gate", d.dsize);
+                        // The product keeps the shared expert's output for
+                        // the gate's gradient.
+                        let gated = nn::unary_saving_input(
+                            g,
+                            d,
+                            "moe: shared expert * sigmoid gate",
+                            d.dsize,
+                        );
                         g.drop(d.v);
                         let sum = nn::add(g, out, gated, "moe: add shared expert");
                         g.drop_all(&[out.v, gated.v]);
@@ -263,12 +270,14 @@ impl Model<'_> {
         small(g, "moe: sort permutation", pairs * INT64);
         g.at("moe: perm // top_k", layer);
         let div = g.input(pairs * INT64, Component::Transient);
+        // `hidden_states[perm // top_k]`: index's backward keeps the
+        // indices, not the source.
         let gathered = g.op(
             "moe: gather tokens by expert",
             &[x.v],
             pairs * h * x.dsize,
             Component::Transient,
-            Saves::inputs(&[x.v]),
+            Saves::NOTHING,
         );
         g.drop(div);
         let gathered = T {
@@ -306,7 +315,10 @@ impl Model<'_> {
         g.drop(gated.v);
         let d_masked = nn::unary(g, d, "moe: down masked_fill", d.dsize);
         g.drop(d.v);
-        let weighted = nn::unary(g, d_masked, "moe: * routing weights", wd);
+        // `proj_out * sample_weights_g`: both factors need gradients in
+        // training (the router's input does), so the product keeps the
+        // masked expert outputs.
+        let weighted = nn::unary_saving_input(g, d_masked, "moe: * routing weights", wd);
         small(g, "moe: inverse permutation", pairs * INT64);
         g.at("moe: arange", layer);
         let arange = g.input(pairs * INT64, Component::Transient);
