@@ -1527,4 +1527,19 @@ fn moe_training_keeps_the_expert_outputs_autograd_saves() {
             "{case}: allocated peak {predicted} B predicted, {measured} B measured"
         );
     }
+    // Batch 20, predicted with this before it ran (65235eb): Qwen1.5-MoE
+    // LoRA checkpointed and under autocast, its full bf16 SGD training and
+    // a 32-token generation at batch 32, and a 64-token Gemma 2 generation.
+    let (rows, _) = compare_file(&measurement_text("h200-generalization/measured-20.jsonl"));
+    assert_eq!(rows.len(), 5);
+    for c in &rows {
+        let (predicted, measured) = c.allocated;
+        let miss = predicted as i64 - measured as i64;
+        assert!(
+            miss.abs() <= 64 * MIB && c.error().abs() < 0.01,
+            "{}: allocated peak {predicted} B predicted, {measured} B measured; driver-level {:+.2}%",
+            c.case,
+            100.0 * c.error()
+        );
+    }
 }
