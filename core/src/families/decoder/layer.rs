@@ -164,14 +164,15 @@ impl Model<'_> {
             Attention::Sdpa if kvh < nh && !cx.autocast && q.dsize == FP32 => {
                 nn::sdpa_math(g, q, k, v, shape)
             }
-            Attention::Sdpa if a.fused_projections && !masked => {
+            Attention::Sdpa if a.fused_projections && !masked && s > 1 => {
                 // Phi-3's rotary `torch.cat` leaves the queries contiguous
                 // in (b, heads, s, hd), and the flash kernel's output takes
                 // the queries' layout (`empty_like`), so the caller's
                 // `transpose(1, 2).contiguous()` copies it; in training
                 // `o_proj` keeps the copy and the kernel its output (the
                 // H200 trace of Phi-3-mini amp training b4 L1024: a 24 MiB
-                // block per layer at `sdpa_attention.py:168`).
+                // block per layer at `sdpa_attention.py:168`). A decode
+                // step's single query is contiguous in either layout.
                 let out = nn::sdpa(g, cx, q, k, v, shape);
                 let copy = nn::unary(g, out, "attention: transpose(1, 2).contiguous()", out.dsize);
                 g.drop(out.v);
