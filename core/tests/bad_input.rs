@@ -485,16 +485,6 @@ fn lora_targets_must_name_modules_of_the_model() {
     );
 }
 
-/// Parameters of a Phi-3-mini LoRA job (adapters included).
-fn phi3_lora_params(targets: &str) -> i64 {
-    let json = format!(
-        r#"{{"model": "phi-3-mini-4k", "workload": {{"mode": "training", "seq_len": 128, "training": {{"lora": {{"rank": 8, "target_modules": {targets}}}}}}}}}"#
-    );
-    let s = Spec::from_json(&json).unwrap();
-    let e = estimate(&s.model.arch, &s.workload, &s.runtime).unwrap();
-    e.params as i64
-}
-
 #[test]
 fn phi3_lora_adapts_its_fused_linears() {
     // 32 layers of width 3072 (32 heads of 96, no grouping), MLP 8192.
@@ -515,14 +505,22 @@ fn phi3_lora_adapts_its_fused_linears() {
     );
 }
 
-/// Parameters of a GPT-2 LoRA job (adapters included).
-fn gpt2_lora_params(targets: &str) -> i64 {
+/// Parameters of a LoRA job on `model` (adapters included).
+fn lora_params(model: &str, targets: &str) -> i64 {
     let json = format!(
-        r#"{{"model": "gpt2", "workload": {{"mode": "training", "seq_len": 128, "training": {{"lora": {{"rank": 8, "target_modules": {targets}}}}}}}}}"#
+        r#"{{"model": "{model}", "workload": {{"mode": "training", "seq_len": 128, "training": {{"lora": {{"rank": 8, "target_modules": {targets}}}}}}}}}"#
     );
     let s = Spec::from_json(&json).unwrap();
     let e = estimate(&s.model.arch, &s.workload, &s.runtime).unwrap();
     e.params as i64
+}
+
+fn gpt2_lora_params(targets: &str) -> i64 {
+    lora_params("gpt2", targets)
+}
+
+fn phi3_lora_params(targets: &str) -> i64 {
+    lora_params("phi-3-mini-4k", targets)
 }
 
 #[test]

@@ -4,15 +4,11 @@ use super::{cast, mul, unary, unary_saving_input, Ctx, FP32, T};
 use crate::component::Component;
 use crate::graph::{Graph, Saves, Value};
 
-/// HF's RMSNorm: `w * (x.float() * rsqrt(x.float().pow(2).mean(-1) + eps)).to(x.dtype)`.
-pub fn rms_norm(
-    g: &mut Graph,
-    x: T,
-    weight: Value,
-    weight_dsize: u64,
-    hidden: u64,
-    name: &'static str,
-) -> T {
+/// The part both RMSNorms share, an fp32 product:
+/// `x.float() * rsqrt(x.float().pow(2).mean(-1) + eps)`. `x.float()` and
+/// the row statistics are released once it exists (kept by autograd for
+/// backward in training).
+fn normalized_fp32(g: &mut Graph, x: T, hidden: u64, name: &'static str) -> T {
     let rows = x.elems / hidden;
     let x32 = cast(g, x, FP32, name);
     let p = unary_saving_input(g, x32, name, FP32);
@@ -39,6 +35,19 @@ pub fn rms_norm(
     };
     let n = mul(g, x32, rs, name);
     g.drop_all(&[rs.v, x32.v]);
+    n
+}
+
+/// HF's RMSNorm: `w * (x.float() * rsqrt(x.float().pow(2).mean(-1) + eps)).to(x.dtype)`.
+pub fn rms_norm(
+    g: &mut Graph,
+    x: T,
+    weight: Value,
+    weight_dsize: u64,
+    hidden: u64,
+    name: &'static str,
+) -> T {
+    let n = normalized_fp32(g, x, hidden, name);
     let c = cast(g, n, x.dsize, name);
     let w = T {
         v: weight,
@@ -67,32 +76,7 @@ pub fn gemma_rms_norm(
     hidden: u64,
     name: &'static str,
 ) -> T {
-    let rows = x.elems / hidden;
-    let x32 = cast(g, x, FP32, name);
-    let p = unary_saving_input(g, x32, name, FP32);
-    let var = g.op(
-        name,
-        &[p.v],
-        rows * FP32,
-        Component::Transient,
-        Saves::NOTHING,
-    );
-    g.drop(p.v);
-    let rs = g.op(
-        name,
-        &[var],
-        rows * FP32,
-        Component::Transient,
-        Saves::NOTHING,
-    );
-    g.drop(var);
-    let rs = T {
-        v: rs,
-        elems: rows,
-        dsize: FP32,
-    };
-    let n = mul(g, x32, rs, name);
-    g.drop_all(&[rs.v, x32.v]);
+    let n = normalized_fp32(g, x, hidden, name);
     let w = T {
         v: weight,
         elems: hidden,
