@@ -101,6 +101,13 @@ HF_PRESETS = {
     "mistral-7b-v0.3": ("MistralConfig", "MistralForCausalLM", dict(
         vocab_size=32768, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
         num_attention_heads=32, num_key_value_heads=8, sliding_window=None), 7248023552),
+    "mistral-nemo-12b": ("MistralConfig", "MistralForCausalLM", dict(
+        vocab_size=131072, hidden_size=5120, intermediate_size=14336, num_hidden_layers=40,
+        num_attention_heads=32, num_key_value_heads=8, head_dim=128, sliding_window=None,
+        tie_word_embeddings=False), 12247782400),
+    "qwen2.5-14b": ("Qwen2Config", "Qwen2ForCausalLM", dict(
+        vocab_size=152064, hidden_size=5120, intermediate_size=13824, num_hidden_layers=48,
+        num_attention_heads=40, num_key_value_heads=8, tie_word_embeddings=False), 14770033664),
     "mixtral-8x7b": ("MixtralConfig", "MixtralForCausalLM", dict(
         vocab_size=32000, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
         num_attention_heads=32, num_key_value_heads=8, num_local_experts=8,
@@ -121,6 +128,10 @@ HF_PRESETS = {
         vocab_size=256000, hidden_size=3584, intermediate_size=14336, num_hidden_layers=42,
         num_attention_heads=16, num_key_value_heads=8, head_dim=256, query_pre_attn_scalar=256,
         sliding_window=4096, tie_word_embeddings=True), 9241705984),
+    "gemma-2-27b": ("Gemma2Config", "Gemma2ForCausalLM", dict(
+        vocab_size=256000, hidden_size=4608, intermediate_size=36864, num_hidden_layers=46,
+        num_attention_heads=32, num_key_value_heads=16, head_dim=128, query_pre_attn_scalar=144,
+        sliding_window=4096, tie_word_embeddings=True), 27227128320),
     "qwen1.5-moe-a2.7b": ("Qwen2MoeConfig", "Qwen2MoeForCausalLM", dict(
         vocab_size=151936, hidden_size=2048, intermediate_size=5632, num_hidden_layers=24,
         num_attention_heads=16, num_key_value_heads=16, num_experts=60, num_experts_per_tok=4,
