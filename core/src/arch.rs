@@ -255,6 +255,12 @@ pub struct DecoderArch {
     /// `final_logit_softcapping`): three more vocabulary-sized tensors.
     #[cfg_attr(feature = "serde", serde(default))]
     pub final_logit_softcapping: bool,
+    /// Eager attention's scores pass through `tanh(scores / cap) * cap`
+    /// before the mask (Gemma 2's `attn_logit_softcapping`; SDPA ignores
+    /// it): two more score-sized tensors in flight, and in training
+    /// `tanh`'s output kept for backward, one score-sized tensor a layer.
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub attn_logit_softcapping: bool,
     /// Phi-3's layer (transformers 5.17 `modeling_phi3.py`): one
     /// `qkv_proj` whose output the queries, keys and values are views of,
     /// kept by the attention's `qkv` local until it returns; one

@@ -337,6 +337,8 @@ impl Config<'_> {
             full_attention_every: 0,
             final_logit_softcapping: t == "gemma2"
                 && !matches!(self.get("final_logit_softcapping"), Some(Value::Null)),
+            attn_logit_softcapping: t == "gemma2"
+                && !matches!(self.get("attn_logit_softcapping"), Some(Value::Null)),
             fused_projections: t == "phi3",
             scaled_embeddings: t == "gemma2",
         };
@@ -519,6 +521,7 @@ impl Config<'_> {
             sliding_window: 0,
             full_attention_every: 0,
             final_logit_softcapping: false,
+            attn_logit_softcapping: false,
             fused_projections: false,
             scaled_embeddings: false,
         })

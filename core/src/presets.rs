@@ -62,6 +62,7 @@ pub fn llama_like(
         moe: None,
         sliding_window: 0,
         final_logit_softcapping: false,
+        attn_logit_softcapping: false,
         full_attention_every: 0,
         fused_projections: false,
         scaled_embeddings: false,
@@ -119,6 +120,7 @@ pub fn gemma2(
     a.sliding_window = 4096;
     a.full_attention_every = 2;
     a.final_logit_softcapping = true;
+    a.attn_logit_softcapping = true;
     a
 }
 
@@ -276,6 +278,7 @@ pub fn all() -> Vec<Preset> {
         moe: None,
         sliding_window: 0,
         final_logit_softcapping: false,
+        attn_logit_softcapping: false,
         full_attention_every: 0,
         fused_projections: false,
         scaled_embeddings: false,

@@ -52,3 +52,34 @@ fn a_strided_query_and_key_are_copied_around_the_scores() {
         ]
     );
 }
+
+/// Gemma 2's eager attention caps its scores, `tanh(scores / 50) * 50`
+/// between the scaling and the mask (transformers 5.17
+/// `modeling_gemma2.eager_attention_forward`), and autograd keeps the
+/// `tanh` output: training without checkpointing holds one more
+/// score-sized bf16 tensor per layer at the peak, exactly (42 layers x
+/// batch 2 x 16 heads x 2,048^2 x 2 bytes). SDPA ignores the cap.
+#[test]
+fn gemma2_eager_training_keeps_each_layers_capped_scores() {
+    let allocated = |attention: &str, cap: bool| {
+        let json = format!(
+            r#"{{"model": "gemma-2-9b", "workload": {{"mode": "training", "batch": 2, "seq_len": 2048, "attention": "{attention}", "training": {{"precision": "amp_bf16", "lora": {{"rank": 16}}}}}}}}"#
+        );
+        let mut spec = headroom_core::spec::Spec::from_json(&json).unwrap();
+        let headroom_core::arch::Architecture::Decoder(d) = &mut spec.model.arch else {
+            panic!("gemma-2-9b is a decoder")
+        };
+        assert!(d.attn_logit_softcapping, "the preset caps its scores");
+        d.attn_logit_softcapping = cap;
+        headroom_core::estimate(&spec.model.arch, &spec.workload, &spec.runtime)
+            .unwrap()
+            .allocated_peak
+            .0
+    };
+    let scores = 2 * 16 * 2048 * 2048 * 2;
+    assert_eq!(
+        allocated("eager", true) - allocated("eager", false),
+        42 * scores
+    );
+    assert_eq!(allocated("sdpa", true), allocated("sdpa", false));
+}

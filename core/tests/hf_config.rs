@@ -60,6 +60,10 @@ fn per_type_details() {
     assert!(g.tie_word_embeddings, "gemma2 ties by default");
     assert_eq!(g.norm, NormKind::GemmaRmsNorm, "gemma2's RMSNorm");
     assert!(g.scaled_embeddings, "gemma2 scales its embeddings");
+    assert!(
+        g.attn_logit_softcapping && g.final_logit_softcapping,
+        "gemma2 caps its attention scores and its logits"
+    );
     let Architecture::Decoder(p) = imported("Phi-3-mini-4k-instruct") else {
         panic!()
     };

@@ -445,6 +445,7 @@ fn self_attention(
                     dropout_before_cast: true,
                     half_to_float: cx.fp16,
                     strided_key: true,
+                    softcap: false,
                 },
             );
             g.drop(probs);

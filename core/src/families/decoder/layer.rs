@@ -190,6 +190,7 @@ impl Model<'_> {
                         dropout_before_cast: false,
                         half_to_float: cx.fp16,
                         strided_key: false,
+                        softcap: false,
                     }
                 } else {
                     nn::EagerSoftmax {
@@ -198,6 +199,7 @@ impl Model<'_> {
                         dropout_before_cast: false,
                         half_to_float: cx.fp16,
                         strided_key: false,
+                        softcap: self.a.attn_logit_softcapping,
                     }
                 };
                 let (out, probs) = nn::eager_attention(g, q, k, v, shape, eager_mask, style);

@@ -1,7 +1,7 @@
 //! Attention: the fused SDPA kernels, SDPA's math fallback, eager
 //! attention, and rotary position embeddings.
 
-use super::{add, cast, dropout, mul, unary, Ctx, BF16, FP32, T};
+use super::{add, cast, dropout, mul, tanh, unary, Ctx, BF16, FP32, T};
 use crate::component::Component;
 use crate::graph::{Graph, Saves, Value};
 
@@ -226,6 +226,11 @@ pub struct EagerSoftmax {
     /// `transpose_for_scores`, no cache and no `repeat_kv` copy), so
     /// `torch.matmul` copies it too when it folds batch and heads.
     pub strided_key: bool,
+    /// `tanh(scores / cap) * cap` after the scaling (Gemma 2's
+    /// `attn_logit_softcapping`, `modeling_gemma2.eager_attention_forward`):
+    /// each step a new score-sized tensor, and `tanh` keeps its output for
+    /// backward.
+    pub softcap: bool,
 }
 
 /// Eager attention: `softmax(QK^T * scale + mask, dtype=fp32).to(q.dtype) @ V`
@@ -321,6 +326,20 @@ pub fn eager_attention(
     };
     let scaled = unary(g, scores, "attention scores * scale", q.dsize);
     g.drop(scores.v);
+    // `attn_weights = attn_weights / softcap`, `torch.tanh(...)`, `* softcap`:
+    // each rebinding frees the one before (dividing and multiplying by a
+    // constant save nothing; autograd keeps the tanh output in training).
+    let scaled = if style.softcap {
+        let divided = unary(g, scaled, "attention scores / softcap", q.dsize);
+        g.drop(scaled.v);
+        let th = tanh(g, divided, "tanh(attention scores / softcap)");
+        g.drop(divided.v);
+        let capped = unary(g, th, "attention scores * softcap", q.dsize);
+        g.drop(th.v);
+        capped
+    } else {
+        scaled
+    };
     let masked = match mask {
         Some(m) => {
             let r = add(g, scaled, m, "attention scores + mask");
