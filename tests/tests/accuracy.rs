@@ -1548,7 +1548,7 @@ fn moe_training_keeps_the_expert_outputs_autograd_saves() {
 /// predicted before it ran (114d82b): the attention caps its scores with
 /// `tanh(scores / 50) * 50` before the mask, and training keeps each
 /// layer's `tanh` output. Without the cap the amp LoRA run at b2 L2048
-/// (no checkpointing) was 10.1% under (10.5 GB: 42 layers x 256 MiB) and
+/// (no checkpointing) was 10.1% under (11.3 GB: 42 layers x 256 MiB) and
 /// full bf16 SGD training 5.5% under; with it their allocated peaks are
 /// within 64 MiB and every driver-level peak within 2%.
 #[test]
