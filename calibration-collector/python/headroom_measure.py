@@ -615,6 +615,18 @@ def random_ids(model, case, batch, seq_len, device):
     return ids
 
 
+def padding_mask(case, ids):
+    """`workload.padded`: an attention mask whose first sequence starts with
+    padding (a quarter of it, at most 256 tokens), as a batch of prompts of
+    different lengths is left-padded; None for an unpadded batch."""
+    if not case["workload"].get("padded"):
+        return None
+    import torch
+    mask = torch.ones_like(ids)
+    mask[0, :max(1, min(256, ids.shape[1] // 4))] = 0
+    return mask
+
+
 class Runner:
     """Holds the built model (and the optimizer of training cases) for one
     process, and runs cases on it."""
@@ -667,9 +679,11 @@ class Runner:
         if gen_cfg.pad_token_id is None:
             gen_cfg.pad_token_id = gen_cfg.eos_token_id if gen_cfg.eos_token_id is not None else 0
         ids = random_ids(self.model, case, w["batch"], w["seq_len"], self.device)
+        mask = padding_mask(case, ids)
+        extra = {} if mask is None else {"attention_mask": mask}
         with torch.no_grad():
             out = self.model.generate(ids, max_new_tokens=n, min_new_tokens=n, do_sample=False,
-                                      use_cache=bool(inf.get("kv_cache", True)))
+                                      use_cache=bool(inf.get("kv_cache", True)), **extra)
         assert out.shape[1] == w["seq_len"] + n, out.shape
 
     def forward(self, case):
@@ -688,6 +702,9 @@ class Runner:
             if "logits_to_keep" not in params:
                 raise Unsupported(f"{case['model']} cannot keep only the last position's logits")
             kwargs["logits_to_keep"] = 1
+        mask = padding_mask(case, ids)
+        if mask is not None:
+            kwargs["attention_mask"] = mask
         with torch.no_grad():
             out = self.model(input_ids=ids, **kwargs)
         del out
@@ -763,6 +780,9 @@ class Runner:
             # peft's PeftModelForCausalLM passes **kwargs on to the base model.
             if takes or hasattr(self.model, "peft_config"):
                 kwargs["use_cache"] = bool(tr.get("use_cache", False))
+            mask = padding_mask(case, inputs)
+            if mask is not None:
+                kwargs["attention_mask"] = mask
         for step in range(int(tr.get("steps", 1))):
             self.mark(f"step {step + 1}")
             self.train_step(inputs, ac, kwargs)

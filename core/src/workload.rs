@@ -328,6 +328,12 @@ pub struct Workload {
     pub memory_format: MemoryFormat,
     /// How the job is spread over several GPUs (`batch` is per rank).
     pub parallel: ParallelOptions,
+    /// The batch is padded: its `attention_mask` holds zeros (sequences of
+    /// different lengths). transformers then builds a (batch, 1, q, kv)
+    /// boolean mask per call and, for SDPA, repeats grouped keys and values
+    /// to every query head; SDPA turns the mask into an additive bias and
+    /// runs its memory-efficient kernel. Decoders only.
+    pub padded: bool,
 }
 
 impl Default for Workload {
@@ -345,6 +351,7 @@ impl Default for Workload {
             load: LoadPath::Compact,
             memory_format: MemoryFormat::Contiguous,
             parallel: ParallelOptions::default(),
+            padded: false,
         }
     }
 }

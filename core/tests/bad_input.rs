@@ -577,3 +577,42 @@ fn generations_too_long_to_replay_are_refused_with_the_bound() {
         }
     }
 }
+
+#[test]
+fn padded_batches_name_the_models_they_cover() {
+    check(
+        r#"{"model": "llama-3.2-1b", "workload": {"mode": "inference", "padded": "yes"}}"#,
+        &["workload.padded", "true or false"],
+    );
+    check(
+        r#"{"model": "bert-base-uncased", "workload": {"mode": "inference", "padded": true}}"#,
+        &[
+            "workload.padded",
+            "decoder LLMs only",
+            "false for this model",
+        ],
+    );
+    for model in ["gemma-2-9b", "phi-3-mini-4k"] {
+        check(
+            &format!(
+                r#"{{"model": "{model}", "workload": {{"mode": "training", "padded": true}}}}"#
+            ),
+            &[
+                "workload.padded",
+                "sliding windows or fused projections",
+                "Llama",
+            ],
+        );
+    }
+    // Accepted where it is modelled, and it costs memory there.
+    let peak = |padded: bool| {
+        let s = Spec::from_json(&format!(
+            r#"{{"model": "qwen2.5-7b", "workload": {{"mode": "inference", "batch": 4, "seq_len": 4096, "padded": {padded}}}}}"#
+        ))
+        .unwrap();
+        estimate(&s.model.arch, &s.workload, &s.runtime)
+            .unwrap()
+            .allocated_peak
+    };
+    assert!(peak(true) > peak(false));
+}

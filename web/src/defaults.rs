@@ -116,6 +116,9 @@ pub struct Applies {
     pub memory_format: bool,
     /// Several inference batches in one process (all but ESMFold).
     pub inference_batches: bool,
+    /// A padded batch (decoders without sliding windows or fused
+    /// projections: the ones whose padding is modelled).
+    pub padding: bool,
 }
 
 /// The controls that apply to `arch`.
@@ -133,6 +136,7 @@ pub fn applies(arch: &Architecture) -> Applies {
         quantised: decoder,
         memory_format: !transformer,
         inference_batches: !matches!(arch, Architecture::EsmFold(_)),
+        padding: matches!(arch, Architecture::Decoder(d) if d.sliding_window == 0 && !d.fused_projections),
     }
 }
 
@@ -166,5 +170,7 @@ mod tests {
         assert!(applies(&resnet).memory_format && !applies(&llama).memory_format);
         assert!(applies(&fold).esmfold && !applies(&fold).training);
         assert!(applies(&llama).generation && !applies(&llama).esmfold);
+        let gemma = presets::find("gemma-2-9b").unwrap().arch;
+        assert!(applies(&llama).padding && !applies(&gemma).padding && !applies(&resnet).padding);
     }
 }

@@ -315,6 +315,10 @@ impl AppState {
         } else {
             self.model = model;
         }
+        // Padding is modelled for some decoders only.
+        if !defaults::applies(&self.model.arch).padding {
+            self.workload.padded = false;
+        }
     }
 
     /// True when the x axis is an image size.

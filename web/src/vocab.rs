@@ -323,6 +323,17 @@ mod tests {
                 f.key(),
             );
         }
+        url_round_trips(
+            &state("llama-3.2-1b", |w| w.padded = true),
+            "padded",
+            "true",
+        );
+        // A decoder whose padding is not modelled turns it off.
+        let mut s = state("llama-3.2-1b", |w| w.padded = true);
+        s.set_model(presets::find("qwen2.5-7b").unwrap().model());
+        assert!(s.workload.padded, "kept for another decoder it applies to");
+        s.set_model(presets::find("gemma-2-9b").unwrap().model());
+        assert!(!s.workload.padded);
         for &l in LoadPath::ALL {
             select_round_trips(&options(LoadPath::ALL), l);
             url_round_trips(&state("llama-3.2-1b", |w| w.load = l), "load", l.key());

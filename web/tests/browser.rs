@@ -2062,3 +2062,44 @@ async fn inference_batches_name_the_peaks_batch_and_ride_in_the_link() {
         "ESMFold folds one protein per estimate"
     );
 }
+
+/// A padded batch: the checkbox is offered for a decoder whose padding is
+/// modelled, ticking it raises a training job's peak (repeated keys and
+/// SDPA's bias in every layer), the link carries it and opens it again,
+/// and Gemma 2's page does not offer it.
+#[wasm_bindgen_test]
+async fn a_padded_batch_raises_the_peak_and_rides_in_the_link() {
+    let gb = |text: String| -> f64 {
+        text.split_whitespace()
+            .find_map(|w| w.replace(',', "").parse::<f64>().ok())
+            .unwrap_or_else(|| panic!("a number in {text:?}"))
+    };
+    let checked = |page: &Page| {
+        page.get("padded")
+            .dyn_into::<HtmlInputElement>()
+            .expect("a checkbox")
+            .checked()
+    };
+    let job = "model=llama-3.2-1b&mode=training&batch=8&seq_len=2048";
+    let page = Page::open(job).await;
+    assert!(!checked(&page));
+    let unpadded = gb(peak_total(&page).await);
+    page.click("padded");
+    settle().await;
+    wait_until("a higher peak", || {
+        let text = page.text("peak-total");
+        !text.is_empty() && gb(text) > unpadded
+    })
+    .await;
+    let link = page.value("share-link");
+    assert!(link.contains("padded=true"), "{link}");
+    drop(page);
+
+    let page = Page::open(&format!("{job}&padded=true")).await;
+    assert!(checked(&page));
+    assert!(gb(peak_total(&page).await) > unpadded);
+    drop(page);
+
+    let page = Page::open("model=gemma-2-9b").await;
+    assert!(page.find("padded").is_none(), "not offered for Gemma 2");
+}

@@ -33,6 +33,13 @@ pub struct ReplaySummary {
 /// than read from a spec).
 pub fn validate(arch: &Architecture, workload: &Workload) -> Result<(), Error> {
     crate::arch::validate_arch(arch)?;
+    if workload.padded && !matches!(arch, Architecture::Decoder(_)) {
+        return Err(Error::invalid(
+            "workload.padded",
+            "padded batches are modelled for decoder LLMs only",
+            "false for this model",
+        ));
+    }
     match arch {
         Architecture::Decoder(a) => decoder::validate(a, workload),
         Architecture::Encoder(_) => encoder::validate(workload),

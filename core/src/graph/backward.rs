@@ -48,7 +48,7 @@ impl Graph<'_> {
         self.retain(input);
         self.nodes.push(Node {
             inputs: [Some(input), None, None],
-            saved: [Some(input), None, None, None],
+            saved: [Some(input), None, None, None, None],
             checkpoint: Some(segment),
             ..Node::new("checkpoint", self.layer, output)
         });

@@ -55,12 +55,16 @@ struct ValueState {
     grad_from_matmul: bool,
 }
 
+/// Values one op can save for backward, its output included (SDPA with a
+/// mask: the query, key, value, bias and output).
+pub const SAVED_SLOTS: usize = 5;
+
 #[derive(Clone, Debug)]
 struct Node {
     name: &'static str,
     layer: Option<u32>,
     inputs: [Option<Value>; 3],
-    saved: [Option<Value>; 4],
+    saved: [Option<Value>; SAVED_SLOTS],
     /// Extra buffers saved by the op (dropout masks, logsumexp), freed with the node.
     extra: Option<Tensor>,
     output: Value,
@@ -94,7 +98,7 @@ impl Node {
             name,
             layer,
             inputs: [None; 3],
-            saved: [None; 4],
+            saved: [None; SAVED_SLOTS],
             extra: None,
             output,
             backward_workspace: 0,
@@ -495,7 +499,7 @@ impl<'r> Graph<'r> {
 pub struct Detached {
     /// The node's output.
     pub output: Value,
-    saved: [Option<Value>; 4],
+    saved: [Option<Value>; SAVED_SLOTS],
     extra: Option<Tensor>,
 }
 

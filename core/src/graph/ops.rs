@@ -1,7 +1,7 @@
 //! Ops: what each allocates in forward, and what its autograd node keeps
 //! and takes in backward.
 
-use super::{Graph, Node, Value, ValueState};
+use super::{Graph, Node, Value, ValueState, SAVED_SLOTS};
 use crate::component::Component;
 use crate::graph::GradOrder;
 
@@ -40,8 +40,8 @@ impl<'a> Saves<'a> {
         backward_workspace: 0,
     };
 
-    /// Keeps these values (inputs or earlier values, at most four with the
-    /// output).
+    /// Keeps these values (inputs or earlier values, at most
+    /// [`SAVED_SLOTS`] with the output).
     pub const fn inputs(values: &'a [Value]) -> Saves<'a> {
         Saves {
             inputs: values,
@@ -140,8 +140,12 @@ impl Graph<'_> {
                 self.retain(s);
                 self.mark_saved(s);
             }
+            debug_assert!(
+                saves.inputs.len() + usize::from(saves.output) <= SAVED_SLOTS,
+                "{name}: more saved values than a node holds"
+            );
             if saves.output {
-                let slot = saves.inputs.len().min(3);
+                let slot = saves.inputs.len().min(SAVED_SLOTS - 1);
                 node.saved[slot] = Some(out);
                 self.retain(out);
                 self.mark_saved(out);
@@ -162,7 +166,7 @@ impl Graph<'_> {
             self.mark_saved(target);
             // Freed with the producer's node: attach as an extra hold.
             self.nodes.push(Node {
-                saved: [Some(target), None, None, None],
+                saved: [Some(target), None, None, None, None],
                 in_place: true,
                 ..Node::new(name, self.layer, target)
             });

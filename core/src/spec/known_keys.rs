@@ -56,6 +56,7 @@ pub const WORKLOAD: &[&str] = &[
     "training",
     "parallel",
     "esmfold",
+    "padded",
 ];
 
 /// `workload` notes of the measurement harness (the loss it computed).

@@ -447,6 +447,9 @@ pub fn parse_workload(value: Option<&Value>) -> Result<Workload, Error> {
     if let Some(memory_format) = memory_format {
         w.memory_format = memory_format;
     }
+    if let Some(padded) = field(map, p, "padded", "true or false")? {
+        w.padded = padded;
+    }
     if let Some(v) = map.get("inference") {
         let m = object(v, "workload.inference")?;
         let p = "workload.inference";

@@ -106,6 +106,10 @@ pub fn WorkloadPanel() -> impl IntoView {
                 "attention", "Attention kernel", options(Attention::ALL), |w| w.attention.key(),
                 |w, k| if let Some(a) = Attention::from_key(k) { w.attention = a },
             ))}
+            {move || applies.get().padding.then(|| check_field(
+                "padded", "Padded batch (an attention mask with zeros)",
+                |w| w.padded, |w, on| w.padded = on,
+            ))}
             {move || applies.get().memory_format.then(|| choice_field(
                 "memory_format", "Memory format", options(MemoryFormat::ALL), |w| w.memory_format.key(),
                 |w, k| if let Some(f) = MemoryFormat::from_key(k) { w.memory_format = f },

@@ -327,6 +327,7 @@ fn messy_query() -> impl Strategy<Value = String> {
         "mode",
         "attention",
         "memory_format",
+        "padded",
         "x",
         "from",
         "to",

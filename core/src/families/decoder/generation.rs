@@ -82,6 +82,8 @@ impl Model<'_> {
             || c.layers.len() != self.a.num_layers as usize
             || !c.dtype.is_float()
             || !self.decode_shortcut
+            // A padding mask repeats each layer's cache for SDPA.
+            || self.padded
         {
             return false;
         }

@@ -125,6 +125,52 @@ impl Model<'_> {
         // probabilities stay referenced by `_` until the layer returns.
         let mut kept_probs: Option<Value> = None;
         let attn = match self.attention {
+            Attention::Sdpa if self.padded => {
+                // A padding mask reaches SDPA: transformers repeats grouped
+                // keys and values per query head (`use_gqa_in_sdpa` is false
+                // with a mask), SDPA adds the mask as a bias and runs the
+                // memory-efficient kernel; the repeats are locals of
+                // `sdpa_attention_forward` (the H200 traces,
+                // `measurements/padding/`).
+                let (kr, vr) = if kvh < nh {
+                    let kr = nn::unary(
+                        g,
+                        T {
+                            elems: b * nh * kv_len * hd,
+                            ..k
+                        },
+                        "attention: repeat_kv (keys)",
+                        k.dsize,
+                    );
+                    let vr = nn::unary(
+                        g,
+                        T {
+                            elems: b * nh * kv_len * hd,
+                            ..v
+                        },
+                        "attention: repeat_kv (values)",
+                        v.dsize,
+                    );
+                    (kr, vr)
+                } else {
+                    g.hold(k.v);
+                    g.hold(v.v);
+                    (k, v)
+                };
+                let out = nn::sdpa_with_mask(
+                    g,
+                    cx,
+                    q,
+                    kr,
+                    vr,
+                    AttnShape {
+                        kv_heads: nh,
+                        ..shape
+                    },
+                );
+                g.drop_all(&[kr.v, vr.v]);
+                out
+            }
             Attention::Sdpa if masked && kvh < nh => {
                 // A sliding-window mask is passed to sdpa, so transformers
                 // repeats keys and values per query head (no enable_gqa).

@@ -58,6 +58,13 @@ pub fn has_peft_default_targets(a: &DecoderArch) -> bool {
 /// name no module of the model.
 pub fn validate(a: &DecoderArch, workload: &Workload) -> Result<(), Error> {
     weights::validate_lora_targets(a, workload)?;
+    if workload.padded && (a.sliding_window > 0 || a.fused_projections) {
+        return Err(Error::invalid(
+            "workload.padded",
+            "padded batches are not modelled for decoders with sliding windows or fused projections (Gemma 2, Phi-3)",
+            "false, or a decoder without them (Llama, Mistral v0.3, Qwen2, Mixtral, GPT-2)",
+        ));
+    }
     let decode_layer_steps = u64::from(workload.inference.new_tokens) * u64::from(a.num_layers);
     if workload.mode == Mode::Inference
         && workload.inference.kind == InferenceKind::Generate
@@ -200,6 +207,8 @@ struct Model<'a> {
     attention: Attention,
     /// [`super::ReplayOptions::decode_shortcut`].
     decode_shortcut: bool,
+    /// [`Workload::padded`]: every call gets a padding mask.
+    padded: bool,
 }
 
 impl Model<'_> {
@@ -339,7 +348,7 @@ impl Model<'_> {
         let eager_mask = if self.attention == Attention::Eager && s > 1 {
             g.at("eager causal mask", None);
             let mut boolean = g.input(s * s, Component::Transient);
-            if call.generate {
+            if call.generate || self.padded {
                 let padded = g.input(s * s, Component::Transient);
                 g.drop(boolean);
                 boolean = g.input(b * s * s, Component::Transient);
@@ -353,6 +362,27 @@ impl Model<'_> {
             };
             g.drop(boolean);
             Some(mask)
+        } else if self.padded && self.attention == Attention::Sdpa {
+            // A mask with zeros reaches SDPA: `sdpa_mask` evaluates the
+            // causal (1, 1, q, kv) boolean, the padding one, then their
+            // (b, 1, q, kv) combination, kept for the whole call (the H200
+            // trace of Llama-3.2-1B b8 L4096, `measurements/padding/`:
+            // 16 MiB twice, one freed, the 128 MiB mask, the other freed).
+            g.at("padding mask", None);
+            let kv = s + cache
+                .as_ref()
+                .and_then(|c| c.layers.first())
+                .map_or(0, |l| l.kept);
+            let causal = g.input(s * kv, Component::Transient);
+            let padding = g.input(s * kv, Component::Transient);
+            g.drop(causal);
+            let combined = g.input(b * s * kv, Component::Transient);
+            g.drop(padding);
+            Some(T {
+                v: combined,
+                elems: b * s * kv,
+                dsize: 1,
+            })
         } else {
             None
         };
@@ -560,6 +590,7 @@ pub fn replay(
         gathered_logits,
         attention: workload.attention,
         decode_shortcut: options.decode_shortcut,
+        padded: workload.padded,
     };
     let b = workload.batch as u64;
     let s = workload.seq_len as u64;

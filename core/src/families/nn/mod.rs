@@ -18,7 +18,7 @@ mod loss;
 mod norm;
 
 pub use attention::{
-    eager_attention, rotary, rotary_tables, rotate_half, sdpa, sdpa_math,
+    eager_attention, rotary, rotary_tables, rotate_half, sdpa, sdpa_math, sdpa_with_mask,
     sliding_window_mask_needed, AttnShape, EagerSoftmax,
 };
 pub use linear::{
