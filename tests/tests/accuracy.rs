@@ -1635,3 +1635,21 @@ fn a_padded_batch_repeats_keys_and_adds_a_bias_as_measured() {
         "padded training's allocated peak"
     );
 }
+
+/// Six padded jobs through the harness, predicted before they ran
+/// (029d87c): generations (each decode step repeats every layer's cache),
+/// a forward, amp and fp32 training, LoRA with checkpointing (the mask
+/// kept for the recompute). Every driver-level peak within 1%.
+#[test]
+fn padded_jobs_through_the_harness_are_within_one_percent() {
+    let (rows, _) = compare_file(&measurement_text("padding/measured-padded.jsonl"));
+    assert_eq!(rows.len(), 6);
+    for c in &rows {
+        assert!(
+            c.error().abs() < 0.01,
+            "{}: driver-level peak {:+.2}%",
+            c.case,
+            100.0 * c.error()
+        );
+    }
+}
