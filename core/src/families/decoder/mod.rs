@@ -333,6 +333,9 @@ impl Model<'_> {
             g.hold(x.v);
             embedding_locals.push(x.v);
         }
+        // The call's mask (`call_mask`, kept through backward for a
+        // checkpoint's recompute): eager attention's additive mask, or a
+        // padded batch's boolean one for SDPA.
         // Eager attention adds an explicit (b, 1, s, s) causal mask in the
         // activations' dtype, built once per call, before the rotary tables:
         // `masking_utils` first evaluates the causal mask function as a
@@ -340,12 +343,13 @@ impl Model<'_> {
         // mask and the boolean is freed (the H200 traces: 16 MiB then 32 MiB
         // for Llama-3.1-8B b1 L4096; 1 MiB then 8 MiB for Llama-3.2-1B b4
         // L1024).
-        // Under `generate` the mask function is `and_masks(causal, padding)`:
+        // Under `generate` or with a padded batch the mask function is
+        // `and_masks(causal, padding)`:
         // a second (1, 1, s, s) boolean, then the (b, 1, s, s) combination,
         // which lives until the additive mask exists (the H200 trace of
         // GPT-2 eager generation b4 L1008: 1,016,064 B twice, 4,064,256 B,
         // then the 8,128,512 B mask).
-        let eager_mask = if self.attention == Attention::Eager && s > 1 {
+        let call_mask = if self.attention == Attention::Eager && s > 1 {
             g.at("eager causal mask", None);
             let mut boolean = g.input(s * s, Component::Transient);
             if call.generate || self.padded {
@@ -423,12 +427,12 @@ impl Model<'_> {
                 // outside a checkpoint.
                 let grad = g.grad_mode;
                 g.grad_mode = false;
-                let o = self.layer(g, cx, l, x, call, rope, cache, eager_mask);
+                let o = self.layer(g, cx, l, x, call, rope, cache, call_mask);
                 g.grad_mode = grad;
                 g.checkpoint(l as u32, x.v, o.v);
                 o
             } else {
-                self.layer(g, cx, l, x, call, rope, cache, eager_mask)
+                self.layer(g, cx, l, x, call, rope, cache, call_mask)
             };
             if let Some(f) = &self.fsdp {
                 f.borrow_mut().post_forward(g, l);
@@ -439,7 +443,7 @@ impl Model<'_> {
         if let Some(m) = sliding_mask {
             g.drop(m);
         }
-        if let Some(m) = eager_mask {
+        if let Some(m) = call_mask {
             if call.checkpointing {
                 *kept_mask = Some(m);
             } else {
