@@ -79,7 +79,7 @@ pub const MAX_JOB_BYTES: f64 = (1u64 << 60) as f64;
 /// Upper bounds on the bytes of a job's largest kinds of tensors, each at
 /// least what the replay allocates for it (in `f64`, so the bounds
 /// themselves cannot overflow): what it is, and the bound.
-fn job_bounds(arch: &Architecture, w: &Workload) -> [(&'static str, f64); 4] {
+fn job_bounds(arch: &Architecture, w: &Workload) -> [(&'static str, f64); 5] {
     let n = f64::from;
     let batch = n(w.batch);
     let weights = (
@@ -103,6 +103,7 @@ fn job_bounds(arch: &Architecture, w: &Workload) -> [(&'static str, f64); 4] {
             ("the activations", batch * len * layers * width * 256.0),
             ("the logits", batch * len * vocab * 64.0),
             ("the attention scores", scores * layers),
+            ("the experts' weight copies", 0.0),
         ]
     };
     match arch {
@@ -125,7 +126,21 @@ fn job_bounds(arch: &Architecture, w: &Workload) -> [(&'static str, f64); 4] {
                 + moe
                 + (n(a.num_heads) + n(a.num_kv_heads) * 2.0) * n(a.head_dim);
             let (layers, vocab, heads) = (n(a.num_layers), n(a.vocab_size), n(a.num_heads));
-            transformer(len, layers, width, vocab, heads)
+            let mut bounds = transformer(len, layers, width, vocab, heads);
+            // A decode step gathers each chosen expert's gate, up and down
+            // weights once per token (`batched_mm`): batch x top-k copies,
+            // both sets live at once (8 bytes a value bounds any dtype).
+            if generated > 0.0 {
+                if let Some(m) = a.moe {
+                    bounds[4].1 = batch
+                        * n(m.experts_per_token)
+                        * n(m.expert_intermediate_size)
+                        * n(a.hidden_size)
+                        * 3.0
+                        * 8.0;
+                }
+            }
+            bounds
         }
         Architecture::Encoder(a) => {
             let width = n(a.hidden_size) * 4.0 + n(a.intermediate_size);
@@ -144,6 +159,7 @@ fn job_bounds(arch: &Architecture, w: &Workload) -> [(&'static str, f64); 4] {
                 ("the activations", batch * len * layers * width * 256.0),
                 ("the logits", batch * n(a.num_classes) * 64.0),
                 ("the attention scores", per_layer * layers),
+                ("the experts' weight copies", 0.0),
             ]
         }
         Architecture::EsmFold(a) => {
@@ -161,6 +177,7 @@ fn job_bounds(arch: &Architecture, w: &Workload) -> [(&'static str, f64); 4] {
                 ),
                 // Unchunked triangle attention: 4 heads, L^3 scores.
                 ("the triangle attention", batch * len * len * len * 64.0),
+                ("the experts' weight copies", 0.0),
             ]
         }
         Architecture::Cnn(_) => {
@@ -172,6 +189,7 @@ fn job_bounds(arch: &Architecture, w: &Workload) -> [(&'static str, f64); 4] {
                 ("the feature maps", batch * side * side * 64.0 * 4.0 * 512.0),
                 ("the logits", batch * (4u64 << 22) as f64 * 64.0),
                 ("the attention scores", 0.0),
+                ("the experts' weight copies", 0.0),
             ]
         }
     }
