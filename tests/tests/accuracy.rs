@@ -1449,23 +1449,7 @@ fn phi3_and_gemma2_layers_follow_their_modeling_files() {
     // Phi-3-medium (grouped heads) past its window, generations whose
     // decode steps fill the window, Phi-3 LoRA on its fused modules, Gemma
     // 2's every-position logits and its LoRA under autocast.
-    let (rows, _) = compare_file(&measurement_text("h200-generalization/measured-19.jsonl"));
-    assert_eq!(rows.len(), 7);
-    for c in &rows {
-        let (predicted, measured) = c.allocated;
-        let miss = predicted as i64 - measured as i64;
-        assert!(
-            miss.abs() <= 64 * MIB,
-            "{}: allocated peak {predicted} B predicted, {measured} B measured",
-            c.case
-        );
-        assert!(
-            c.error().abs() < 0.02,
-            "{}: driver-level peak {:+.2}%",
-            c.case,
-            100.0 * c.error()
-        );
-    }
+    every_case_within("h200-generalization/measured-19.jsonl", 7, 64 * MIB, 0.02);
 }
 
 /// Qwen2-MoE's router casts its top-k weights back to the hidden states'
@@ -1553,19 +1537,25 @@ fn moe_training_keeps_the_expert_outputs_autograd_saves() {
 /// within 64 MiB and every driver-level peak within 2%.
 #[test]
 fn gemma2_eager_attention_keeps_its_capped_scores() {
-    const MIB: i64 = 1 << 20;
-    let (rows, _) = compare_file(&measurement_text("h200-generalization/measured-22.jsonl"));
-    assert_eq!(rows.len(), 7);
+    every_case_within("h200-generalization/measured-22.jsonl", 7, 64 << 20, 0.02);
+}
+
+/// Every case of `file` (`count` of them): allocated peak within
+/// `allocated_bytes`, driver-level peak within `driver` (a fraction).
+#[track_caller]
+fn every_case_within(file: &str, count: usize, allocated_bytes: i64, driver: f64) {
+    let (rows, _) = compare_file(&measurement_text(file));
+    assert_eq!(rows.len(), count, "{file}");
     for c in &rows {
         let (predicted, measured) = c.allocated;
         let miss = predicted as i64 - measured as i64;
         assert!(
-            miss.abs() <= 64 * MIB,
+            miss.abs() <= allocated_bytes,
             "{}: allocated peak {predicted} B predicted, {measured} B measured",
             c.case
         );
         assert!(
-            c.error().abs() < 0.02,
+            c.error().abs() < driver,
             "{}: driver-level peak {:+.2}%",
             c.case,
             100.0 * c.error()

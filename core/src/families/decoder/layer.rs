@@ -133,25 +133,7 @@ impl Model<'_> {
                 // `sdpa_attention_forward` (the H200 traces,
                 // `measurements/padding/`).
                 let (kr, vr) = if kvh < nh {
-                    let kr = nn::unary(
-                        g,
-                        T {
-                            elems: b * nh * kv_len * hd,
-                            ..k
-                        },
-                        "attention: repeat_kv (keys)",
-                        k.dsize,
-                    );
-                    let vr = nn::unary(
-                        g,
-                        T {
-                            elems: b * nh * kv_len * hd,
-                            ..v
-                        },
-                        "attention: repeat_kv (values)",
-                        v.dsize,
-                    );
-                    (kr, vr)
+                    nn::repeat_kv(g, k, v, b * nh * kv_len * hd)
                 } else {
                     g.hold(k.v);
                     g.hold(v.v);
@@ -174,24 +156,7 @@ impl Model<'_> {
             Attention::Sdpa if masked && kvh < nh => {
                 // A sliding-window mask is passed to sdpa, so transformers
                 // repeats keys and values per query head (no enable_gqa).
-                let kr = nn::unary(
-                    g,
-                    T {
-                        elems: b * nh * kv_len * hd,
-                        ..k
-                    },
-                    "attention: repeat_kv (keys)",
-                    k.dsize,
-                );
-                let vr = nn::unary(
-                    g,
-                    T {
-                        elems: b * nh * kv_len * hd,
-                        ..v
-                    },
-                    "attention: repeat_kv (values)",
-                    v.dsize,
-                );
+                let (kr, vr) = nn::repeat_kv(g, k, v, b * nh * kv_len * hd);
                 let out = nn::sdpa(
                     g,
                     cx,

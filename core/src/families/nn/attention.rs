@@ -33,6 +33,47 @@ pub fn sliding_window_mask_needed(window: u64, kv_len: u64) -> bool {
     kv_len >= window
 }
 
+/// SDPA's inputs as the kernel takes them: sdpa is on autocast's bf16
+/// list, so fp32 inputs are cast (and saved); otherwise held as they are.
+fn sdpa_inputs(g: &mut Graph, cx: &Ctx, q: T, k: T, v: T) -> (T, T, T) {
+    if cx.autocast {
+        let q = cast(g, q, BF16, "attention (sdpa): autocast cast of query");
+        let k = cast(g, k, BF16, "attention (sdpa): autocast cast of key");
+        let v = cast(g, v, BF16, "attention (sdpa): autocast cast of value");
+        (q, k, v)
+    } else {
+        g.hold(q.v);
+        g.hold(k.v);
+        g.hold(v.v);
+        (q, k, v)
+    }
+}
+
+/// Backward allocates the input gradients first, then (fp32, the
+/// memory-efficient kernel) `grad_out * out` for the row sums, then its
+/// fp32 accumulator (the H200 trace of BERT fp32 training: three 24 MiB
+/// gradients, a 24 MiB product, then a 24.02 MiB workspace).
+fn efficient_backward_scratch(g: &mut Graph, out: Value, dsize: u64, out_elems: u64, s: AttnShape) {
+    let (product, counters) = if dsize == FP32 {
+        (out_elems * FP32, s.batch * s.heads * 128)
+    } else {
+        (0, 0)
+    };
+    g.set_backward_scratch(out, [product, out_elems * FP32 + counters]);
+}
+
+/// `repeat_kv` of keys and values to `elems` each (every query head).
+pub fn repeat_kv(g: &mut Graph, k: T, v: T, elems: u64) -> (T, T) {
+    let kr = unary(g, T { elems, ..k }, "attention: repeat_kv (keys)", k.dsize);
+    let vr = unary(
+        g,
+        T { elems, ..v },
+        "attention: repeat_kv (values)",
+        v.dsize,
+    );
+    (kr, vr)
+}
+
 /// `scaled_dot_product_attention` (flash / memory-efficient kernels).
 ///
 /// Measured on the H200: in inference the kernel allocates only its
@@ -50,18 +91,7 @@ pub fn sliding_window_mask_needed(window: u64, kv_len: u64) -> bool {
 /// memory-efficient kernel in fp32 first takes `grad_out * out` for the row
 /// sums, and per-(batch, head) counters with the accumulator).
 pub fn sdpa(g: &mut Graph, cx: &Ctx, q: T, k: T, v: T, s: AttnShape) -> T {
-    let (q, k, v) = if cx.autocast {
-        // sdpa is on autocast's bf16 list: fp32 inputs are cast (and saved).
-        let q = cast(g, q, BF16, "attention (sdpa): autocast cast of query");
-        let k = cast(g, k, BF16, "attention (sdpa): autocast cast of key");
-        let v = cast(g, v, BF16, "attention (sdpa): autocast cast of value");
-        (q, k, v)
-    } else {
-        g.hold(q.v);
-        g.hold(k.v);
-        g.hold(v.v);
-        (q, k, v)
-    };
+    let (q, k, v) = sdpa_inputs(g, cx, q, k, v);
     let out_elems = s.batch * s.heads * s.q_len * s.head_dim;
     let lse = s.batch * s.heads * s.q_len * FP32;
     let out = g.op(
@@ -71,16 +101,7 @@ pub fn sdpa(g: &mut Graph, cx: &Ctx, q: T, k: T, v: T, s: AttnShape) -> T {
         Component::Transient,
         Saves::inputs(&[q.v, k.v, v.v]).and_output().and_buffer(lse),
     );
-    // Backward allocates the input gradients first, then (fp32, the
-    // memory-efficient kernel) `grad_out * out` for the row sums, then its
-    // fp32 accumulator (the H200 trace of BERT fp32 training: three 24 MiB
-    // gradients, a 24 MiB product, then a 24.02 MiB workspace).
-    let (product, counters) = if q.dsize == FP32 {
-        (out_elems * FP32, s.batch * s.heads * 128)
-    } else {
-        (0, 0)
-    };
-    g.set_backward_scratch(out, [product, out_elems * FP32 + counters]);
+    efficient_backward_scratch(g, out, q.dsize, out_elems, s);
     g.drop_all(&[q.v, k.v, v.v]);
     T {
         v: out,
@@ -97,17 +118,7 @@ pub fn sdpa(g: &mut Graph, cx: &Ctx, q: T, k: T, v: T, s: AttnShape) -> T {
 /// L4096 (`measurements/padding/trace-forward.events.txt`): the 256 MiB
 /// bias, the 128 MiB output, the bias freed.
 pub fn sdpa_with_mask(g: &mut Graph, cx: &Ctx, q: T, k: T, v: T, s: AttnShape) -> T {
-    let (q, k, v) = if cx.autocast {
-        let q = cast(g, q, BF16, "attention (sdpa): autocast cast of query");
-        let k = cast(g, k, BF16, "attention (sdpa): autocast cast of key");
-        let v = cast(g, v, BF16, "attention (sdpa): autocast cast of value");
-        (q, k, v)
-    } else {
-        g.hold(q.v);
-        g.hold(k.v);
-        g.hold(v.v);
-        (q, k, v)
-    };
+    let (q, k, v) = sdpa_inputs(g, cx, q, k, v);
     let bias = g.input(s.batch * s.q_len * s.kv_len * q.dsize, Component::Transient);
     let out_elems = s.batch * s.heads * s.q_len * s.head_dim;
     let lse = s.batch * s.heads * s.q_len * FP32;
@@ -120,12 +131,7 @@ pub fn sdpa_with_mask(g: &mut Graph, cx: &Ctx, q: T, k: T, v: T, s: AttnShape) -
             .and_output()
             .and_buffer(lse),
     );
-    let (product, counters) = if q.dsize == FP32 {
-        (out_elems * FP32, s.batch * s.heads * 128)
-    } else {
-        (0, 0)
-    };
-    g.set_backward_scratch(out, [product, out_elems * FP32 + counters]);
+    efficient_backward_scratch(g, out, q.dsize, out_elems, s);
     g.drop_all(&[q.v, k.v, v.v, bias]);
     T {
         v: out,
