@@ -681,8 +681,14 @@ class Runner:
         ids = random_ids(self.model, case, w["batch"], w["seq_len"], self.device)
         mask = padding_mask(case, ids)
         extra = {} if mask is None else {"attention_mask": mask}
+        # Beam search and sampling as `generate` takes them; greedy otherwise.
+        extra["num_beams"] = int(inf.get("num_beams", 1))
+        extra["do_sample"] = bool(inf.get("do_sample", False))
+        for key in ("temperature", "top_k", "top_p"):
+            if key in inf:
+                extra[key] = inf[key]
         with torch.no_grad():
-            out = self.model.generate(ids, max_new_tokens=n, min_new_tokens=n, do_sample=False,
+            out = self.model.generate(ids, max_new_tokens=n, min_new_tokens=n,
                                       use_cache=bool(inf.get("kv_cache", True)), **extra)
         assert out.shape[1] == w["seq_len"] + n, out.shape
 
