@@ -80,6 +80,11 @@ pub struct InferenceOptions {
     /// second on, the cuBLAS workspace the first batch's first matmul
     /// created is held, and the cache the first left is reused.
     pub batches: u32,
+    /// Beam search (`generate(num_beams=...)`): every prompt runs as this
+    /// many rows of the batch, and after each step every layer's cache is
+    /// gathered into the chosen beams' order; 1 (the default) is greedy.
+    /// Decoder generation only.
+    pub num_beams: u32,
 }
 
 impl Default for InferenceOptions {
@@ -91,6 +96,7 @@ impl Default for InferenceOptions {
             new_tokens: 16,
             kv_dtype: None,
             batches: 1,
+            num_beams: 1,
         }
     }
 }
@@ -367,6 +373,8 @@ pub const MAX_NEW_TOKENS: u64 = 1_048_576;
 /// Most tokens (batch x sequence length) in one step: keeps every tensor
 /// size far inside `u64` (logits of a 4M-entry vocabulary included).
 pub const MAX_TOKENS_PER_STEP: u64 = 1 << 28;
+/// Most beams accepted (`workload.inference.num_beams`).
+pub const MAX_BEAMS: u64 = 1_024;
 /// Most training steps accepted.
 pub const MAX_STEPS: u64 = 1_000;
 /// Most inference batches accepted (replays stop once the batches repeat,
@@ -378,10 +386,22 @@ impl Workload {
     pub fn validate(&self) -> Result<(), Error> {
         check_range("workload.batch", self.batch as u64, 1, MAX_BATCH)?;
         check_range("workload.seq_len", self.seq_len as u64, 1, MAX_SEQ_LEN)?;
-        let tokens = self.batch as u64 * self.seq_len as u64;
+        check_range(
+            "workload.inference.num_beams",
+            self.inference.num_beams as u64,
+            1,
+            MAX_BEAMS,
+        )?;
+        let beams = self.beams();
+        let tokens = self.batch as u64 * beams * self.seq_len as u64;
         if tokens > MAX_TOKENS_PER_STEP {
+            let field = if beams > 1 {
+                "workload.batch x workload.inference.num_beams x workload.seq_len"
+            } else {
+                "workload.batch x workload.seq_len"
+            };
             return Err(Error::invalid(
-                "workload.batch x workload.seq_len",
+                field,
                 alloc::format!("{tokens} tokens per step is too large"),
                 "at most 268435456 tokens per step",
             ));
@@ -470,6 +490,16 @@ impl Workload {
             ));
         }
         Ok(())
+    }
+
+    /// Rows each prompt runs as: `num_beams` when a generation searches
+    /// beams, else 1.
+    pub fn beams(&self) -> u64 {
+        if self.mode == Mode::Inference && self.inference.kind == InferenceKind::Generate {
+            u64::from(self.inference.num_beams.max(1))
+        } else {
+            1
+        }
     }
 
     /// The length on the workload's x axis: image size for vision, else seq_len.

@@ -40,6 +40,18 @@ pub fn validate(arch: &Architecture, workload: &Workload) -> Result<(), Error> {
             "false for this model",
         ));
     }
+    if workload.inference.num_beams > 1 {
+        let generates = matches!(arch, Architecture::Decoder(_))
+            && workload.mode == Mode::Inference
+            && workload.inference.kind == crate::workload::InferenceKind::Generate;
+        if !generates {
+            return Err(Error::invalid(
+                "workload.inference.num_beams",
+                "beam search is part of a decoder LLM's generation",
+                "1 unless a decoder generates (mode inference, kind generate)",
+            ));
+        }
+    }
     match arch {
         Architecture::Decoder(a) => decoder::validate(a, workload),
         Architecture::Encoder(_) => encoder::validate(workload),
@@ -81,7 +93,8 @@ pub const MAX_JOB_BYTES: f64 = (1u64 << 60) as f64;
 /// themselves cannot overflow): what it is, and the bound.
 fn job_bounds(arch: &Architecture, w: &Workload) -> [(&'static str, f64); 5] {
     let n = f64::from;
-    let batch = n(w.batch);
+    // Beam search runs each prompt as `num_beams` rows.
+    let batch = n(w.batch) * w.beams() as f64;
     let weights = (
         "the weights, gradients and optimizer state",
         arch.param_bound() * 32.0,

@@ -70,6 +70,7 @@ pub const INFERENCE: &[&str] = &[
     "new_tokens",
     "kv_dtype",
     "batches",
+    "num_beams",
 ];
 
 /// `workload.training`.

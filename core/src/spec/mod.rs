@@ -492,6 +492,15 @@ pub fn parse_workload(value: Option<&Value>) -> Result<Workload, Error> {
             )?;
             w.inference.batches = n as u32;
         }
+        if let Some(n) = field::<u64>(m, p, "num_beams", "an integer from 1 to 1024")? {
+            crate::error::check_range(
+                "workload.inference.num_beams",
+                n,
+                1,
+                crate::workload::MAX_BEAMS,
+            )?;
+            w.inference.num_beams = n as u32;
+        }
     }
     if let Some(v) = map.get("training") {
         let m = object(v, "workload.training")?;

@@ -69,6 +69,29 @@ impl KvCache {
     }
 }
 
+impl KvCache {
+    /// `reorder_cache(beam_idx)` after a beam-search step: each layer's keys,
+    /// then its values, `index_select`ed into a new tensor of the same size,
+    /// the old one freed as it is replaced.
+    fn reorder(&mut self, g: &mut Graph) {
+        for (l, layer) in self.layers.iter_mut().enumerate() {
+            g.at("beam search: reorder the KV cache", Some(l as u32));
+            for kv in [&mut layer.keys, &mut layer.values] {
+                let bytes = g.bytes(*kv);
+                let moved = g.op(
+                    "KV cache: index_select of the chosen beams",
+                    &[],
+                    bytes,
+                    Component::KvCache,
+                    Saves::NOTHING,
+                );
+                g.drop(*kv);
+                *kv = moved;
+            }
+        }
+    }
+}
+
 impl Model<'_> {
     /// A decode step (one token per sequence) whose per-layer transients all
     /// fit the small pool (<= 1 MiB) while each layer's keys and values are
@@ -137,6 +160,11 @@ impl Model<'_> {
     }
 }
 
+/// `generate`: the prefill, then `new_tokens - 1` decode steps (greedy,
+/// or beam search with `num_beams` rows per prompt), each step's
+/// next-token work after its forward (`_sample` and `_beam_search` in
+/// transformers' `generation/utils.py`, traced in
+/// `measurements/generation-search/`).
 pub(super) fn generate(
     g: &mut Graph,
     model: &Model,
@@ -159,11 +187,35 @@ pub(super) fn generate(
     });
     let v = model.a.vocab_size as u64;
     let new_tokens = workload.inference.new_tokens.max(1) as u64;
-    let mut ids = g.input(b * s * INT64, Component::Activations);
+    let beams = u64::from(workload.inference.num_beams.max(1));
+    // Beam search runs every prompt as `num_beams` rows of the batch
+    // (`_expand_inputs_for_generation`), from the prefill on.
+    let rows = b * beams;
+    let prompts = g.input(b * s * INT64, Component::Activations);
+    let mut beam_sequences = Vec::new();
+    let mut ids = if beams > 1 {
+        g.at("generate: prompts repeated for each beam", None);
+        let repeated = g.input(rows * s * INT64, Component::Activations);
+        // `running_sequences` and its clone `sequences`, (batch, beams,
+        // prompt + new tokens) int64, held to the end.
+        for _ in 0..2 {
+            beam_sequences.push(g.input(rows * (s + new_tokens) * INT64, Component::Activations));
+        }
+        repeated
+    } else {
+        prompts
+    };
     let mut tokens = s;
+    // Each step's next-token work over the vocabulary (the fp32 copy of
+    // the last position's logits; beam search's log-softmax and running
+    // scores) is replayed as transients of the step. transformers holds
+    // the fp32 copy and the chosen scores until the next step replaces
+    // them, and the harness's `min_new_tokens` adds two logits processors:
+    // replaying those moves GPT-2's 256-token generation from +0.9% to
+    // +5.4% (docs/decisions/generation-step-tensors.md), so they are not.
     for step in 0..new_tokens {
         let call = Call {
-            batch: b,
+            batch: rows,
             tokens: if step == 0 { s } else { 1 },
             logits: workload.inference.logits,
             checkpointing: false,
@@ -176,17 +228,45 @@ pub(super) fn generate(
         let next = g.op(
             "generate: logits[:, -1].float()",
             &[logits.v],
-            b * v * FP32,
+            rows * v * FP32,
             Component::Transient,
             Saves::NOTHING,
         );
+        // `del outputs`
         g.drop(logits.v);
-        g.drop(next);
+        if beams > 1 {
+            g.at("beam search: scores", None);
+            let log_softmax = g.op(
+                "beam search: log_softmax",
+                &[next],
+                rows * v * FP32,
+                Component::Transient,
+                Saves::NOTHING,
+            );
+            g.drop(next);
+            let log_probs = g.op(
+                "beam search: log_probs + running beam scores",
+                &[log_softmax],
+                rows * v * FP32,
+                Component::Transient,
+                Saves::NOTHING,
+            );
+            g.drop_all(&[log_softmax, log_probs]);
+            // `cache.reorder_cache(beam_idx)`: every layer's keys, then
+            // values, gathered into new tensors in the chosen beams' order.
+            if let Some(c) = cache.as_mut() {
+                c.reorder(g);
+            }
+        } else {
+            g.drop(next);
+        }
         if step + 1 == new_tokens {
             break;
         }
         tokens += 1;
-        let new_ids = g.input(b * tokens * INT64, Component::Activations);
+        // Greedy: `torch.cat([input_ids, next_tokens[:, None]])`; beam
+        // search: the running sequences flattened into a new tensor.
+        let new_ids = g.input(rows * tokens * INT64, Component::Activations);
         g.drop(ids);
         ids = new_ids;
     }
@@ -194,6 +274,13 @@ pub(super) fn generate(
     // its cache is released as it returns.
     for layer in cache.map(|c| c.layers).unwrap_or_default() {
         g.drop_all(&[layer.keys, layer.values]);
+    }
+    if beams > 1 {
+        // The best beam of each prompt.
+        let best = g.input(b * tokens * INT64, Component::Activations);
+        g.drop_all(&[ids, prompts]);
+        g.drop_all(&beam_sequences);
+        return best;
     }
     ids
 }
