@@ -83,3 +83,62 @@ fn gemma2_eager_training_keeps_each_layers_capped_scores() {
     );
     assert_eq!(allocated("sdpa", true), allocated("sdpa", false));
 }
+
+/// Under autocast a Llama-style eager attention multiplies in bf16 what
+/// the fp32 rotary embedding left in fp32: the H200 trace of Llama-3.2-1B
+/// eager amp bf16 training, batch 4, 1,024 tokens
+/// (`measurements/padding/eager-train-none.events.txt`, lines 21 to 37:
+/// the same with a padded batch): the repeated keys (fp32, 32 MiB) and
+/// values (bf16, 16 MiB), autocast's bf16 casts of the query and the keys
+/// and the query's operand copy (16 MiB each), bf16 scores (256 MiB),
+/// scaled (256), plus the fp32 mask (512), the fp32 softmax (512), then a
+/// bf16 copy of the probabilities for `probs @ V` (256, kept for backward)
+/// and a bf16 output (16).
+#[test]
+fn autocast_casts_fp32_queries_keys_and_probabilities_for_the_products() {
+    let arch = presets::find("llama-3.2-1b").unwrap().arch;
+    let mut workload = Workload {
+        mode: Mode::Training,
+        batch: 4,
+        seq_len: 1024,
+        attention: Attention::Eager,
+        ..Workload::default()
+    };
+    workload.training.precision = headroom_core::workload::Precision::AmpBf16;
+    let runtime = RuntimeProfile::h200();
+    let mut r = Replay::new(runtime.allocator, None);
+    r.event_log = Some(Vec::new());
+    r.event_log_min = 16 * MIB;
+    replay(&arch, &workload, &runtime, &mut r).unwrap();
+    let events: Vec<(bool, u64)> = r
+        .event_log
+        .take()
+        .unwrap()
+        .into_iter()
+        .map(|(alloc, size, _, _)| (alloc, size / MIB))
+        .collect();
+    let scores = events
+        .iter()
+        .position(|&e| e == (true, 256))
+        .expect("the first layer's scores");
+    assert_eq!(
+        events[scores - 5..scores + 10],
+        [
+            (true, 32),
+            (true, 16),
+            (true, 16),
+            (true, 16),
+            (true, 16),
+            (true, 256),
+            (false, 16),
+            (true, 256),
+            (false, 256),
+            (true, 512),
+            (false, 256),
+            (true, 512),
+            (false, 512),
+            (true, 256),
+            (true, 16),
+        ]
+    );
+}

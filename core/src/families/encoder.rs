@@ -446,6 +446,7 @@ fn self_attention(
                     half_to_float: cx.fp16,
                     strided_key: true,
                     softcap: false,
+                    autocast: cx.autocast,
                 },
             );
             g.drop(probs);

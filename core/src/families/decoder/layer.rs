@@ -202,6 +202,7 @@ impl Model<'_> {
                         half_to_float: cx.fp16,
                         strided_key: false,
                         softcap: false,
+                        autocast: cx.autocast,
                     }
                 } else {
                     nn::EagerSoftmax {
@@ -211,6 +212,7 @@ impl Model<'_> {
                         half_to_float: cx.fp16,
                         strided_key: false,
                         softcap: self.a.attn_logit_softcapping,
+                        autocast: cx.autocast,
                     }
                 };
                 let (out, probs) = nn::eager_attention(g, q, k, v, shape, eager_mask, style);

@@ -282,6 +282,13 @@ pub struct EagerSoftmax {
     /// each step a new score-sized tensor, and `tanh` keeps its output for
     /// backward.
     pub softcap: bool,
+    /// Under `torch.autocast` both products run in its 16-bit dtype: fp32
+    /// operands (Llama-style queries and keys after an fp32 rotary
+    /// embedding, the fp32 probabilities) are cast first, and the products
+    /// save the casts (the H200 trace of Llama-3.2-1B eager amp training,
+    /// `measurements/padding/eager-train-*.events.txt`: 16-bit scores, then
+    /// a 16-bit copy of the fp32 probabilities for `probs @ V`).
+    pub autocast: bool,
 }
 
 /// Eager attention: `softmax(QK^T * scale + mask, dtype=fp32).to(q.dtype) @ V`
@@ -329,6 +336,10 @@ pub fn eager_attention(
         (k, v)
     };
     let score_elems = s.batch * s.heads * s.q_len * s.kv_len;
+    // Autocast's casts of fp32 operands for `QK^T` (query, then key).
+    let product_dsize = if style.autocast { 2 } else { q.dsize };
+    let q_in = cast(g, q, product_dsize, "attention scores: autocast cast");
+    let k_in = cast(g, kr, product_dsize, "attention scores: autocast cast");
     // `torch.matmul` folds the batch and head dims into one for `bmm` with
     // `reshape`: the query (a transposed view of the projection) cannot be
     // viewed that way when batch > 1 and is copied (a q-sized temporary
@@ -338,8 +349,8 @@ pub fn eager_attention(
     let operand = (s.batch > 1).then(|| {
         g.op(
             "attention scores: matmul operand copy",
-            &[q.v],
-            q.bytes(),
+            &[q_in.v],
+            q_in.bytes(),
             Component::Transient,
             Saves::NOTHING,
         )
@@ -351,19 +362,20 @@ pub fn eager_attention(
     let key_operand = (s.batch > 1 && style.strided_key).then(|| {
         g.op(
             "attention scores: matmul key copy",
-            &[kr.v],
-            kr.bytes(),
+            &[k_in.v],
+            k_in.bytes(),
             Component::Transient,
             Saves::NOTHING,
         )
     });
     let scores = g.op(
         "attention scores QK^T",
-        &[q.v, kr.v],
-        score_elems * q.dsize,
+        &[q_in.v, k_in.v],
+        score_elems * product_dsize,
         Component::Transient,
-        Saves::inputs(&[q.v, kr.v]),
+        Saves::inputs(&[q_in.v, k_in.v]),
     );
+    g.drop_all(&[q_in.v, k_in.v]);
     if let Some(copy) = key_operand {
         g.drop(copy);
     }
@@ -373,9 +385,9 @@ pub fn eager_attention(
     let scores = T {
         v: scores,
         elems: score_elems,
-        dsize: q.dsize,
+        dsize: product_dsize,
     };
-    let scaled = unary(g, scores, "attention scores * scale", q.dsize);
+    let scaled = unary(g, scores, "attention scores * scale", product_dsize);
     g.drop(scores.v);
     // `attn_weights = attn_weights / softcap`, `torch.tanh(...)`, `* softcap`:
     // each rebinding frees the one before (dividing and multiplying by a
@@ -453,18 +465,21 @@ pub fn eager_attention(
         (smc, smc)
     };
     let out_elems = s.batch * s.heads * s.q_len * s.head_dim;
+    let probs_in = cast(g, operand, product_dsize, "attention probs: autocast cast");
+    g.drop(operand.v);
+    let v_in = cast(g, vr, product_dsize, "attention values: autocast cast");
     let out = g.op(
         "attention probs @ V",
-        &[operand.v, vr.v],
-        out_elems * q.dsize,
+        &[probs_in.v, v_in.v],
+        out_elems * product_dsize,
         Component::Transient,
-        Saves::inputs(&[operand.v, vr.v]),
+        Saves::inputs(&[probs_in.v, v_in.v]),
     );
-    g.drop(operand.v);
+    g.drop_all(&[probs_in.v, v_in.v]);
     let t = g.op(
         "attention output transpose",
         &[out],
-        out_elems * q.dsize,
+        out_elems * product_dsize,
         Component::Transient,
         Saves::NOTHING,
     );
@@ -475,7 +490,7 @@ pub fn eager_attention(
         T {
             v: t,
             elems: out_elems,
-            dsize: q.dsize,
+            dsize: product_dsize,
         },
         probs.v,
     )
