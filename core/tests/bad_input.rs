@@ -579,6 +579,43 @@ fn generations_too_long_to_replay_are_refused_with_the_bound() {
 }
 
 #[test]
+fn beam_search_is_refused_outside_a_decoders_generation() {
+    for beams in ["0", "1025", "-2", "2.5", "\"four\""] {
+        check(
+            &format!(
+                r#"{{"model": "llama-3.2-1b", "workload": {{"mode": "inference", "inference": {{"num_beams": {beams}}}}}}}"#
+            ),
+            &["workload.inference.num_beams", "1 to 1024"],
+        );
+    }
+    for workload in [
+        r#"{"mode": "training", "inference": {"num_beams": 4}}"#,
+        r#"{"mode": "inference", "inference": {"kind": "forward", "num_beams": 4}}"#,
+    ] {
+        check(
+            &format!(r#"{{"model": "llama-3.2-1b", "workload": {workload}}}"#),
+            &[
+                "workload.inference.num_beams",
+                "beam search",
+                "kind generate",
+            ],
+        );
+    }
+    check(
+        r#"{"model": "bert-base-uncased", "workload": {"mode": "inference", "inference": {"num_beams": 2}}}"#,
+        &["workload.inference.num_beams", "decoder LLM"],
+    );
+    // Every prompt runs as `num_beams` rows: the per-step bound counts them.
+    check(
+        r#"{"model": "llama-3.2-1b", "workload": {"mode": "inference", "batch": 65536, "seq_len": 4096, "inference": {"num_beams": 4}}}"#,
+        &[
+            "workload.batch x workload.inference.num_beams x workload.seq_len",
+            "at most 268435456 tokens per step",
+        ],
+    );
+}
+
+#[test]
 fn padded_batches_name_the_models_they_cover() {
     check(
         r#"{"model": "llama-3.2-1b", "workload": {"mode": "inference", "padded": "yes"}}"#,
