@@ -142,3 +142,51 @@ fn autocast_casts_fp32_queries_keys_and_probabilities_for_the_products() {
         ]
     );
 }
+
+/// GPT-2's block keeps its attention output (`attn_output`) to the end
+/// and frees the first norm's output only after the residual add, and the
+/// second norm's only after the MLP's add: the H200 trace of GPT-2 fp16
+/// generation, batch 32, 512 tokens
+/// (`measurements/generation-search/trace-segments-gpt2.jsonl.gz`, the
+/// first layer of the prefill, events of at least 1 MiB, in MiB).
+#[test]
+fn gpt2_blocks_free_their_locals_as_the_trace_shows() {
+    let arch = presets::find("gpt2").unwrap().arch;
+    let mut workload = Workload {
+        mode: Mode::Inference,
+        batch: 32,
+        seq_len: 512,
+        dtype: Dtype::Fp16,
+        ..Workload::default()
+    };
+    workload.inference.new_tokens = 2;
+    // A fresh process: the first matmul creates cuBLAS's workspaces (32
+    // and 1 MiB).
+    let mut runtime = RuntimeProfile::h200();
+    runtime.process_ran_backward = false;
+    let mut r = Replay::new(runtime.allocator, None);
+    r.event_log = Some(Vec::new());
+    r.event_log_min = MIB;
+    replay(&arch, &workload, &runtime, &mut r).unwrap();
+    let events: Vec<(bool, u64)> = r
+        .event_log
+        .take()
+        .unwrap()
+        .into_iter()
+        .map(|(alloc, size, _, _)| (alloc, size / MIB))
+        .collect();
+    let c_attn = events
+        .iter()
+        .position(|&e| e == (true, 72))
+        .expect("the first layer's fused projection");
+    #[rustfmt::skip]
+    let trace = [
+        (true, 24), (true, 72), (true, 32), (true, 1), (true, 24), (true, 24), (true, 24),
+        (true, 24), (false, 24), (false, 72), (true, 24), (false, 24), (true, 24), (true, 96),
+        (true, 96), (true, 96), (true, 96), (false, 96), (true, 96), (false, 96), (true, 96),
+        (false, 96), (true, 96), (false, 96), (true, 96), (false, 96), (true, 96), (false, 96),
+        (false, 96), (false, 96), (true, 24), (false, 96), (true, 24), (false, 24), (false, 24),
+        (false, 24), (false, 24),
+    ];
+    assert_eq!(events[c_attn - 1..c_attn - 1 + trace.len()], trace);
+}

@@ -1645,19 +1645,18 @@ fn padded_jobs_through_the_harness_are_within_one_percent() {
 }
 
 /// Beam search through the harness (`generate(num_beams=...)`), predicted
-/// before measuring: the 7- and 8-billion-parameter jobs within 0.1%;
-/// the small models' long searches under, as recorded in docs/accuracy.md
-/// (GPT-2 b8 x 4 beams: the prefill's MLP transients, traced in
-/// `generation-search/trace-segments-gpt2.jsonl.gz`).
+/// at 2cfd3c9 before measuring: the 7- and 8-billion-parameter jobs
+/// within 0.1%, GPT-2 within 0.5% since its block's locals follow the
+/// trace (it was -4.6%), and the padded Llama-3.2-1B search under by
+/// 2.8% in reserved memory (docs/accuracy.md).
 #[test]
 fn beam_search_jobs_through_the_harness() {
     let (rows, _) = compare_file(&measurement_text("generation-search/measured-beams.jsonl"));
     assert_eq!(rows.len(), 8);
     for c in &rows {
         let bound = match c.case.as_str() {
-            "gpt2_beams4_gen_fp16_b8_L512_n64" => 0.05,
             "llama1b_padded_beams4_gen_bf16_b4_L1024_n32" => 0.03,
-            "llama1b_beams8_gen_bf16_b4_L512_n128" => 0.005,
+            "gpt2_beams4_gen_fp16_b8_L512_n64" | "llama1b_beams8_gen_bf16_b4_L512_n128" => 0.005,
             _ => 0.001,
         };
         assert!(

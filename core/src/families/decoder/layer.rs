@@ -236,7 +236,16 @@ impl Model<'_> {
             g.drop(o.v);
             o = d;
         }
-        g.drop(h1.v);
+        // GPT-2's block names the attention output (`attn_output`) and adds
+        // it into `hidden_states`: the norm's output goes when that name is
+        // rebound, after the add, and `attn_output` lives until the block
+        // returns; the others rebind `hidden_states` to the attention's
+        // output (the H200 trace of GPT-2 fp16 generation, b32 L512,
+        // `measurements/generation-search/trace-segments-gpt2.jsonl.gz`).
+        let gpt2_block = self.a.norm == NormKind::LayerNorm;
+        if !gpt2_block {
+            g.drop(h1.v);
+        }
         if let Some((after_attention, _)) = lw.sandwich_norms {
             g.at("attention: post-attention norm", layer);
             let n = self.norm(g, cx, o, after_attention, "attention: post-attention norm");
@@ -244,11 +253,17 @@ impl Model<'_> {
             o = n;
         }
         let x2 = nn::add(g, x, o, "attention: residual add");
-        g.drop(o.v);
+        if gpt2_block {
+            g.drop(h1.v);
+        } else {
+            g.drop(o.v);
+        }
         g.at("mlp: post-attention norm", layer);
         let h2 = self.norm(g, cx, x2, lw.norm2, "mlp: post-attention norm");
         let mut d = self.mlp(g, cx, h2, &lw.mlp, call.decode, layer);
-        g.drop(h2.v);
+        if !gpt2_block {
+            g.drop(h2.v);
+        }
         if let Some((_, after_mlp)) = lw.sandwich_norms {
             g.at("mlp: post-feedforward norm", layer);
             let n = self.norm(g, cx, d, after_mlp, "mlp: post-feedforward norm");
@@ -262,7 +277,12 @@ impl Model<'_> {
         }
         g.at("mlp: residual add", layer);
         let out = nn::add(g, x2, d, "mlp: residual add");
-        g.drop_all(&[x2.v, d.v]);
+        if gpt2_block {
+            // `hidden_states` rebound, then the locals as the block returns.
+            g.drop_all(&[h2.v, x2.v, o.v, d.v]);
+        } else {
+            g.drop_all(&[x2.v, d.v]);
+        }
         if let Some(p) = kept_probs {
             g.drop(p);
         }
