@@ -579,7 +579,7 @@ fn generations_too_long_to_replay_are_refused_with_the_bound() {
 }
 
 #[test]
-fn beam_search_is_refused_outside_a_decoders_generation() {
+fn beam_search_counts_only_in_a_decoders_generation() {
     for beams in ["0", "1025", "-2", "2.5", "\"four\""] {
         check(
             &format!(
@@ -588,22 +588,32 @@ fn beam_search_is_refused_outside_a_decoders_generation() {
             &["workload.inference.num_beams", "1 to 1024"],
         );
     }
-    for workload in [
-        r#"{"mode": "training", "inference": {"num_beams": 4}}"#,
-        r#"{"mode": "inference", "inference": {"kind": "forward", "num_beams": 4}}"#,
-    ] {
-        check(
-            &format!(r#"{{"model": "llama-3.2-1b", "workload": {workload}}}"#),
-            &[
-                "workload.inference.num_beams",
-                "beam search",
-                "kind generate",
-            ],
-        );
-    }
     check(
         r#"{"model": "bert-base-uncased", "workload": {"mode": "inference", "inference": {"num_beams": 2}}}"#,
-        &["workload.inference.num_beams", "decoder LLM"],
+        &[
+            "workload.inference.num_beams",
+            "decoder LLM",
+            "1 for this model",
+        ],
+    );
+    // A decoder's training job or forward does not use it, as it does not
+    // use `new_tokens`.
+    let peak = |workload: &str| {
+        let s = Spec::from_json(&format!(
+            r#"{{"model": "llama-3.2-1b", "workload": {workload}}}"#
+        ))
+        .unwrap();
+        estimate(&s.model.arch, &s.workload, &s.runtime)
+            .unwrap()
+            .driver_peak
+    };
+    assert_eq!(
+        peak(r#"{"mode": "training", "inference": {"num_beams": 4}}"#),
+        peak(r#"{"mode": "training"}"#)
+    );
+    assert_eq!(
+        peak(r#"{"mode": "inference", "inference": {"kind": "forward", "num_beams": 4}}"#),
+        peak(r#"{"mode": "inference", "inference": {"kind": "forward"}}"#)
     );
     // Every prompt runs as `num_beams` rows: the per-step bound counts them.
     check(

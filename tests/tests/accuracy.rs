@@ -1672,12 +1672,12 @@ fn beam_search_jobs_through_the_harness() {
 /// autocast casts of eager products were modelled the amp training job
 /// was -8.5%).
 #[test]
-fn padded_eager_jobs_through_the_harness_are_within_two_tenths_of_a_percent() {
+fn padded_eager_jobs_through_the_harness_are_within_half_a_percent() {
     let (rows, _) = compare_file(&measurement_text("padding/measured-padded-eager.jsonl"));
     assert_eq!(rows.len(), 5);
     for c in &rows {
         assert!(
-            c.error().abs() < 0.002,
+            c.error().abs() < 0.005,
             "{}: driver-level peak {:+.2}%",
             c.case,
             100.0 * c.error()

@@ -2103,3 +2103,39 @@ async fn a_padded_batch_raises_the_peak_and_rides_in_the_link() {
     let page = Page::open("model=gemma-2-9b").await;
     assert!(page.find("padded").is_none(), "not offered for Gemma 2");
 }
+
+/// Beam search: typing a beam count runs every prompt as that many rows
+/// (the peak rises as a batch that many times larger would), the link
+/// carries it, and the link's page shows it again.
+#[wasm_bindgen_test]
+async fn beams_raise_the_peak_and_ride_in_the_link() {
+    let gb = |text: String| -> f64 {
+        text.split_whitespace()
+            .find_map(|w| w.replace(',', "").parse::<f64>().ok())
+            .unwrap_or_else(|| panic!("a number in {text:?}"))
+    };
+    let job = "model=llama-3.2-1b&batch=2&seq_len=2048";
+    let page = Page::open(job).await;
+    assert_eq!(page.value("num-beams"), "1");
+    let greedy = gb(peak_total(&page).await);
+    page.type_in("num-beams", "4");
+    settle().await;
+    wait_until("a higher peak", || {
+        let text = page.text("peak-total");
+        !text.is_empty() && gb(text) > greedy
+    })
+    .await;
+    let beams = gb(page.text("peak-total"));
+    let link = page.value("share-link");
+    assert!(link.contains("inference.num_beams=4"), "{link}");
+    drop(page);
+
+    let page = Page::open(&format!("{job}&inference.num_beams=4")).await;
+    assert_eq!(page.value("num-beams"), "4");
+    assert_eq!(gb(peak_total(&page).await), beams);
+    drop(page);
+
+    // Four beams over two prompts peak as a greedy batch of eight.
+    let page = Page::open("model=llama-3.2-1b&batch=8&seq_len=2048").await;
+    assert_eq!(gb(peak_total(&page).await), beams);
+}

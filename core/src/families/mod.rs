@@ -40,17 +40,14 @@ pub fn validate(arch: &Architecture, workload: &Workload) -> Result<(), Error> {
             "false for this model",
         ));
     }
-    if workload.inference.num_beams > 1 {
-        let generates = matches!(arch, Architecture::Decoder(_))
-            && workload.mode == Mode::Inference
-            && workload.inference.kind == crate::workload::InferenceKind::Generate;
-        if !generates {
-            return Err(Error::invalid(
-                "workload.inference.num_beams",
-                "beam search is part of a decoder LLM's generation",
-                "1 unless a decoder generates (mode inference, kind generate)",
-            ));
-        }
+    // Beam search belongs to a decoder's generation; like the other
+    // generation options it is not used by a training job or a forward.
+    if workload.inference.num_beams > 1 && !matches!(arch, Architecture::Decoder(_)) {
+        return Err(Error::invalid(
+            "workload.inference.num_beams",
+            "beam search is part of a decoder LLM's generation",
+            "1 for this model",
+        ));
     }
     match arch {
         Architecture::Decoder(a) => decoder::validate(a, workload),

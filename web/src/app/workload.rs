@@ -143,6 +143,9 @@ fn InferenceFields(applies: Memo<defaults::Applies>) -> impl IntoView {
             {number_field("new-tokens", "New tokens (decode steps)", 0, headroom_core::workload::MAX_NEW_TOKENS,
                 move || page.state.with(|s| s.workload.inference.new_tokens.to_string()),
                 move |t| { let v = parse_u32("workload.inference.new_tokens", t, 0, headroom_core::workload::MAX_NEW_TOKENS)?; page.apply(|w| w.inference.new_tokens = v) })}
+            {number_field("num-beams", "Beams (num_beams; 1 is greedy)", 1, headroom_core::workload::MAX_BEAMS,
+                move || page.state.with(|s| s.workload.inference.num_beams.to_string()),
+                move |t| { let v = parse_u32("workload.inference.num_beams", t, 1, headroom_core::workload::MAX_BEAMS)?; page.apply(|w| w.inference.num_beams = v) })}
             {choice_field(
                 "kv-dtype", "KV-cache dtype", vocab::kv_dtype_options(),
                 |w| vocab::kv_dtype_key(w.inference.kv_dtype),
