@@ -1540,6 +1540,17 @@ fn gemma2_eager_attention_keeps_its_capped_scores() {
     every_case_within("h200-generalization/measured-22.jsonl", 7, 64 << 20, 0.02);
 }
 
+/// Batch 23, predicted at b4bd4ab before it ran: eager amp training of
+/// Llama-3.2-1B (bf16 and fp16 autocast) and Phi-3-mini, whose products
+/// autocast casts (62b3680), and GPT-2 forwards and generations, greedy
+/// and beam search, whose blocks free their locals in transformers'
+/// order (ec108d4): every allocated peak within 2 MiB (the eager amp
+/// jobs within 1 KB), every driver-level peak within 2%.
+#[test]
+fn eager_autocast_and_gpt2_blocks_hold_on_new_shapes() {
+    every_case_within("h200-generalization/measured-23.jsonl", 8, 2 << 20, 0.02);
+}
+
 /// Every case of `file` (`count` of them): allocated peak within
 /// `allocated_bytes`, driver-level peak within `driver` (a fraction).
 #[track_caller]
