@@ -15,7 +15,7 @@ pub const MEASURED_BANDS: &[ErrorBand] = &[
         mode: Mode::Inference,
         strategy: Strategy::None,
         cases: 220,
-        lowest: -0.0179,
+        lowest: -0.0162,
         highest: 0.0114,
     },
     ErrorBand {
@@ -63,7 +63,7 @@ pub const MEASURED_BANDS: &[ErrorBand] = &[
         mode: Mode::Inference,
         strategy: Strategy::None,
         cases: 124,
-        lowest: -0.0179,
+        lowest: -0.0146,
         highest: 0.0041,
     },
     ErrorBand {

@@ -206,13 +206,12 @@ pub(super) fn generate(
         prompts
     };
     let mut tokens = s;
-    // Each step's next-token work over the vocabulary (the fp32 copy of
-    // the last position's logits; beam search's log-softmax and running
-    // scores) is replayed as transients of the step. transformers holds
-    // the fp32 copy and the chosen scores until the next step replaces
-    // them, and the harness's `min_new_tokens` adds two logits processors:
-    // replaying those moves GPT-2's 256-token generation from +0.9% to
-    // +5.4% (docs/decisions/generation-step-tensors.md), so they are not.
+    // The fp32 copy of a step's last-position logits (`next_token_logits`,
+    // beam search's `logits`) stays referenced until the next step's copy
+    // replaces it, and so do the scores chosen from (`next_token_scores`,
+    // beam search's `log_probs`).
+    let mut held_logits: Option<Value> = None;
+    let mut held_scores: Option<Value> = None;
     for step in 0..new_tokens {
         let call = Call {
             batch: rows,
@@ -232,8 +231,9 @@ pub(super) fn generate(
             Component::Transient,
             Saves::NOTHING,
         );
-        // `del outputs`
-        g.drop(logits.v);
+        if let Some(old) = held_logits.replace(next) {
+            g.drop(old);
+        }
         if beams > 1 {
             g.at("beam search: scores", None);
             let log_softmax = g.op(
@@ -243,22 +243,34 @@ pub(super) fn generate(
                 Component::Transient,
                 Saves::NOTHING,
             );
-            g.drop(next);
+            if let Some(old) = held_scores.take() {
+                g.drop(old);
+            }
+            let processed = exact_count_processors(g, log_softmax, rows, v);
+            g.drop(log_softmax);
+            // `del model_outputs`
+            g.drop(logits.v);
             let log_probs = g.op(
                 "beam search: log_probs + running beam scores",
-                &[log_softmax],
+                &[processed],
                 rows * v * FP32,
                 Component::Transient,
                 Saves::NOTHING,
             );
-            g.drop_all(&[log_softmax, log_probs]);
+            g.drop(processed);
+            held_scores = Some(log_probs);
             // `cache.reorder_cache(beam_idx)`: every layer's keys, then
             // values, gathered into new tensors in the chosen beams' order.
             if let Some(c) = cache.as_mut() {
                 c.reorder(g);
             }
         } else {
-            g.drop(next);
+            let scores = exact_count_processors(g, next, rows, v);
+            if let Some(old) = held_scores.replace(scores) {
+                g.drop(old);
+            }
+            // `del outputs`
+            g.drop(logits.v);
         }
         if step + 1 == new_tokens {
             break;
@@ -270,6 +282,12 @@ pub(super) fn generate(
         g.drop(ids);
         ids = new_ids;
     }
+    g.drop_all(
+        &[held_logits, held_scores]
+            .into_iter()
+            .flatten()
+            .collect::<Vec<_>>(),
+    );
     // `generate` returns the sequences (the prompt and the new tokens);
     // its cache is released as it returns.
     for layer in cache.map(|c| c.layers).unwrap_or_default() {
@@ -283,4 +301,49 @@ pub(super) fn generate(
         return best;
     }
     ids
+}
+
+/// The logits processors that make `generate` produce exactly `new_tokens`
+/// tokens (`min_new_tokens` equal to `max_new_tokens`, as the measurement
+/// harness asks; the traces in `measurements/generation-search/traces/`):
+/// `MinLengthLogitsProcessor`, then `MinNewTokensLengthLogitsProcessor`.
+/// Each makes a vocabulary-long `arange` and its end-of-sequence mask,
+/// clones the scores and masks the end-of-sequence token with
+/// `torch.where` into a new tensor. Returns the processed scores (a new
+/// tensor; `scores` is left to the caller).
+fn exact_count_processors(g: &mut Graph, scores: Value, rows: u64, vocab: u64) -> Value {
+    g.at("generate: minimum-length logits processors", None);
+    let mut input = scores;
+    for first in [true, false] {
+        let tables = |g: &mut Graph| {
+            let arange = g.input(vocab * INT64, Component::Transient);
+            let eos_mask = g.input(vocab, Component::Transient);
+            [arange, eos_mask]
+        };
+        // The first processor makes its tables before the clone, the
+        // second after it.
+        let early = first.then(|| tables(g));
+        let clone = g.op(
+            "logits processor: scores.clone()",
+            &[input],
+            rows * vocab * FP32,
+            Component::Transient,
+            Saves::NOTHING,
+        );
+        let tables = early.unwrap_or_else(|| tables(g));
+        let masked = g.op(
+            "logits processor: torch.where(eos_mask, -inf, scores)",
+            &[input],
+            rows * vocab * FP32,
+            Component::Transient,
+            Saves::NOTHING,
+        );
+        g.drop(clone);
+        g.drop_all(&tables);
+        if !first {
+            g.drop(input);
+        }
+        input = masked;
+    }
+    input
 }
