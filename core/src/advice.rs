@@ -47,6 +47,8 @@ pub enum Change {
     GradientAccumulation,
     /// An 8-bit KV cache.
     SmallerKvCache,
+    /// Fewer beams in a beam search (1 is greedy decoding).
+    FewerBeams,
     /// bf16 parameters instead of fp32 master weights.
     PureBf16,
     /// LoRA adapters instead of full fine-tuning.
@@ -77,6 +79,7 @@ impl Change {
                 "slower steps: the same samples per step, in smaller micro-batches"
             }
             Change::SmallerKvCache => "some quality: keys and values stored in 8 bits",
+            Change::FewerBeams => "a narrower search: fewer candidate sequences kept each step",
             Change::PureBf16 => "some precision: no fp32 master weights",
             Change::Lora => "a different training: only low-rank adapters learn",
             Change::SmallerBatch => {
@@ -235,6 +238,25 @@ pub fn advise(
             w,
             runtime.clone(),
         );
+    }
+    if decoder && workload.beams() > 1 {
+        // The most beams that fit, halving down to greedy decoding: each
+        // halving runs half the rows.
+        let mut beams = workload.inference.num_beams / 2;
+        while beams >= 1 {
+            let mut w = workload.clone();
+            w.inference.num_beams = beams;
+            if estimate_on(&w, runtime).is_ok_and(|e| e.fits) || beams == 1 {
+                consider(
+                    Change::FewerBeams,
+                    alloc::format!("workload.inference.num_beams: {beams}"),
+                    w,
+                    runtime.clone(),
+                );
+                break;
+            }
+            beams /= 2;
+        }
     }
     if training && workload.training.precision.fp32_parameters() && workload.training.lora.is_none()
     {

@@ -42,6 +42,11 @@ fn golden_jobs() -> Vec<(&'static str, Workload, &'static str)> {
     // cache and retrying makes it fit.
     let mut resnet18 = resnet.clone();
     resnet18.batch = 1150;
+    let mut beams = generate.clone();
+    beams.batch = 4;
+    beams.seq_len = 4096;
+    beams.inference.new_tokens = 64;
+    beams.inference.num_beams = 8;
     vec![
         (
             "llama-3.1-8b",
@@ -50,6 +55,7 @@ fn golden_jobs() -> Vec<(&'static str, Workload, &'static str)> {
         ),
         ("llama-3.2-1b", eager, "rtx-4090"),
         ("llama-3.1-8b", generate, "a100-40gb"),
+        ("llama-3.1-8b", beams, "l40s"),
         ("esmfold-v1", esmfold, "rtx-4090"),
         ("resnet-50", resnet, "l4"),
         ("resnet-18", resnet18, "t4"),
@@ -141,12 +147,14 @@ proptest! {
         batch in 1u32..64,
         length in prop::sample::select(vec![512u32, 2048, 8192]),
         eager in any::<bool>(),
+        beams in 1u32..9,
         card in 0usize..CATALOG.len(),
     ) {
         let arch = presets::find(id).unwrap().arch;
         let mut w = if training_job { training(batch, 1, Precision::AmpBf16) } else { Workload { batch, ..Workload::default() } };
         w = w.with_length(arch.is_vision(), if arch.is_vision() { 224 } else { length });
         if eager { w.attention = Attention::Eager; }
+        if matches!(arch, headroom_core::arch::Architecture::Decoder(_)) { w.inference.num_beams = beams; }
         let runtime = RuntimeProfile::h200();
         let gpu = &CATALOG[card];
         let Ok(advice) = advise(&arch, &w, &runtime, gpu, 0) else { return Ok(()) };
