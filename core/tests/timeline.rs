@@ -18,6 +18,10 @@ fn jobs() -> Vec<(&'static str, Workload)> {
     generate.seq_len = 2048;
     generate.inference.kind = InferenceKind::Generate;
     generate.inference.new_tokens = 64;
+    // Beam search: its prompts repeated for each beam belong to the prefill.
+    let mut beams = generate.clone();
+    beams.inference.new_tokens = 8;
+    beams.inference.num_beams = 4;
     let mut fold = Workload::default();
     fold.seq_len = 256;
     let mut vision = train.clone();
@@ -25,6 +29,7 @@ fn jobs() -> Vec<(&'static str, Workload)> {
     vec![
         ("llama-3.2-1b", train.clone()),
         ("llama-3.1-8b", generate),
+        ("qwen2.5-0.5b", beams),
         ("esmfold-v1", fold),
         ("resnet-50", vision),
         ("bert-base-uncased", train),
@@ -102,7 +107,7 @@ fn each_job_runs_its_phases_in_order() {
         );
         let phases: Vec<(Phase, Option<u32>)> = spans.iter().map(|s| (s.phase, s.step)).collect();
         let expected: Vec<(Phase, Option<u32>)> = match id {
-            "llama-3.1-8b" => vec![(Load, None), (Prefill, None), (Decode, None)],
+            "llama-3.1-8b" | "qwen2.5-0.5b" => vec![(Load, None), (Prefill, None), (Decode, None)],
             "esmfold-v1" => {
                 let mut recycles = vec![(Load, None)];
                 recycles.extend((0..4).map(|r| (Forward, Some(r))));

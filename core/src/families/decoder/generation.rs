@@ -194,7 +194,7 @@ pub(super) fn generate(
     let prompts = g.input(b * s * INT64, Component::Activations);
     let mut beam_sequences = Vec::new();
     let mut ids = if beams > 1 {
-        g.at("generate: prompts repeated for each beam", None);
+        g.at("beam search: prompts repeated for each beam", None);
         let repeated = g.input(rows * s * INT64, Component::Activations);
         // `running_sequences` and its clone `sequences`, (batch, beams,
         // prompt + new tokens) int64, held to the end.
