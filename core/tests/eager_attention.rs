@@ -13,9 +13,29 @@ use headroom_core::{presets, RuntimeProfile, Workload};
 
 const MIB: u64 = 1 << 20;
 
+/// The replay's allocations and frees of blocks of at least `min` bytes,
+/// in order: (allocation, size in MiB).
+fn events_in_mib(
+    id: &str,
+    workload: &Workload,
+    runtime: &RuntimeProfile,
+    min: u64,
+) -> Vec<(bool, u64)> {
+    let arch = presets::find(id).unwrap().arch;
+    let mut r = Replay::new(runtime.allocator, None);
+    r.event_log = Some(Vec::new());
+    r.event_log_min = min;
+    replay(&arch, workload, runtime, &mut r).unwrap();
+    r.event_log
+        .take()
+        .unwrap()
+        .into_iter()
+        .map(|(alloc, size, _, _)| (alloc, size / MIB))
+        .collect()
+}
+
 #[test]
 fn a_strided_query_and_key_are_copied_around_the_scores() {
-    let arch = presets::find("bert-base-uncased").unwrap().arch;
     let workload = Workload {
         mode: Mode::Inference,
         batch: 16,
@@ -26,17 +46,7 @@ fn a_strided_query_and_key_are_copied_around_the_scores() {
     };
     let mut runtime = RuntimeProfile::h200();
     runtime.process_ran_backward = false;
-    let mut r = Replay::new(runtime.allocator, None);
-    r.event_log = Some(Vec::new());
-    r.event_log_min = MIB + 1;
-    replay(&arch, &workload, &runtime, &mut r).unwrap();
-    let events: Vec<(bool, u64)> = r
-        .event_log
-        .take()
-        .unwrap()
-        .into_iter()
-        .map(|(alloc, size, _, _)| (alloc, size / MIB))
-        .collect();
+    let events = events_in_mib("bert-base-uncased", &workload, &runtime, MIB + 1);
     let scores = events
         .iter()
         .position(|&e| e == (true, 192))
@@ -96,7 +106,6 @@ fn gemma2_eager_training_keeps_each_layers_capped_scores() {
 /// and a bf16 output (16).
 #[test]
 fn autocast_casts_fp32_queries_keys_and_probabilities_for_the_products() {
-    let arch = presets::find("llama-3.2-1b").unwrap().arch;
     let mut workload = Workload {
         mode: Mode::Training,
         batch: 4,
@@ -106,17 +115,7 @@ fn autocast_casts_fp32_queries_keys_and_probabilities_for_the_products() {
     };
     workload.training.precision = headroom_core::workload::Precision::AmpBf16;
     let runtime = RuntimeProfile::h200();
-    let mut r = Replay::new(runtime.allocator, None);
-    r.event_log = Some(Vec::new());
-    r.event_log_min = 16 * MIB;
-    replay(&arch, &workload, &runtime, &mut r).unwrap();
-    let events: Vec<(bool, u64)> = r
-        .event_log
-        .take()
-        .unwrap()
-        .into_iter()
-        .map(|(alloc, size, _, _)| (alloc, size / MIB))
-        .collect();
+    let events = events_in_mib("llama-3.2-1b", &workload, &runtime, 16 * MIB);
     let scores = events
         .iter()
         .position(|&e| e == (true, 256))
@@ -151,7 +150,6 @@ fn autocast_casts_fp32_queries_keys_and_probabilities_for_the_products() {
 /// first layer of the prefill, events of at least 1 MiB, in MiB).
 #[test]
 fn gpt2_blocks_free_their_locals_as_the_trace_shows() {
-    let arch = presets::find("gpt2").unwrap().arch;
     let mut workload = Workload {
         mode: Mode::Inference,
         batch: 32,
@@ -164,17 +162,7 @@ fn gpt2_blocks_free_their_locals_as_the_trace_shows() {
     // and 1 MiB).
     let mut runtime = RuntimeProfile::h200();
     runtime.process_ran_backward = false;
-    let mut r = Replay::new(runtime.allocator, None);
-    r.event_log = Some(Vec::new());
-    r.event_log_min = MIB;
-    replay(&arch, &workload, &runtime, &mut r).unwrap();
-    let events: Vec<(bool, u64)> = r
-        .event_log
-        .take()
-        .unwrap()
-        .into_iter()
-        .map(|(alloc, size, _, _)| (alloc, size / MIB))
-        .collect();
+    let events = events_in_mib("gpt2", &workload, &runtime, MIB);
     let c_attn = events
         .iter()
         .position(|&e| e == (true, 72))

@@ -1643,16 +1643,7 @@ fn a_padded_batch_repeats_keys_and_adds_a_bias_as_measured() {
 /// kept for the recompute). Every driver-level peak within 1%.
 #[test]
 fn padded_jobs_through_the_harness_are_within_one_percent() {
-    let (rows, _) = compare_file(&measurement_text("padding/measured-padded.jsonl"));
-    assert_eq!(rows.len(), 6);
-    for c in &rows {
-        assert!(
-            c.error().abs() < 0.01,
-            "{}: driver-level peak {:+.2}%",
-            c.case,
-            100.0 * c.error()
-        );
-    }
+    every_driver_peak_within("padding/measured-padded.jsonl", 6, |_| 0.01);
 }
 
 /// Beam search through the harness (`generate(num_beams=...)`), predicted
@@ -1662,21 +1653,15 @@ fn padded_jobs_through_the_harness_are_within_one_percent() {
 /// 2.8% in reserved memory (docs/accuracy.md).
 #[test]
 fn beam_search_jobs_through_the_harness() {
-    let (rows, _) = compare_file(&measurement_text("generation-search/measured-beams.jsonl"));
-    assert_eq!(rows.len(), 8);
-    for c in &rows {
-        let bound = match c.case.as_str() {
+    every_driver_peak_within(
+        "generation-search/measured-beams.jsonl",
+        8,
+        |case| match case {
             "llama1b_padded_beams4_gen_bf16_b4_L1024_n32" => 0.03,
             "gpt2_beams4_gen_fp16_b8_L512_n64" | "llama1b_beams8_gen_bf16_b4_L512_n128" => 0.005,
             _ => 0.001,
-        };
-        assert!(
-            c.error().abs() < bound,
-            "{}: driver-level peak {:+.2}%",
-            c.case,
-            100.0 * c.error()
-        );
-    }
+        },
+    );
 }
 
 /// Padded batches with eager attention, predicted at 2aed79c (before the
@@ -1684,11 +1669,18 @@ fn beam_search_jobs_through_the_harness() {
 /// was -8.5%).
 #[test]
 fn padded_eager_jobs_through_the_harness_are_within_half_a_percent() {
-    let (rows, _) = compare_file(&measurement_text("padding/measured-padded-eager.jsonl"));
-    assert_eq!(rows.len(), 5);
+    every_driver_peak_within("padding/measured-padded-eager.jsonl", 5, |_| 0.005);
+}
+
+/// Every case of `file` (`count` of them): driver-level peak within
+/// `bound(case)` (a fraction).
+#[track_caller]
+fn every_driver_peak_within(file: &str, count: usize, bound: impl Fn(&str) -> f64) {
+    let (rows, _) = compare_file(&measurement_text(file));
+    assert_eq!(rows.len(), count, "{file}");
     for c in &rows {
         assert!(
-            c.error().abs() < 0.005,
+            c.error().abs() < bound(&c.case),
             "{}: driver-level peak {:+.2}%",
             c.case,
             100.0 * c.error()

@@ -129,47 +129,14 @@ impl Model<'_> {
                 // A padding mask reaches SDPA: transformers repeats grouped
                 // keys and values per query head (`use_gqa_in_sdpa` is false
                 // with a mask), SDPA adds the mask as a bias and runs the
-                // memory-efficient kernel; the repeats are locals of
-                // `sdpa_attention_forward` (the H200 traces,
+                // memory-efficient kernel (the H200 traces,
                 // `measurements/padding/`).
-                let (kr, vr) = if kvh < nh {
-                    nn::repeat_kv(g, k, v, b * nh * kv_len * hd)
-                } else {
-                    g.hold(k.v);
-                    g.hold(v.v);
-                    (k, v)
-                };
-                let out = nn::sdpa_with_mask(
-                    g,
-                    cx,
-                    q,
-                    kr,
-                    vr,
-                    AttnShape {
-                        kv_heads: nh,
-                        ..shape
-                    },
-                );
-                g.drop_all(&[kr.v, vr.v]);
-                out
+                nn::sdpa_on_every_head(g, cx, q, k, v, shape, true)
             }
             Attention::Sdpa if masked && kvh < nh => {
                 // A sliding-window mask is passed to sdpa, so transformers
                 // repeats keys and values per query head (no enable_gqa).
-                let (kr, vr) = nn::repeat_kv(g, k, v, b * nh * kv_len * hd);
-                let out = nn::sdpa(
-                    g,
-                    cx,
-                    q,
-                    kr,
-                    vr,
-                    AttnShape {
-                        kv_heads: nh,
-                        ..shape
-                    },
-                );
-                g.drop_all(&[kr.v, vr.v]);
-                out
+                nn::sdpa_on_every_head(g, cx, q, k, v, shape, false)
             }
             // fp32 with grouped heads: no fused kernel takes it.
             Attention::Sdpa if kvh < nh && !cx.autocast && q.dsize == FP32 => {

@@ -74,6 +74,40 @@ pub fn repeat_kv(g: &mut Graph, k: T, v: T, elems: u64) -> (T, T) {
     (kr, vr)
 }
 
+/// SDPA with grouped keys and values repeated to every query head
+/// (`repeat_kv`, when there are fewer key-value heads), as transformers
+/// calls it with a mask; `bias`: the mask reaches the kernel as an
+/// additive bias ([`sdpa_with_mask`]). The repeats are locals of
+/// `sdpa_attention_forward`, freed as it returns.
+pub fn sdpa_on_every_head(
+    g: &mut Graph,
+    cx: &Ctx,
+    q: T,
+    k: T,
+    v: T,
+    s: AttnShape,
+    bias: bool,
+) -> T {
+    let (kr, vr) = if s.kv_heads < s.heads {
+        repeat_kv(g, k, v, s.batch * s.heads * s.kv_len * s.head_dim)
+    } else {
+        g.hold(k.v);
+        g.hold(v.v);
+        (k, v)
+    };
+    let every_head = AttnShape {
+        kv_heads: s.heads,
+        ..s
+    };
+    let out = if bias {
+        sdpa_with_mask(g, cx, q, kr, vr, every_head)
+    } else {
+        sdpa(g, cx, q, kr, vr, every_head)
+    };
+    g.drop_all(&[kr.v, vr.v]);
+    out
+}
+
 /// `scaled_dot_product_attention` (flash / memory-efficient kernels).
 ///
 /// Measured on the H200: in inference the kernel allocates only its
