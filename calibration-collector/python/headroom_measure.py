@@ -137,6 +137,24 @@ HF_PRESETS = {
         num_attention_heads=16, num_key_value_heads=16, num_experts=60, num_experts_per_tok=4,
         moe_intermediate_size=1408, shared_expert_intermediate_size=5632,
         tie_word_embeddings=False), 14315784192),
+    # Qwen3 dense (published configs' shapes; head_dim 128, q_norm/k_norm),
+    # first measured 2026-12-03; random weights.
+    "qwen3-0.6b": ("Qwen3Config", "Qwen3ForCausalLM", dict(
+        vocab_size=151936, hidden_size=1024, intermediate_size=3072, num_hidden_layers=28,
+        num_attention_heads=16, num_key_value_heads=8, head_dim=128,
+        tie_word_embeddings=True), 596049920),
+    "qwen3-1.7b": ("Qwen3Config", "Qwen3ForCausalLM", dict(
+        vocab_size=151936, hidden_size=2048, intermediate_size=6144, num_hidden_layers=28,
+        num_attention_heads=16, num_key_value_heads=8, head_dim=128,
+        tie_word_embeddings=True), 1720574976),
+    "qwen3-4b": ("Qwen3Config", "Qwen3ForCausalLM", dict(
+        vocab_size=151936, hidden_size=2560, intermediate_size=9728, num_hidden_layers=36,
+        num_attention_heads=32, num_key_value_heads=8, head_dim=128,
+        tie_word_embeddings=True), 4022468096),
+    "qwen3-8b": ("Qwen3Config", "Qwen3ForCausalLM", dict(
+        vocab_size=151936, hidden_size=4096, intermediate_size=12288, num_hidden_layers=36,
+        num_attention_heads=32, num_key_value_heads=8, head_dim=128,
+        tie_word_embeddings=False), 8190735360),
     "bert-base-uncased": ("BertConfig", "BertForMaskedLM", dict(), 109514298),
     "esm2-t33-650m": ("EsmConfig", "EsmModel", dict(
         vocab_size=33, hidden_size=1280, num_hidden_layers=33, num_attention_heads=20,

@@ -276,6 +276,13 @@ pub struct DecoderArch {
     /// the lookup's freed once the product exists.
     #[cfg_attr(feature = "serde", serde(default))]
     pub scaled_embeddings: bool,
+    /// Each head's queries and keys pass through an RMSNorm over the head
+    /// width before the rotary embedding (Qwen3's `q_norm` and `k_norm`,
+    /// transformers 5.17 `modeling_qwen3.py`): `head_dim` more parameters
+    /// each, and per projection the norm's fp32 copy and its casts, the
+    /// projection's output freed once its norm returns.
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub qk_norm: bool,
 }
 
 impl DecoderArch {
@@ -303,7 +310,12 @@ impl DecoderArch {
         let kv = self.num_kv_heads as u64 * self.head_dim as u64;
         let bias = if self.qkv_bias { q + 2 * kv } else { 0 };
         let out_bias = if self.dense_bias { h } else { 0 };
-        h * (q + 2 * kv) + bias + q * h + out_bias
+        let qk_norms = if self.qk_norm {
+            2 * self.head_dim as u64
+        } else {
+            0
+        };
+        h * (q + 2 * kv) + bias + q * h + out_bias + qk_norms
     }
 
     /// Parameters of the MLP of layer `layer` (experts included).

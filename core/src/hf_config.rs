@@ -10,13 +10,16 @@
 //! | mistral | false | 8 | `sliding_window`, 4096 when absent, null = none |
 //! | mixtral | false | 8 | `sliding_window`, none when absent |
 //! | qwen2, qwen2_moe | false | 32 / 16 | only with `use_sliding_window` |
+//! | qwen3 | false | 32 (null: = heads) | only with `use_sliding_window` |
 //! | gemma2 | true | 4 | 4096 on every other layer |
 //! | phi3 | false | = heads | `sliding_window`, none when absent |
 //!
-//! Beyond shapes, two types run layers of their own: phi3 fuses q/k/v and
+//! Beyond shapes, three types run layers of their own: phi3 fuses q/k/v and
 //! gate/up ([`DecoderArch::fused_projections`]); gemma2 normalises with
 //! [`NormKind::GemmaRmsNorm`], four norms a layer, and scales its
-//! embeddings ([`DecoderArch::scaled_embeddings`]).
+//! embeddings ([`DecoderArch::scaled_embeddings`]); qwen3 normalises each
+//! head's queries and keys ([`DecoderArch::qk_norm`]; `head_dim` 128 when
+//! absent).
 //!
 //! Required keys (`hidden_size`, `intermediate_size`, `num_hidden_layers`,
 //! `num_attention_heads`, `vocab_size`; GPT-2's `n_embd`, `n_layer`,
@@ -33,7 +36,7 @@ use serde_json::{Map, Value};
 
 /// Model types the importer understands.
 pub const SUPPORTED: &str =
-    "llama, mistral, mixtral, qwen2, qwen2_moe, gemma2, phi3, gpt2, bert, esm";
+    "llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, gemma2, phi3, gpt2, bert, esm";
 
 /// Largest width, as in [`crate::arch::validate_arch`].
 const DIM: u64 = 1 << 20;
@@ -72,7 +75,7 @@ pub fn import_value(value: &Value) -> Result<Architecture, Error> {
     };
     let c = Config { map, model_type };
     let (arch, renames) = match model_type {
-        "llama" | "mistral" | "mixtral" | "qwen2" | "qwen2_moe" | "gemma2" | "phi3" => (
+        "llama" | "mistral" | "mixtral" | "qwen2" | "qwen2_moe" | "qwen3" | "gemma2" | "phi3" => (
             Architecture::Decoder(c.llama_family()?),
             c.decoder_renames(),
         ),
@@ -273,6 +276,9 @@ impl Config<'_> {
             "mistral" | "mixtral" => 8,
             "gemma2" => 4,
             "qwen2" => 32,
+            // Qwen3Config: 32 when absent, the query heads when null.
+            "qwen3" if self.map.get("num_key_value_heads") == Some(&Value::Null) => num_heads,
+            "qwen3" => 32,
             "qwen2_moe" => 16,
             _ => num_heads,
         };
@@ -280,6 +286,7 @@ impl Config<'_> {
         let head_dim = match self.int("head_dim", 1, MAX_HEADS)? {
             Some(d) => clamp_u32(d),
             None if t == "gemma2" => 256,
+            None if t == "qwen3" => 128,
             None if hidden_size < num_heads => {
                 return Err(Error::invalid(
                     "num_attention_heads",
@@ -304,6 +311,14 @@ impl Config<'_> {
                 (attention, attention)
             }
             "qwen2" => (true, false),
+            "qwen3" => {
+                if self.boolean("attention_bias", false)? {
+                    return Err(Error::unsupported(
+                        "qwen3 with attention_bias = true (headroom models Qwen3 without biases)",
+                    ));
+                }
+                (false, false)
+            }
             "qwen2_moe" => (self.boolean("qkv_bias", true)?, false),
             "gemma2" => {
                 if self.boolean("attention_bias", false)? {
@@ -341,6 +356,7 @@ impl Config<'_> {
                 && !matches!(self.get("attn_logit_softcapping"), Some(Value::Null)),
             fused_projections: t == "phi3",
             scaled_embeddings: t == "gemma2",
+            qk_norm: t == "qwen3",
         };
         arch.moe = match t {
             "mixtral" => Some(MoeConfig {
@@ -449,7 +465,7 @@ impl Config<'_> {
             "mistral" => (read(Some(4096))?, 0),
             "mixtral" | "phi3" => (read(None)?, 0),
             "gemma2" => (read(Some(4096))?, 2),
-            "qwen2" | "qwen2_moe" => {
+            "qwen2" | "qwen2_moe" | "qwen3" => {
                 if !self.boolean("use_sliding_window", false)? {
                     (None, 0)
                 } else {
@@ -524,6 +540,7 @@ impl Config<'_> {
             attn_logit_softcapping: false,
             fused_projections: false,
             scaled_embeddings: false,
+            qk_norm: false,
         })
     }
 

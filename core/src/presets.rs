@@ -66,6 +66,7 @@ pub fn llama_like(
         full_attention_every: 0,
         fused_projections: false,
         scaled_embeddings: false,
+        qk_norm: false,
     }
 }
 
@@ -90,6 +91,31 @@ pub fn qwen2(
         tie_word_embeddings,
     );
     a.qkv_bias = true;
+    a
+}
+
+/// A Qwen3 dense decoder: Llama shapes with 128-wide heads whatever the
+/// width, no biases, and an RMSNorm over each head's queries and keys
+/// (`q_norm`, `k_norm`); the 151936-row vocabulary.
+pub fn qwen3(
+    hidden_size: u32,
+    intermediate_size: u32,
+    num_layers: u32,
+    num_heads: u32,
+    num_kv_heads: u32,
+    tie_word_embeddings: bool,
+) -> DecoderArch {
+    let mut a = llama_like(
+        151936,
+        hidden_size,
+        intermediate_size,
+        num_layers,
+        num_heads,
+        num_kv_heads,
+        tie_word_embeddings,
+    );
+    a.head_dim = 128;
+    a.qk_norm = true;
     a
 }
 
@@ -282,6 +308,7 @@ pub fn all() -> Vec<Preset> {
         full_attention_every: 0,
         fused_projections: false,
         scaled_embeddings: false,
+        qk_norm: false,
     };
 
     let resnet = |blocks: [u32; 4], bottleneck: bool| {
@@ -353,6 +380,28 @@ pub fn all() -> Vec<Preset> {
             "qwen2.5-72b",
             "Qwen2.5 72B",
             qwen2(152064, 8192, 29568, 80, 64, 8, false),
+        ),
+        decoder(
+            "qwen3-0.6b",
+            "Qwen3 0.6B",
+            qwen3(1024, 3072, 28, 16, 8, true),
+        ),
+        decoder(
+            "qwen3-1.7b",
+            "Qwen3 1.7B",
+            qwen3(2048, 6144, 28, 16, 8, true),
+        ),
+        decoder("qwen3-4b", "Qwen3 4B", qwen3(2560, 9728, 36, 32, 8, true)),
+        decoder("qwen3-8b", "Qwen3 8B", qwen3(4096, 12288, 36, 32, 8, false)),
+        decoder(
+            "qwen3-14b",
+            "Qwen3 14B",
+            qwen3(5120, 17408, 40, 40, 8, false),
+        ),
+        decoder(
+            "qwen3-32b",
+            "Qwen3 32B",
+            qwen3(5120, 25600, 64, 64, 8, false),
         ),
         decoder(
             "mistral-7b-v0.3",

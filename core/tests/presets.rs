@@ -67,6 +67,14 @@ fn published_parameter_counts() {
         ("qwen2.5-32b", 32_763_876_352),
         ("qwen2.5-72b", 72_706_203_648),
         ("mistral-nemo-12b", 12_247_782_400),
+        // Qwen3: the published 0.6B to 32B; the smaller three tie their
+        // embedding (q_norm and k_norm: 256 parameters a layer).
+        ("qwen3-0.6b", 596_049_920),
+        ("qwen3-1.7b", 1_720_574_976),
+        ("qwen3-4b", 4_022_468_096),
+        ("qwen3-8b", 8_190_735_360),
+        ("qwen3-14b", 14_768_307_200),
+        ("qwen3-32b", 32_762_123_264),
         ("gemma-2-9b", 9_241_705_984),
         ("gemma-2-27b", 27_227_128_320),
         ("phi-3-mini-4k", 3_821_079_552),

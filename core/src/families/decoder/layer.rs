@@ -64,6 +64,18 @@ impl Model<'_> {
                     ..qkv
                 },
             )
+        } else if let Some((q_norm, k_norm)) = lw.qk_norms {
+            // Qwen3: `q_norm(q_proj(x).view(...))`, then the same for the
+            // keys, then `v_proj`; each projection's output is a temporary
+            // of its line, freed once its norm returns.
+            let q = nn::linear(g, cx, h1, &lw.q, "attention: q_proj");
+            let qn = nn::rms_norm(g, q, q_norm, self.w_dsize(cx), hd, "attention: q_norm");
+            g.drop(q.v);
+            let k = nn::linear(g, cx, h1, &lw.k, "attention: k_proj");
+            let kn = nn::rms_norm(g, k, k_norm, self.w_dsize(cx), hd, "attention: k_norm");
+            g.drop(k.v);
+            let v = nn::linear(g, cx, h1, &lw.v, "attention: v_proj");
+            (qn, kn, v)
         } else {
             let q = nn::linear(g, cx, h1, &lw.q, "attention: q_proj");
             let k = nn::linear(g, cx, h1, &lw.k, "attention: k_proj");

@@ -129,6 +129,8 @@ struct Layer {
     k: Linear,
     v: Linear,
     o: Linear,
+    /// Qwen3's RMSNorms over each head's queries and keys.
+    qk_norms: Option<(Value, Value)>,
     norm2: Value,
     /// Gemma 2's norms of the attention's and of the MLP's output, each
     /// before its residual sum.

@@ -348,6 +348,11 @@ pub(super) fn build(
                 is(if fused { "c_proj" } else { "o_proj" }),
             ),
         };
+        // Qwen3's attention registers `q_norm` and `k_norm` after `o_proj`.
+        let qk_norms = a.qk_norm.then(|| {
+            let hd = a.head_dim as u64;
+            (b.tensor(hd, 1, false), b.tensor(hd, 1, false))
+        });
         let mlp = match (a.moe, a.mlp) {
             (Some(m), _) if layer >= m.first_dense_layers => {
                 let router = b.tensor(m.num_experts as u64, h, false);
@@ -413,6 +418,7 @@ pub(super) fn build(
             k,
             v: vv,
             o,
+            qk_norms,
             norm2,
             sandwich_norms,
             mlp,
