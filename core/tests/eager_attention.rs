@@ -5,34 +5,12 @@
 //! projections, are copied (24 MiB each) before the 192 MiB scores, and
 //! the key's copy is freed first.
 
+mod common;
+
+use common::{events_in_mib, MIB};
 use headroom_core::arch::Dtype;
-use headroom_core::families::replay;
-use headroom_core::trace::Replay;
 use headroom_core::workload::{Attention, Mode};
-use headroom_core::{presets, RuntimeProfile, Workload};
-
-const MIB: u64 = 1 << 20;
-
-/// The replay's allocations and frees of blocks of at least `min` bytes,
-/// in order: (allocation, size in MiB).
-fn events_in_mib(
-    id: &str,
-    workload: &Workload,
-    runtime: &RuntimeProfile,
-    min: u64,
-) -> Vec<(bool, u64)> {
-    let arch = presets::find(id).unwrap().arch;
-    let mut r = Replay::new(runtime.allocator, None);
-    r.event_log = Some(Vec::new());
-    r.event_log_min = min;
-    replay(&arch, workload, runtime, &mut r).unwrap();
-    r.event_log
-        .take()
-        .unwrap()
-        .into_iter()
-        .map(|(alloc, size, _, _)| (alloc, size / MIB))
-        .collect()
-}
+use headroom_core::{RuntimeProfile, Workload};
 
 #[test]
 fn a_strided_query_and_key_are_copied_around_the_scores() {

@@ -287,22 +287,34 @@ pub(crate) fn forward(
     }
     g.drop(embedding_output);
     match (&w.head, head) {
-        (Some((transform, ln, decoder)), true) => {
-            g.at("MLM head: transform", None);
+        (Some(_), true) => {
             // `sequence_output`, a local of `BertForMaskedLM.forward`, lives
-            // until the head returns.
-            let t = nn::linear(g, cx, x, transform, "MLM head: transform dense");
-            let act = nn::unary_saving_input(g, t, "MLM head: gelu", t.dsize);
-            g.drop(t.v);
-            let n = nn::layer_norm(g, cx, act, *ln, h, "MLM head: LayerNorm");
-            g.drop(act.v);
-            g.at("MLM head: decoder (logits)", None);
-            let logits = nn::linear(g, cx, n, decoder, "MLM head: decoder (logits)");
-            g.drop_all(&[n.v, x.v]);
+            // until that forward returns.
+            let logits = mlm_head(g, cx, a, w, x);
+            g.drop(x.v);
             logits
         }
         _ => x,
     }
+}
+
+/// BERT's masked-LM head (`BertOnlyMLMHead`) on `sequence_output`, which
+/// it leaves to the caller: the transform's dense layer, GELU and
+/// LayerNorm, then the decoder's logits.
+fn mlm_head(g: &mut Graph, cx: &mut Ctx, a: &EncoderArch, w: &Weights, x: T) -> T {
+    let Some((transform, ln, decoder)) = &w.head else {
+        return x;
+    };
+    g.at("MLM head: transform", None);
+    let t = nn::linear(g, cx, x, transform, "MLM head: transform dense");
+    let act = nn::unary_saving_input(g, t, "MLM head: gelu", t.dsize);
+    g.drop(t.v);
+    let n = nn::layer_norm(g, cx, act, *ln, a.hidden_size as u64, "MLM head: LayerNorm");
+    g.drop(act.v);
+    g.at("MLM head: decoder (logits)", None);
+    let logits = nn::linear(g, cx, n, decoder, "MLM head: decoder (logits)");
+    g.drop(n.v);
+    logits
 }
 
 /// One encoder layer (`EsmLayer` / `BertLayer`): returns its output; drops
@@ -544,7 +556,7 @@ pub fn replay(
     let kept_rope: Cell<Option<(T, T)>> = Cell::new(None);
     let forward_loss = |g: &mut Graph, cx: &mut Ctx| {
         let mut kept = None;
-        let logits = forward(
+        let sequence_output = forward(
             g,
             cx,
             a,
@@ -553,15 +565,20 @@ pub fn replay(
             s,
             workload.attention,
             true,
-            true,
+            false,
             None,
             checkpointing,
             &mut kept,
         );
         kept_rope.set(kept);
+        let logits = mlm_head(g, cx, a, &w, sequence_output);
         g.at("loss: cross entropy over all tokens", None);
         let loss = if a.kind == EncoderKind::Bert {
-            nn::cross_entropy(g, cx.autocast, logits, b * s)
+            // `BertForMaskedLM.forward` computes the loss from `labels`,
+            // then returns, releasing `sequence_output`.
+            let loss = nn::cross_entropy(g, cx.autocast, logits, b * s);
+            g.drop(sequence_output.v);
+            loss
         } else {
             // No head on ESM-2 presets: a mean of the hidden states as the loss.
             g.op(

@@ -222,7 +222,9 @@ pub(super) fn generate(
             decode: step > 0,
             generate: true,
         };
-        let logits = model.forward(g, cx, &call, &mut cache, &mut None, &mut None);
+        let logits = model
+            .forward(g, cx, &call, &mut cache, &mut None, &mut None)
+            .returned(g);
         g.at("generate: next-token logits to fp32", None);
         let next = g.op(
             "generate: logits[:, -1].float()",

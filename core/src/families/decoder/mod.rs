@@ -239,7 +239,9 @@ impl Model<'_> {
         self.w.lm_head.weight_dsize
     }
 
-    /// A full model call. Returns logits (or the final hidden states).
+    /// A full model call. Returns logits (or the final hidden states) and
+    /// the final norm's output when the caller must release it
+    /// ([`Outputs::last_hidden`]).
     fn forward(
         &self,
         g: &mut Graph,
@@ -248,7 +250,7 @@ impl Model<'_> {
         cache: &mut Option<KvCache>,
         kept: &mut Option<(T, T)>,
         kept_mask: &mut Option<T>,
-    ) -> T {
+    ) -> Outputs {
         let a = self.a;
         let (b, s, h) = (call.batch, call.tokens, a.hidden_size as u64);
         let rows = b * s;
@@ -465,7 +467,12 @@ impl Model<'_> {
             }
         }
         let out = match call.logits {
-            Logits::None => return hn,
+            Logits::None => {
+                return Outputs {
+                    logits: hn,
+                    last_hidden: None,
+                }
+            }
             Logits::Last => {
                 let last = g.op(
                     "lm_head input: last position",
@@ -520,8 +527,7 @@ impl Model<'_> {
         } else {
             out
         };
-        g.drop(hn.v);
-        if a.final_logit_softcapping {
+        let logits = if a.final_logit_softcapping {
             // logits = tanh(logits / cap) * cap
             g.at("final logit softcapping", None);
             let scaled = nn::unary(g, out, "logits / softcap", out.dsize);
@@ -530,9 +536,36 @@ impl Model<'_> {
             g.drop(scaled.v);
             let capped = nn::unary(g, th, "* softcap", th.dsize);
             g.drop(th.v);
-            return capped;
+            capped
+        } else {
+            out
+        };
+        Outputs {
+            logits,
+            last_hidden: Some(hn.v),
         }
-        out
+    }
+}
+
+/// What a model call hands back.
+struct Outputs {
+    logits: T,
+    /// The final norm's output: `hidden_states = outputs.last_hidden_state`
+    /// in `*ForCausalLM.forward`, released when that forward returns, so
+    /// after the loss it computes from `labels` (the H200 trace of
+    /// Qwen3-0.6B amp training, b2 L512: the 4 MiB fp32 output freed after
+    /// the loss's log-softmax, `measurements/h200-generalization/trace-segments-24.jsonl.gz`).
+    last_hidden: Option<Value>,
+}
+
+impl Outputs {
+    /// The logits once the call has returned (the final norm's output
+    /// released).
+    fn returned(self, g: &mut Graph) -> T {
+        if let Some(h) = self.last_hidden {
+            g.drop(h);
+        }
+        self.logits
     }
 }
 
@@ -624,6 +657,7 @@ pub fn replay(
                     let mut cache = None;
                     model
                         .forward(g, &mut cx, &call, &mut cache, &mut None, &mut None)
+                        .returned(g)
                         .v
                 }
                 InferenceKind::Generate => generation::generate(g, &model, &mut cx, workload, b, s),

@@ -135,9 +135,14 @@ fn forward_backward(
         None
     };
     let mut mask = None;
-    let logits = model.forward(g, &mut cx, &call, &mut train_cache, &mut rope, &mut mask);
+    let outputs = model.forward(g, &mut cx, &call, &mut train_cache, &mut rope, &mut mask);
+    let logits = outputs.logits;
     g.at("loss: cross entropy over all tokens", None);
     let loss = nn::causal_lm_loss(g, logits, b * s);
+    // `forward` computed the loss from `labels` and returns.
+    if let Some(h) = outputs.last_hidden {
+        g.drop(h);
+    }
     // FSDP2's root post-forward runs as `model.forward` returns, after
     // the loss: the last layer's all-gather output goes.
     if let Some(f) = &model.fsdp {

@@ -35,11 +35,16 @@ pub fn sliding_window_mask_needed(window: u64, kv_len: u64) -> bool {
 
 /// SDPA's inputs as the kernel takes them: sdpa is on autocast's bf16
 /// list, so fp32 inputs are cast (and saved); otherwise held as they are.
+/// Autocast casts the arguments right to left, as the compiler evaluates
+/// them (as for `F.linear`): the values, the keys, then the queries (the
+/// H200 trace of Qwen3-0.6B amp training, b2 L512: the fp32 keys' 2 MiB
+/// cast before the queries' 4 MiB,
+/// `measurements/h200-generalization/trace-segments-24.jsonl.gz`).
 fn sdpa_inputs(g: &mut Graph, cx: &Ctx, q: T, k: T, v: T) -> (T, T, T) {
     if cx.autocast {
-        let q = cast(g, q, BF16, "attention (sdpa): autocast cast of query");
-        let k = cast(g, k, BF16, "attention (sdpa): autocast cast of key");
         let v = cast(g, v, BF16, "attention (sdpa): autocast cast of value");
+        let k = cast(g, k, BF16, "attention (sdpa): autocast cast of key");
+        let q = cast(g, q, BF16, "attention (sdpa): autocast cast of query");
         (q, k, v)
     } else {
         g.hold(q.v);

@@ -1,0 +1,28 @@
+//! Helpers shared by the tests that pin a replay's events to a trace.
+
+use headroom_core::families::replay;
+use headroom_core::trace::Replay;
+use headroom_core::{presets, RuntimeProfile, Workload};
+
+pub const MIB: u64 = 1 << 20;
+
+/// The replay's allocations and frees of blocks of at least `min` bytes,
+/// in order: (allocation, size in MiB).
+pub fn events_in_mib(
+    id: &str,
+    workload: &Workload,
+    runtime: &RuntimeProfile,
+    min: u64,
+) -> Vec<(bool, u64)> {
+    let arch = presets::find(id).unwrap().arch;
+    let mut r = Replay::new(runtime.allocator, None);
+    r.event_log = Some(Vec::new());
+    r.event_log_min = min;
+    replay(&arch, workload, runtime, &mut r).unwrap();
+    r.event_log
+        .take()
+        .unwrap()
+        .into_iter()
+        .map(|(alloc, size, _, _)| (alloc, size / MIB))
+        .collect()
+}
