@@ -155,6 +155,11 @@ HF_PRESETS = {
         vocab_size=151936, hidden_size=4096, intermediate_size=12288, num_hidden_layers=36,
         num_attention_heads=32, num_key_value_heads=8, head_dim=128,
         tie_word_embeddings=False), 8190735360),
+    "qwen3-30b-a3b": ("Qwen3MoeConfig", "Qwen3MoeForCausalLM", dict(
+        vocab_size=151936, hidden_size=2048, intermediate_size=6144, num_hidden_layers=48,
+        num_attention_heads=32, num_key_value_heads=4, head_dim=128, num_experts=128,
+        num_experts_per_tok=8, moe_intermediate_size=768, norm_topk_prob=True,
+        tie_word_embeddings=False), 30532122624),
     "bert-base-uncased": ("BertConfig", "BertForMaskedLM", dict(), 109514298),
     "esm2-t33-650m": ("EsmConfig", "EsmModel", dict(
         vocab_size=33, hidden_size=1280, num_hidden_layers=33, num_attention_heads=20,

@@ -11,6 +11,7 @@
 //! | mixtral | false | 8 | `sliding_window`, none when absent |
 //! | qwen2, qwen2_moe | false | 32 / 16 | only with `use_sliding_window` |
 //! | qwen3 | false | 32 (null: = heads) | only with `use_sliding_window` |
+//! | qwen3_moe | false | 4 | only with `use_sliding_window` |
 //! | gemma2 | true | 4 | 4096 on every other layer |
 //! | phi3 | false | = heads | `sliding_window`, none when absent |
 //!
@@ -36,7 +37,7 @@ use serde_json::{Map, Value};
 
 /// Model types the importer understands.
 pub const SUPPORTED: &str =
-    "llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, gemma2, phi3, gpt2, bert, esm";
+    "llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe, gemma2, phi3, gpt2, bert, esm";
 
 /// Largest width, as in [`crate::arch::validate_arch`].
 const DIM: u64 = 1 << 20;
@@ -75,7 +76,8 @@ pub fn import_value(value: &Value) -> Result<Architecture, Error> {
     };
     let c = Config { map, model_type };
     let (arch, renames) = match model_type {
-        "llama" | "mistral" | "mixtral" | "qwen2" | "qwen2_moe" | "qwen3" | "gemma2" | "phi3" => (
+        "llama" | "mistral" | "mixtral" | "qwen2" | "qwen2_moe" | "qwen3" | "qwen3_moe"
+        | "gemma2" | "phi3" => (
             Architecture::Decoder(c.llama_family()?),
             c.decoder_renames(),
         ),
@@ -256,15 +258,15 @@ impl Config<'_> {
     }
 
     fn decoder_renames(&self) -> Renames {
-        if self.model_type == "qwen2_moe" {
+        if matches!(self.model_type, "qwen2_moe" | "qwen3_moe") {
             QWEN2_MOE_RENAMES
         } else {
             DECODER_RENAMES
         }
     }
 
-    /// Llama, Mistral, Mixtral, Qwen2, Qwen2-MoE, Gemma 2 and Phi-3: RMSNorm,
-    /// gated MLP, rotary positions.
+    /// Llama, Mistral, Mixtral, Qwen2, Qwen2-MoE, Qwen3, Qwen3-MoE, Gemma 2
+    /// and Phi-3: RMSNorm, gated MLP, rotary positions.
     fn llama_family(&self) -> Result<DecoderArch, Error> {
         let t = self.model_type;
         let hidden_size = self.required("hidden_size", 1, DIM)?;
@@ -280,6 +282,7 @@ impl Config<'_> {
             "qwen3" if self.map.get("num_key_value_heads") == Some(&Value::Null) => num_heads,
             "qwen3" => 32,
             "qwen2_moe" => 16,
+            "qwen3_moe" => 4,
             _ => num_heads,
         };
         let num_kv_heads = self.optional("num_key_value_heads", 1, MAX_HEADS, kv_default)?;
@@ -311,11 +314,11 @@ impl Config<'_> {
                 (attention, attention)
             }
             "qwen2" => (true, false),
-            "qwen3" => {
+            "qwen3" | "qwen3_moe" => {
                 if self.boolean("attention_bias", false)? {
-                    return Err(Error::unsupported(
-                        "qwen3 with attention_bias = true (headroom models Qwen3 without biases)",
-                    ));
+                    return Err(Error::unsupported(format!(
+                        "{t} with attention_bias = true (headroom models Qwen3 without biases)"
+                    )));
                 }
                 (false, false)
             }
@@ -356,7 +359,7 @@ impl Config<'_> {
                 && !matches!(self.get("attn_logit_softcapping"), Some(Value::Null)),
             fused_projections: t == "phi3",
             scaled_embeddings: t == "gemma2",
-            qk_norm: t == "qwen3",
+            qk_norm: matches!(t, "qwen3" | "qwen3_moe"),
         };
         arch.moe = match t {
             "mixtral" => Some(MoeConfig {
@@ -367,7 +370,7 @@ impl Config<'_> {
                 first_dense_layers: 0,
                 routing_weights_in_model_dtype: false,
             }),
-            "qwen2_moe" => self.qwen2_moe(num_layers)?,
+            "qwen2_moe" | "qwen3_moe" => self.qwen2_moe(num_layers)?,
             _ => None,
         };
         let (window, every) = self.sliding(num_layers)?;
@@ -376,17 +379,21 @@ impl Config<'_> {
         Ok(arch)
     }
 
-    /// Qwen2-MoE's experts: sparse layers must be all but a leading run of
+    /// Qwen2-MoE's and Qwen3-MoE's experts: sparse layers must be all but a leading run of
     /// dense ones (`mlp_only_layers` = 0..k, `decoder_sparse_step` 1).
     fn qwen2_moe(&self, num_layers: u32) -> Result<Option<MoeConfig>, Error> {
-        let num_experts = self.optional("num_experts", 0, MAX_EXPERTS, 60)?;
+        // Qwen3-MoE's defaults, and no shared expert (its config has none).
+        let qwen3 = self.model_type == "qwen3_moe";
+        let (experts, top_k, width) = if qwen3 { (128, 8, 768) } else { (60, 4, 1408) };
+        let num_experts = self.optional("num_experts", 0, MAX_EXPERTS, experts)?;
         if num_experts == 0 {
             return Ok(None);
         }
         let step = self.optional("decoder_sparse_step", 1, MAX_LAYERS, 1)?;
         if step != 1 && step <= num_layers {
             return Err(Error::unsupported(format!(
-                "qwen2_moe with decoder_sparse_step = {step} (only 1, every layer sparse, is modelled)"
+                "{} with decoder_sparse_step = {step} (only 1, every layer sparse, is modelled)",
+                self.model_type
             )));
         }
         if step > num_layers {
@@ -427,22 +434,22 @@ impl Config<'_> {
             }
             let k = seen.iter().take_while(|&&s| s).count();
             if past || seen[k..].contains(&true) {
-                return Err(Error::unsupported(
-                    "qwen2_moe with mlp_only_layers other than the leading layers 0..k",
-                ));
+                return Err(Error::unsupported(format!(
+                    "{} with mlp_only_layers other than the leading layers 0..k",
+                    self.model_type
+                )));
             }
             first_dense_layers = k as u32;
         }
         Ok(Some(MoeConfig {
             num_experts,
-            experts_per_token: self.optional("num_experts_per_tok", 1, MAX_EXPERTS, 4)?,
-            expert_intermediate_size: self.optional("moe_intermediate_size", 1, 4 * DIM, 1408)?,
-            shared_expert_intermediate_size: self.optional(
-                "shared_expert_intermediate_size",
-                0,
-                4 * DIM,
-                5632,
-            )?,
+            experts_per_token: self.optional("num_experts_per_tok", 1, MAX_EXPERTS, top_k)?,
+            expert_intermediate_size: self.optional("moe_intermediate_size", 1, 4 * DIM, width)?,
+            shared_expert_intermediate_size: if qwen3 {
+                0
+            } else {
+                self.optional("shared_expert_intermediate_size", 0, 4 * DIM, 5632)?
+            },
             first_dense_layers,
             routing_weights_in_model_dtype: true,
         }))
@@ -465,7 +472,7 @@ impl Config<'_> {
             "mistral" => (read(Some(4096))?, 0),
             "mixtral" | "phi3" => (read(None)?, 0),
             "gemma2" => (read(Some(4096))?, 2),
-            "qwen2" | "qwen2_moe" | "qwen3" => {
+            "qwen2" | "qwen2_moe" | "qwen3" | "qwen3_moe" => {
                 if !self.boolean("use_sliding_window", false)? {
                     (None, 0)
                 } else {

@@ -286,6 +286,19 @@ pub fn all() -> Vec<Preset> {
         routing_weights_in_model_dtype: true,
     });
 
+    // Qwen/Qwen3-30B-A3B: Qwen3's attention (128-wide heads, q/k norms),
+    // every layer sparse; 128 routed experts of width 768, top 8, no
+    // shared expert.
+    let mut qwen3_moe = qwen3(2048, 6144, 48, 32, 4, false);
+    qwen3_moe.moe = Some(MoeConfig {
+        num_experts: 128,
+        experts_per_token: 8,
+        expert_intermediate_size: 768,
+        shared_expert_intermediate_size: 0,
+        first_dense_layers: 0,
+        routing_weights_in_model_dtype: true,
+    });
+
     let gpt2 = DecoderArch {
         vocab_size: 50257,
         hidden_size: 768,
@@ -433,6 +446,7 @@ pub fn all() -> Vec<Preset> {
         // MoE LLM
         decoder("mixtral-8x7b", "Mixtral 8x7B", mixtral),
         decoder("qwen1.5-moe-a2.7b", "Qwen1.5-MoE-A2.7B", qwen_moe),
+        decoder("qwen3-30b-a3b", "Qwen3-30B-A3B", qwen3_moe),
         // Encoder
         encoder(
             "bert-base-uncased",
