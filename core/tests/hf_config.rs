@@ -35,6 +35,8 @@ fn published_configs_import_to_the_presets() {
         ("bert-base-uncased", "bert-base-uncased", 109_514_298),
         ("esm2_t33_650M_UR50D", "esm2-t33-650m", 649_400_981),
         ("Qwen1.5-MoE-A2.7B", "qwen1.5-moe-a2.7b", 14_315_784_192),
+        ("Qwen3-8B", "qwen3-8b", 8_190_735_360),
+        ("Qwen3-30B-A3B", "qwen3-30b-a3b", 30_532_122_624),
     ];
     for (file, preset, params) in table {
         let arch = imported(file);
@@ -126,6 +128,35 @@ fn defaults_follow_transformers() {
             a.full_attention_every
         ),
         (256, true, 4096, 2)
+    );
+    // qwen3: head_dim 128 whatever the width, 32 kv heads, each head's q/k
+    // normalised; qwen3_moe: 128 experts of width 768, top 8, no shared
+    // expert, head_dim = hidden / heads.
+    let Architecture::Decoder(a) = arch(
+        r#"{"model_type": "qwen3", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 32, "vocab_size": 100}"#,
+    ) else {
+        panic!()
+    };
+    assert_eq!(
+        (a.num_kv_heads, a.head_dim, a.qk_norm, a.qkv_bias),
+        (32, 128, true, false)
+    );
+    let Architecture::Decoder(a) = arch(&format!(
+        r#"{{"model_type": "qwen3_moe", "num_key_value_heads": 4, {base}}}"#
+    )) else {
+        panic!()
+    };
+    let moe = a.moe.unwrap();
+    assert_eq!(
+        (
+            a.head_dim,
+            a.qk_norm,
+            moe.num_experts,
+            moe.experts_per_token,
+            moe.expert_intermediate_size,
+            moe.shared_expert_intermediate_size
+        ),
+        (16, true, 128, 8, 768, 0)
     );
     // mistral: a config without `sliding_window` gets transformers' 4096; null means none.
     let Architecture::Decoder(a) = arch(&format!(

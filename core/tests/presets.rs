@@ -75,6 +75,8 @@ fn published_parameter_counts() {
         ("qwen3-8b", 8_190_735_360),
         ("qwen3-14b", 14_768_307_200),
         ("qwen3-32b", 32_762_123_264),
+        // 128 experts of width 768 in each of 48 layers.
+        ("qwen3-30b-a3b", 30_532_122_624),
         ("gemma-2-9b", 9_241_705_984),
         ("gemma-2-27b", 27_227_128_320),
         ("phi-3-mini-4k", 3_821_079_552),
