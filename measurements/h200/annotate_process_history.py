@@ -27,6 +27,9 @@ RUNS = {  # measured file: the case file it was run from
     GENERALIZATION / "harness-use-cache-measured.jsonl": GENERALIZATION / "harness-use-cache-cases.jsonl",
     HERE.parent / "small-pool" / "measured.jsonl": HERE.parent / "small-pool" / "cases.jsonl",
     HERE.parent / "small-pool" / "measured-inference.jsonl": HERE.parent / "small-pool" / "cases-inference.jsonl",
+    HERE.parent / "padding" / "measured-padded.jsonl": HERE.parent / "padding" / "cases-padded.jsonl",
+    HERE.parent / "padding" / "measured-padded-eager.jsonl": HERE.parent / "padding" / "cases-padded-eager.jsonl",
+    HERE.parent / "generation-search" / "measured-beams.jsonl": HERE.parent / "generation-search" / "cases-beams.jsonl",
 }
 # Every generalization batch: its case file and the measured file beside it.
 for cases in sorted(GENERALIZATION.glob("generalization-cases*.jsonl")):
