@@ -1,12 +1,13 @@
 """Greedy generation with a Qwen2.5-0.5B-shaped model (random weights), bf16.
 
     python generate_qwen.py --batch 8 --prompt-len 2048 --new-tokens 256
+    python generate_qwen.py --arch qwen3_4b ...     # Qwen3-4B-shaped
 """
 import argparse
 import json
 
 import torch
-from transformers import Qwen2Config, Qwen2ForCausalLM
+from transformers import Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM
 
 
 def main():
@@ -15,11 +16,18 @@ def main():
     p.add_argument("--prompt-len", type=int, default=2048)
     p.add_argument("--new-tokens", type=int, default=256)
     p.add_argument("--batches", type=int, default=1, help="prompts batches generated one after another")
+    p.add_argument("--arch", choices=["qwen05b", "qwen3_4b"], default="qwen05b")
     args = p.parse_args()
 
-    config = Qwen2Config(vocab_size=151936, hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
-                         num_attention_heads=14, num_key_value_heads=2, tie_word_embeddings=True)
-    model = Qwen2ForCausalLM(config).to(device="cuda", dtype=torch.bfloat16).eval()
+    if args.arch == "qwen3_4b":  # docs/spec.md's qwen3-4b preset
+        config = Qwen3Config(vocab_size=151936, hidden_size=2560, intermediate_size=9728, num_hidden_layers=36,
+                             num_attention_heads=32, num_key_value_heads=8, head_dim=128, tie_word_embeddings=True)
+        build = Qwen3ForCausalLM
+    else:
+        config = Qwen2Config(vocab_size=151936, hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
+                             num_attention_heads=14, num_key_value_heads=2, tie_word_embeddings=True)
+        build = Qwen2ForCausalLM
+    model = build(config).to(device="cuda", dtype=torch.bfloat16).eval()
 
     for _ in range(args.batches):
         input_ids = torch.randint(0, config.vocab_size, (args.batch, args.prompt_len), device="cuda")

@@ -12,6 +12,7 @@ Random weights from the config and random token ids: nothing is downloaded.
     python trainer_llama.py --batch 2 --seq-len 1024 --grad-accum 4
     python trainer_llama.py --arch qwen05b --batch 8 --seq-len 1024   # Qwen2.5-0.5B-shaped
     python trainer_llama.py --arch gpt2 --optim adamw_torch ...        # GPT-2, foreach AdamW
+    python trainer_llama.py --arch qwen3_1p7b --lora ...                # Qwen3-1.7B-shaped
 """
 import argparse
 import json
@@ -20,7 +21,7 @@ import tempfile
 import torch
 from torch.utils.data import Dataset
 from transformers import (GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM, Qwen2Config,
-                          Qwen2ForCausalLM, Trainer, TrainingArguments)
+                          Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM, Trainer, TrainingArguments)
 
 
 class RandomTokens(Dataset):
@@ -44,7 +45,7 @@ def main():
     p.add_argument("--lora", action="store_true", help="train LoRA adapters on a bf16 base")
     p.add_argument("--fp16", action="store_true", help="fp16=True (autocast float16, GradScaler)")
     p.add_argument("--grad-accum", type=int, default=1, help="gradient_accumulation_steps")
-    p.add_argument("--arch", choices=["llama1b", "qwen05b", "gpt2"], default="llama1b")
+    p.add_argument("--arch", choices=["llama1b", "qwen05b", "gpt2", "qwen3_0p6b", "qwen3_1p7b"], default="llama1b")
     p.add_argument("--optim", default="adamw_torch_fused", help="TrainingArguments.optim")
     args = p.parse_args()
 
@@ -52,6 +53,11 @@ def main():
         config = Qwen2Config(vocab_size=151936, hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
                              num_attention_heads=14, num_key_value_heads=2, tie_word_embeddings=True)
         build = Qwen2ForCausalLM
+    elif args.arch in ("qwen3_0p6b", "qwen3_1p7b"):  # docs/spec.md's qwen3 presets
+        hidden, inter = (1024, 3072) if args.arch == "qwen3_0p6b" else (2048, 6144)
+        config = Qwen3Config(vocab_size=151936, hidden_size=hidden, intermediate_size=inter, num_hidden_layers=28,
+                             num_attention_heads=16, num_key_value_heads=8, head_dim=128, tie_word_embeddings=True)
+        build = Qwen3ForCausalLM
     elif args.arch == "gpt2":
         config, build = GPT2Config(), GPT2LMHeadModel
     else:
