@@ -15,12 +15,12 @@
 //! | gemma2 | true | 4 | 4096 on every other layer |
 //! | phi3 | false | = heads | `sliding_window`, none when absent |
 //!
-//! Beyond shapes, three types run layers of their own: phi3 fuses q/k/v and
+//! Beyond shapes, four types run layers of their own: phi3 fuses q/k/v and
 //! gate/up ([`DecoderArch::fused_projections`]); gemma2 normalises with
 //! [`NormKind::GemmaRmsNorm`], four norms a layer, and scales its
-//! embeddings ([`DecoderArch::scaled_embeddings`]); qwen3 normalises each
-//! head's queries and keys ([`DecoderArch::qk_norm`]; `head_dim` 128 when
-//! absent).
+//! embeddings ([`DecoderArch::scaled_embeddings`]); qwen3 and qwen3_moe
+//! normalise each head's queries and keys ([`DecoderArch::qk_norm`]; qwen3's
+//! `head_dim` is 128 when absent).
 //!
 //! Required keys (`hidden_size`, `intermediate_size`, `num_hidden_layers`,
 //! `num_attention_heads`, `vocab_size`; GPT-2's `n_embd`, `n_layer`,
@@ -379,8 +379,9 @@ impl Config<'_> {
         Ok(arch)
     }
 
-    /// Qwen2-MoE's and Qwen3-MoE's experts: sparse layers must be all but a leading run of
-    /// dense ones (`mlp_only_layers` = 0..k, `decoder_sparse_step` 1).
+    /// Qwen2-MoE's and Qwen3-MoE's experts: sparse layers must be all but a
+    /// leading run of dense ones (`mlp_only_layers` = 0..k,
+    /// `decoder_sparse_step` 1).
     fn qwen2_moe(&self, num_layers: u32) -> Result<Option<MoeConfig>, Error> {
         // Qwen3-MoE's defaults, and no shared expert (its config has none).
         let qwen3 = self.model_type == "qwen3_moe";

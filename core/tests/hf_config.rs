@@ -141,6 +141,13 @@ fn defaults_follow_transformers() {
         (a.num_kv_heads, a.head_dim, a.qk_norm, a.qkv_bias),
         (32, 128, true, false)
     );
+    // An explicit null takes the query heads (Qwen3Config's __post_init__).
+    let Architecture::Decoder(a) = arch(&format!(
+        r#"{{"model_type": "qwen3", "num_key_value_heads": null, {base}}}"#
+    )) else {
+        panic!()
+    };
+    assert_eq!(a.num_kv_heads, 4);
     let Architecture::Decoder(a) = arch(&format!(
         r#"{{"model_type": "qwen3_moe", "num_key_value_heads": 4, {base}}}"#
     )) else {
