@@ -161,6 +161,9 @@ HF_PRESETS = {
         num_experts_per_tok=8, moe_intermediate_size=768, norm_topk_prob=True,
         tie_word_embeddings=False), 30532122624),
     "bert-base-uncased": ("BertConfig", "BertForMaskedLM", dict(), 109514298),
+    "bert-large-uncased": ("BertConfig", "BertForMaskedLM", dict(
+        hidden_size=1024, num_hidden_layers=24, num_attention_heads=16,
+        intermediate_size=4096), 335174458),
     "esm2-t33-650m": ("EsmConfig", "EsmModel", dict(
         vocab_size=33, hidden_size=1280, num_hidden_layers=33, num_attention_heads=20,
         intermediate_size=5120, position_embedding_type="rotary", token_dropout=True,
@@ -180,8 +183,12 @@ VISION_PRESETS = {  # id -> (torchvision.models function, expected params)
     "vit-b-16": ("vit_b_16", 86567656),
 }
 
+# The model-class prefix of each encoder with classification heads.
+HEAD_CLASSES = {"bert-base-uncased": "Bert", "bert-large-uncased": "Bert", "esm2-t33-650m": "Esm"}
+
 # Token ids drawn for random inputs: (low, high) per model family.
-TOKEN_RANGE = {"esm2-t33-650m": (4, 24), "bert-base-uncased": (1000, 30000)}
+TOKEN_RANGE = {"esm2-t33-650m": (4, 24), "bert-base-uncased": (1000, 30000),
+               "bert-large-uncased": (1000, 30000)}
 
 # Where the repeated blocks live, tried in order (for snapshot markers).
 BLOCK_PATHS = ["trunk.blocks", "model.layers", "transformer.h", "bert.encoder.layer",
@@ -324,6 +331,8 @@ def build_spec(case):
         "lora": lora_of(case),
         "grad_checkpointing": bool(tr.get("grad_checkpointing", False)),
         "optimizer": None,
+        "head": w.get("head", "lm"),
+        "num_labels": int(w.get("num_labels", 2)),
     }
     if is_training(case):
         spec["optimizer"] = {"name": tr.get("optimizer", "adamw").lower(),
@@ -408,6 +417,15 @@ def build_hf(spec, device, tiny=False):
         fold = kwargs.get("esmfold_config") or EsmFoldConfig()
         fold.fp16_esm = False
         kwargs["esmfold_config"] = fold
+    if spec["head"] != "lm":
+        # `workload.head`: AutoModelForSequenceClassification /
+        # AutoModelForTokenClassification of the same encoder.
+        if spec["model"] not in HEAD_CLASSES:
+            raise Unsupported(f"{spec['model']} has no {spec['head']} head here")
+        cls_name = HEAD_CLASSES[spec["model"]] + {
+            "sequence_classification": "ForSequenceClassification",
+            "token_classification": "ForTokenClassification"}[spec["head"]]
+        kwargs["num_labels"] = spec["num_labels"]
     config = getattr(transformers, cfg_name)(**kwargs)
     cls = getattr(transformers, cls_name)
     extra = {"add_pooling_layer": False} if cls_name == "EsmModel" else {}
@@ -638,6 +656,22 @@ def random_ids(model, case, batch, seq_len, device):
     return ids
 
 
+def head_labels(case, ids):
+    """Labels for `workload.head`: the ids themselves for a language-model
+    head; one class per sequence (a float target for one label, which
+    transformers treats as regression) or per token for a classifier."""
+    import torch
+    w = case["workload"]
+    head, n = w.get("head", "lm"), int(w.get("num_labels", 2))
+    if head == "lm":
+        return None
+    if head == "sequence_classification":
+        if n == 1:
+            return torch.randn(ids.shape[0], device=ids.device)
+        return torch.randint(0, n, (ids.shape[0],), device=ids.device)
+    return torch.randint(0, n, ids.shape, device=ids.device)
+
+
 def padding_mask(case, ids):
     """`workload.padded`: an attention mask whose first sequence starts with
     padding (a quarter of it, at most 256 tokens), as a batch of prompts of
@@ -726,7 +760,7 @@ class Runner:
         if "use_cache" in params:
             kwargs["use_cache"] = False
         logits = (w.get("inference") or {}).get("logits", "all")
-        if logits == "last":
+        if logits == "last" and w.get("head", "lm") == "lm":
             # The core's `logits = "last"`: the head over the last position only.
             if "logits_to_keep" not in params:
                 raise Unsupported(f"{case['model']} cannot keep only the last position's logits")
@@ -812,12 +846,13 @@ class Runner:
             mask = padding_mask(case, inputs)
             if mask is not None:
                 kwargs["attention_mask"] = mask
+        labels = None if self.is_vision else head_labels(case, inputs)
         for step in range(int(tr.get("steps", 1))):
             self.mark(f"step {step + 1}")
-            self.train_step(inputs, ac, kwargs)
+            self.train_step(inputs, ac, kwargs, labels)
         self.mark("end")
 
-    def train_step(self, inputs, ac, kwargs=None):
+    def train_step(self, inputs, ac, kwargs=None, labels=None):
         torch = self.torch
         ctx = (torch.autocast(self.device, dtype=torch_dtype(ac)) if ac
                else torch.autocast(self.device, enabled=False))
@@ -826,7 +861,8 @@ class Runner:
                 x, y = inputs
                 loss = torch.nn.functional.cross_entropy(self.model(x), y)
             else:
-                loss = self.model(input_ids=inputs, labels=inputs, **(kwargs or {})).loss
+                labels = inputs if labels is None else labels
+                loss = self.model(input_ids=inputs, labels=labels, **(kwargs or {})).loss
         if self.scaler:
             self.scaler.scale(loss).backward()
             self.scaler.step(self.optimizer)

@@ -59,6 +59,28 @@ keyed! { Attention { Sdpa => "sdpa", Eager => "eager" } }
 keyed! { InferenceKind { Generate => "generate", Forward => "forward" } }
 keyed! { Logits { Last => "last", All => "all", None => "none" } }
 
+/// The task head on top of an encoder (the `AutoModelFor...` class).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Head {
+    /// The preset's own head: BERT's masked-LM head (`BertForMaskedLM`);
+    /// none on ESM-2 (`EsmModel`, its training loss a mean of the hidden
+    /// states); the causal-LM head of decoders.
+    #[default]
+    Lm,
+    /// `AutoModelForSequenceClassification`: one label per sequence from
+    /// the first token (BERT's pooler, then a linear classifier; ESM's
+    /// dense, tanh and projection), cross-entropy over `num_labels`.
+    SequenceClassification,
+    /// `AutoModelForTokenClassification`: a linear classifier over every
+    /// token's hidden state, cross-entropy over `num_labels` per token.
+    TokenClassification,
+}
+
+keyed! { Head { Lm => "lm", SequenceClassification => "sequence_classification", TokenClassification => "token_classification" } }
+
+/// Most labels of a classification head (`workload.num_labels`).
+pub const MAX_LABELS: u64 = 1_000_000;
+
 /// Inference options.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
@@ -340,6 +362,12 @@ pub struct Workload {
     /// to every query head; SDPA turns the mask into an additive bias and
     /// runs its memory-efficient kernel. Decoders only.
     pub padded: bool,
+    /// The task head (encoders): the preset's language-model head, or a
+    /// sequence or token classifier.
+    pub head: Head,
+    /// Labels of a classification head (`config.num_labels`, 2 by
+    /// default); `None` with the language-model head.
+    pub num_labels: Option<u32>,
 }
 
 impl Default for Workload {
@@ -358,6 +386,8 @@ impl Default for Workload {
             memory_format: MemoryFormat::Contiguous,
             parallel: ParallelOptions::default(),
             padded: false,
+            head: Head::Lm,
+            num_labels: None,
         }
     }
 }
@@ -478,6 +508,7 @@ impl Workload {
                 "fp32, fp16 or bf16",
             ));
         }
+        self.validate_head()?;
         self.parallel.validate(self.mode == Mode::Training)?;
         if self.mode == Mode::Training && !self.dtype.is_float() && self.training.lora.is_none() {
             return Err(Error::invalid(
@@ -490,6 +521,26 @@ impl Workload {
             ));
         }
         Ok(())
+    }
+
+    /// A classification head's labels: 1 to [`MAX_LABELS`], and only with a
+    /// classification head.
+    fn validate_head(&self) -> Result<(), Error> {
+        match (self.head, self.num_labels) {
+            (Head::Lm, Some(_)) => Err(Error::invalid(
+                "workload.num_labels",
+                "labels need a classification head",
+                "no num_labels with head \"lm\"; or head \"sequence_classification\" or \"token_classification\"",
+            )),
+            (_, Some(labels)) => check_range("workload.num_labels", labels as u64, 1, MAX_LABELS),
+            _ => Ok(()),
+        }
+    }
+
+    /// Labels of the classification head (2, transformers' default, when
+    /// not given).
+    pub fn labels(&self) -> u64 {
+        u64::from(self.num_labels.unwrap_or(2))
     }
 
     /// Rows each prompt runs as: `num_beams` when a generation searches

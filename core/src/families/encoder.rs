@@ -13,7 +13,7 @@ use crate::error::Error;
 use crate::graph::{Graph, Saves, Value};
 use crate::runtime::RuntimeProfile;
 use crate::trace::Replay;
-use crate::workload::{Attention, InferenceKind, Logits, Mode, Workload};
+use crate::workload::{Attention, Head, InferenceKind, Logits, Mode, Workload};
 use alloc::vec::Vec;
 use core::cell::Cell;
 
@@ -26,7 +26,36 @@ pub fn validate(workload: &Workload) -> Result<(), Error> {
             "\"forward\" for encoder models",
         ));
     }
+    if workload.mode == Mode::Inference
+        && workload.head != Head::Lm
+        && workload.inference.logits == Logits::None
+    {
+        return Err(Error::invalid(
+            "workload.inference.logits",
+            "\"none\" asks for no head, but workload.head names a classifier",
+            "\"all\" or \"last\" (the classifier's logits) with a classification head, or workload.head \"lm\"",
+        ));
+    }
     Ok(())
+}
+
+/// The head's weights, after the encoder's.
+enum HeadWeights {
+    /// No head (ESM-2's `EsmModel`, ESMFold's stem).
+    None,
+    /// BERT's masked-LM head: transform dense, LayerNorm, the decoder tied
+    /// to the word embedding (its own bias).
+    MaskedLm {
+        transform: Linear,
+        ln: Value,
+        decoder: Linear,
+    },
+    /// A sequence classifier on the first token: BERT's pooler dense
+    /// (then tanh) and classifier; ESM's `EsmClassificationHead` dense
+    /// (then tanh) and `out_proj`.
+    Sequence { dense: Linear, out: Linear },
+    /// A token classifier: one linear map over every token.
+    Token { classifier: Linear },
 }
 
 #[derive(Clone, Copy)]
@@ -50,7 +79,7 @@ pub(crate) struct Weights {
     emb_ln: Value,
     layers: Vec<Layer>,
     final_ln: Value,
-    head: Option<(Linear, Value, Linear)>,
+    head: HeadWeights,
     pub(crate) trainable: Vec<Trainable>,
     pub(crate) params: u64,
     pub(crate) bytes: u64,
@@ -62,7 +91,7 @@ pub(crate) fn build(
     a: &EncoderArch,
     dsize: u64,
     trainable: bool,
-    with_head: bool,
+    head: Option<(Head, u64)>,
 ) -> Weights {
     let h = a.hidden_size as u64;
     let i = a.intermediate_size as u64;
@@ -105,22 +134,34 @@ pub(crate) fn build(
     } else {
         embed
     };
-    let head = if with_head && a.kind == EncoderKind::Bert {
-        let transform = p.linear(g, h, h);
-        let ln = p.tensor(g, 2 * h, 1);
-        let bias = p.tensor(g, a.vocab_size as u64, 1);
-        let decoder = Linear {
-            weight: embed,
-            weight_dsize: dsize,
-            bias: Some(bias),
-            in_features: h,
-            out_features: a.vocab_size as u64,
-            lora: None,
-            quantized: false,
-        };
-        Some((transform, ln, decoder))
-    } else {
-        None
+    let head = match head {
+        Some((Head::Lm, _)) if a.kind == EncoderKind::Bert => {
+            let transform = p.linear(g, h, h);
+            let ln = p.tensor(g, 2 * h, 1);
+            let bias = p.tensor(g, a.vocab_size as u64, 1);
+            let decoder = Linear {
+                weight: embed,
+                weight_dsize: dsize,
+                bias: Some(bias),
+                in_features: h,
+                out_features: a.vocab_size as u64,
+                lora: None,
+                quantized: false,
+            };
+            HeadWeights::MaskedLm {
+                transform,
+                ln,
+                decoder,
+            }
+        }
+        Some((Head::SequenceClassification, labels)) => HeadWeights::Sequence {
+            dense: p.linear(g, h, h),
+            out: p.linear(g, h, labels),
+        },
+        Some((Head::TokenClassification, labels)) => HeadWeights::Token {
+            classifier: p.linear(g, h, labels),
+        },
+        _ => HeadWeights::None,
     };
     // Buffers: BERT position_ids and token_type_ids (int64), ESM rotary inv_freq.
     let buffers = match a.kind {
@@ -286,23 +327,108 @@ pub(crate) fn forward(
         }
     }
     g.drop(embedding_output);
-    match (&w.head, head) {
-        (Some(_), true) => {
-            // `sequence_output`, a local of `BertForMaskedLM.forward`, lives
-            // until that forward returns.
-            let logits = mlm_head(g, cx, a, w, x);
-            g.drop(x.v);
+    if !head {
+        return x;
+    }
+    // `sequence_output`, a local of the `...For...` model's forward, lives
+    // until that forward returns.
+    let logits = run_head(g, cx, a, w, x, b, training);
+    if logits.v != x.v {
+        g.drop(x.v);
+    }
+    logits
+}
+
+/// The head on the encoder's output `x` (`b` sequences): its logits, or
+/// `x` itself when there is no head. Drops nothing it was given.
+fn run_head(
+    g: &mut Graph,
+    cx: &mut Ctx,
+    a: &EncoderArch,
+    w: &Weights,
+    x: T,
+    b: u64,
+    training: bool,
+) -> T {
+    match &w.head {
+        HeadWeights::None => x,
+        HeadWeights::MaskedLm { .. } => mlm_head(g, cx, a, w, x),
+        HeadWeights::Sequence { dense, out } => {
+            sequence_head(g, cx, a.kind, (dense, out), x, b, training)
+        }
+        HeadWeights::Token { classifier } => {
+            g.at("token classifier", None);
+            // `self.dropout(sequence_output)` rebinds the local; the
+            // model output still holds the original until the forward
+            // returns, and the classifier saves the dropped-out copy.
+            let d = if training {
+                nn::dropout(g, x, "token classifier: dropout")
+            } else {
+                x
+            };
+            let logits = nn::linear(g, cx, d, classifier, "token classifier: logits");
+            if d.v != x.v {
+                g.drop(d.v);
+            }
             logits
         }
-        _ => x,
     }
+}
+
+/// A sequence classifier on the first token, `hidden_states[:, 0]`: a view
+/// of the whole output `x`, so a linear map that saves its input (no
+/// autocast) keeps all of `x` alive into backward, and under autocast the
+/// map's cast makes a (batch x hidden) copy instead. BERT: the pooler's
+/// dense and tanh, dropout, the classifier; ESM: dropout, dense, tanh,
+/// dropout, `out_proj`.
+fn sequence_head(
+    g: &mut Graph,
+    cx: &mut Ctx,
+    kind: EncoderKind,
+    (dense, out): (&Linear, &Linear),
+    x: T,
+    b: u64,
+    training: bool,
+) -> T {
+    g.at("sequence classifier: first token", None);
+    let first = T {
+        v: x.v,
+        elems: b * dense.in_features,
+        dsize: x.dsize,
+    };
+    let input = if kind == EncoderKind::Esm && training {
+        nn::dropout(g, first, "sequence classifier: dropout")
+    } else {
+        first
+    };
+    let pre = nn::linear(g, cx, input, dense, "sequence classifier: dense");
+    if input.v != x.v {
+        g.drop(input.v);
+    }
+    let act = nn::tanh(g, pre, "sequence classifier: tanh");
+    g.drop(pre.v);
+    let d = if training {
+        let d = nn::dropout(g, act, "sequence classifier: dropout");
+        g.drop(act.v);
+        d
+    } else {
+        act
+    };
+    let logits = nn::linear(g, cx, d, out, "sequence classifier: logits");
+    g.drop(d.v);
+    logits
 }
 
 /// BERT's masked-LM head (`BertOnlyMLMHead`) on `sequence_output`, which
 /// it leaves to the caller: the transform's dense layer, GELU and
 /// LayerNorm, then the decoder's logits.
 fn mlm_head(g: &mut Graph, cx: &mut Ctx, a: &EncoderArch, w: &Weights, x: T) -> T {
-    let Some((transform, ln, decoder)) = &w.head else {
+    let HeadWeights::MaskedLm {
+        transform,
+        ln,
+        decoder,
+    } = &w.head
+    else {
         return x;
     };
     g.at("MLM head: transform", None);
@@ -516,12 +642,18 @@ pub fn replay(
         ));
     }
     let dsize = nn::param_dsize(workload);
-    let head = if training {
-        true
-    } else {
-        workload.inference.logits == Logits::All
-    };
-    let w = build(&mut g, a, dsize, training, true);
+    let head = training
+        || match workload.head {
+            Head::Lm => workload.inference.logits == Logits::All,
+            _ => workload.inference.logits != Logits::None,
+        };
+    let w = build(
+        &mut g,
+        a,
+        dsize,
+        training,
+        Some((workload.head, workload.labels())),
+    );
     let summary = ReplaySummary {
         params: w.params,
         weight_bytes: w.bytes,
@@ -571,24 +703,34 @@ pub fn replay(
             &mut kept,
         );
         kept_rope.set(kept);
-        let logits = mlm_head(g, cx, a, &w, sequence_output);
-        g.at("loss: cross entropy over all tokens", None);
-        let loss = if a.kind == EncoderKind::Bert {
-            // `BertForMaskedLM.forward` computes the loss from `labels`,
-            // then returns, releasing `sequence_output`.
-            let loss = nn::cross_entropy(g, cx.autocast, logits, b * s);
-            g.drop(sequence_output.v);
-            loss
-        } else {
+        let logits = run_head(g, cx, a, &w, sequence_output, b, true);
+        let loss = match w.head {
             // No head on ESM-2 presets: a mean of the hidden states as the loss.
-            g.op(
+            HeadWeights::None => g.op(
                 "loss: mean of hidden states",
                 &[logits.v],
                 4,
                 Component::Transient,
                 Saves::NOTHING,
-            )
+            ),
+            HeadWeights::Sequence { .. } if workload.labels() == 1 => {
+                g.at("loss: mean squared error (one label)", None);
+                mse_loss(g, cx.autocast, logits)
+            }
+            HeadWeights::Sequence { .. } => {
+                g.at("loss: cross entropy over the sequences", None);
+                nn::cross_entropy(g, cx.autocast, logits, b)
+            }
+            HeadWeights::MaskedLm { .. } | HeadWeights::Token { .. } => {
+                g.at("loss: cross entropy over all tokens", None);
+                nn::cross_entropy(g, cx.autocast, logits, b * s)
+            }
         };
+        // The model's forward computes the loss from `labels`, then
+        // returns, releasing `sequence_output`.
+        if logits.v != sequence_output.v {
+            g.drop(sequence_output.v);
+        }
         g.drop(logits.v);
         loss
     };
@@ -656,4 +798,28 @@ fn esm_rotary(g: &mut Graph, x: T, cos: T, sin: T) -> T {
     let sum = nn::add(g, with_cos, with_sin, "rotary: sum");
     g.drop_all(&[with_cos.v, with_sin.v]);
     sum
+}
+
+/// `MSELoss` on a one-label regression head's (batch,) logits against fp32
+/// labels (autocast runs it in fp32): saves both. Returns the scalar loss;
+/// `logits` is not dropped.
+fn mse_loss(g: &mut Graph, autocast: bool, logits: T) -> Value {
+    let labels = g.input(logits.elems * FP32, Component::Transient);
+    let input = if autocast && logits.dsize != FP32 {
+        nn::cast(g, logits, FP32, "loss: mse autocast cast to fp32")
+    } else {
+        logits
+    };
+    let loss = g.op(
+        "loss: mse",
+        &[input.v],
+        4,
+        Component::Transient,
+        Saves::inputs(&[input.v, labels]),
+    );
+    if input.v != logits.v {
+        g.drop(input.v);
+    }
+    g.drop(labels);
+    loss
 }

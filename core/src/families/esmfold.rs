@@ -440,12 +440,12 @@ pub fn replay(
         let mut scratch_replay = Replay::new(runtime.allocator, None);
         let mut scratch = Graph::new(&mut scratch_replay);
         scratch.record_params();
-        encoder::build(&mut scratch, &arch.stem, FP32, false, false);
+        encoder::build(&mut scratch, &arch.stem, FP32, false, None);
         let fp32_sizes = scratch.recorded_params();
         g.stage_fp32_construction(&fp32_sizes);
     }
     // Weights: the ESM-2 stem in stem_dtype, then the folding parts in fp32.
-    let stem = encoder::build(&mut g, &arch.stem, stem_dsize, false, false);
+    let stem = encoder::build(&mut g, &arch.stem, stem_dsize, false, None);
     g.at("load weights: folding trunk and structure module", None);
     for &elems in &folding {
         g.param(elems * FP32, false);

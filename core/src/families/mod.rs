@@ -15,7 +15,7 @@ use crate::error::Error;
 use crate::runtime::LibraryUse;
 use crate::runtime::RuntimeProfile;
 use crate::trace::Replay;
-use crate::workload::{Mode, Workload};
+use crate::workload::{Head, Mode, Workload};
 
 /// What a family's replay reports besides the allocator trace.
 #[derive(Clone, Copy, Debug, Default)]
@@ -47,6 +47,16 @@ pub fn validate(arch: &Architecture, workload: &Workload) -> Result<(), Error> {
             "workload.inference.num_beams",
             "beam search is part of a decoder LLM's generation",
             "1 for this model",
+        ));
+    }
+    if workload.head != Head::Lm && !matches!(arch, Architecture::Encoder(_)) {
+        return Err(Error::invalid(
+            "workload.head",
+            alloc::format!(
+                "a {} head is modelled on encoders (BERT, ESM-2) only",
+                workload.head.key()
+            ),
+            "\"lm\" for this model",
         ));
     }
     match arch {

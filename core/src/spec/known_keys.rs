@@ -57,6 +57,8 @@ pub const WORKLOAD: &[&str] = &[
     "parallel",
     "esmfold",
     "padded",
+    "head",
+    "num_labels",
 ];
 
 /// `workload` notes of the measurement harness (the loss it computed).

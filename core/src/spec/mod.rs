@@ -17,7 +17,7 @@ use crate::parallel::{ParallelOptions, Strategy};
 use crate::presets;
 use crate::runtime::RuntimeProfile;
 use crate::workload::{
-    Attention, InferenceKind, LoadPath, Logits, MemoryFormat, Mode, Optimizer, OptimizerImpl,
+    Attention, Head, InferenceKind, LoadPath, Logits, MemoryFormat, Mode, Optimizer, OptimizerImpl,
     Precision, Workload,
 };
 pub mod known_keys;
@@ -449,6 +449,18 @@ pub fn parse_workload(value: Option<&Value>) -> Result<Workload, Error> {
     }
     if let Some(padded) = field(map, p, "padded", "true or false")? {
         w.padded = padded;
+    }
+    if let Some(head) = key_field(map, p, "head", Head::from_key, Head::KEYS, None)? {
+        w.head = head;
+    }
+    if let Some(labels) = field::<u64>(map, p, "num_labels", "an integer from 1 to 1000000")? {
+        crate::error::check_range(
+            "workload.num_labels",
+            labels,
+            1,
+            crate::workload::MAX_LABELS,
+        )?;
+        w.num_labels = Some(labels as u32);
     }
     if let Some(v) = map.get("inference") {
         let m = object(v, "workload.inference")?;
