@@ -419,12 +419,19 @@ def build_hf(spec, device, tiny=False):
         kwargs["esmfold_config"] = fold
     if spec["head"] != "lm":
         # `workload.head`: AutoModelForSequenceClassification /
-        # AutoModelForTokenClassification of the same encoder.
-        if spec["model"] not in HEAD_CLASSES:
+        # AutoModelForTokenClassification of the same model; a decoder's
+        # sequence classifier needs `pad_token_id` for a batch (0: random
+        # ids never draw it).
+        suffix = {"sequence_classification": "ForSequenceClassification",
+                  "token_classification": "ForTokenClassification"}[spec["head"]]
+        if spec["model"] in HEAD_CLASSES:
+            cls_name = HEAD_CLASSES[spec["model"]] + suffix
+        elif cls_name.endswith(("ForCausalLM", "LMHeadModel")) and spec["head"] == "sequence_classification":
+            cls_name = cls_name.replace("ForCausalLM", suffix).replace("LMHeadModel", suffix)
+            if kwargs.get("pad_token_id") is None:
+                kwargs["pad_token_id"] = 0
+        else:
             raise Unsupported(f"{spec['model']} has no {spec['head']} head here")
-        cls_name = HEAD_CLASSES[spec["model"]] + {
-            "sequence_classification": "ForSequenceClassification",
-            "token_classification": "ForTokenClassification"}[spec["head"]]
         kwargs["num_labels"] = spec["num_labels"]
     config = getattr(transformers, cfg_name)(**kwargs)
     cls = getattr(transformers, cls_name)

@@ -663,3 +663,82 @@ fn padded_batches_name_the_models_they_cover() {
     };
     assert!(peak(true) > peak(false));
 }
+
+#[test]
+fn classification_heads_name_their_fields_and_the_models_they_cover() {
+    for labels in ["0", "1000001", "-1", "2.5", "\"two\""] {
+        check(
+            &format!(
+                r#"{{"model": "bert-base-uncased", "workload": {{"mode": "training", "head": "sequence_classification", "num_labels": {labels}}}}}"#
+            ),
+            &["workload.num_labels", "1 to 1000000"],
+        );
+    }
+    check(
+        r#"{"model": "bert-base-uncased", "workload": {"mode": "training", "head": "classifier"}}"#,
+        &[
+            "workload.head",
+            "\"lm\", \"sequence_classification\" or \"token_classification\"",
+        ],
+    );
+    check(
+        r#"{"model": "bert-base-uncased", "workload": {"mode": "training", "num_labels": 3}}"#,
+        &["workload.num_labels", "labels need a classification head"],
+    );
+    for model in ["vit-b-16", "resnet-50", "esmfold-v1"] {
+        check(
+            &format!(
+                r#"{{"model": "{model}", "workload": {{"mode": "training", "head": "sequence_classification"}}}}"#
+            ),
+            &[
+                "workload.head",
+                "encoders (BERT, ESM-2)",
+                "\"lm\" for this model",
+            ],
+        );
+    }
+    check(
+        r#"{"model": "llama-3.2-1b", "workload": {"mode": "training", "head": "token_classification"}}"#,
+        &[
+            "workload.head",
+            "a sequence classifier on decoder LLMs",
+            "\"lm\" or \"sequence_classification\" for a decoder LLM",
+        ],
+    );
+    // A decoder's sequence classifier: a forward or training on one GPU.
+    check(
+        r#"{"model": "llama-3.2-1b", "workload": {"mode": "inference", "head": "sequence_classification"}}"#,
+        &[
+            "workload.inference.kind",
+            "does not generate",
+            "\"forward\"",
+        ],
+    );
+    check(
+        r#"{"model": "llama-3.2-1b", "workload": {"mode": "inference", "head": "sequence_classification", "inference": {"kind": "forward", "logits": "none"}}}"#,
+        &["workload.inference.logits", "\"all\" or \"last\""],
+    );
+    check(
+        r#"{"model": "llama-3.2-1b", "workload": {"mode": "training", "head": "sequence_classification", "parallel": {"strategy": "ddp", "world_size": 2}}}"#,
+        &["workload.head", "one GPU"],
+    );
+    check(
+        r#"{"model": "esm2-t33-650m", "workload": {"mode": "inference", "head": "sequence_classification", "inference": {"kind": "forward", "logits": "none"}}}"#,
+        &["workload.inference.logits", "\"all\" or \"last\""],
+    );
+    // `null` is the default, as the collector writes a workload back.
+    let peak = |labels: &str| {
+        let s = Spec::from_json(&format!(
+            r#"{{"model": "bert-base-uncased", "workload": {{"mode": "training", "head": "sequence_classification"{labels}}}}}"#
+        ))
+        .unwrap();
+        estimate(&s.model.arch, &s.workload, &s.runtime)
+            .unwrap()
+            .driver_peak
+    };
+    assert_eq!(
+        peak(r#", "num_labels": null"#),
+        peak(r#", "num_labels": 2"#)
+    );
+    assert_eq!(peak(""), peak(r#", "num_labels": 2"#));
+}

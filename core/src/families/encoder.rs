@@ -600,8 +600,11 @@ fn esm_gelu(g: &mut Graph, x: T) -> T {
     let half = nn::unary(g, x, "gelu: x * 0.5", x.dsize);
     let scaled = nn::unary(g, x, "gelu: x / sqrt(2)", x.dsize);
     let erf = nn::unary_saving_input(g, scaled, "gelu: erf", x.dsize);
+    g.set_backward_temporaries(erf.v, 4);
     g.drop(scaled.v);
+    // `1.0 + erf`: adding a Scalar hands the gradient back as is.
     let one = nn::unary(g, erf, "gelu: 1 + erf", x.dsize);
+    g.mark_addition(one.v);
     g.drop(erf.v);
     let out = nn::mul(g, half, one, "gelu: product");
     g.drop_all(&[half.v, one.v]);
@@ -715,7 +718,7 @@ pub fn replay(
             ),
             HeadWeights::Sequence { .. } if workload.labels() == 1 => {
                 g.at("loss: mean squared error (one label)", None);
-                mse_loss(g, cx.autocast, logits)
+                nn::mse_loss(g, cx.autocast, logits)
             }
             HeadWeights::Sequence { .. } => {
                 g.at("loss: cross entropy over the sequences", None);
@@ -798,28 +801,4 @@ fn esm_rotary(g: &mut Graph, x: T, cos: T, sin: T) -> T {
     let sum = nn::add(g, with_cos, with_sin, "rotary: sum");
     g.drop_all(&[with_cos.v, with_sin.v]);
     sum
-}
-
-/// `MSELoss` on a one-label regression head's (batch,) logits against fp32
-/// labels (autocast runs it in fp32): saves both. Returns the scalar loss;
-/// `logits` is not dropped.
-fn mse_loss(g: &mut Graph, autocast: bool, logits: T) -> Value {
-    let labels = g.input(logits.elems * FP32, Component::Transient);
-    let input = if autocast && logits.dsize != FP32 {
-        nn::cast(g, logits, FP32, "loss: mse autocast cast to fp32")
-    } else {
-        logits
-    };
-    let loss = g.op(
-        "loss: mse",
-        &[input.v],
-        4,
-        Component::Transient,
-        Saves::inputs(&[input.v, labels]),
-    );
-    if input.v != logits.v {
-        g.drop(input.v);
-    }
-    g.drop(labels);
-    loss
 }

@@ -49,14 +49,24 @@ pub fn validate(arch: &Architecture, workload: &Workload) -> Result<(), Error> {
             "1 for this model",
         ));
     }
-    if workload.head != Head::Lm && !matches!(arch, Architecture::Encoder(_)) {
+    let head_modelled = match arch {
+        Architecture::Encoder(_) => true,
+        Architecture::Decoder(_) => workload.head == Head::SequenceClassification,
+        _ => false,
+    };
+    if workload.head != Head::Lm && !head_modelled {
+        let allowed = if matches!(arch, Architecture::Decoder(_)) {
+            "\"lm\" or \"sequence_classification\" for a decoder LLM"
+        } else {
+            "\"lm\" for this model"
+        };
         return Err(Error::invalid(
             "workload.head",
             alloc::format!(
-                "a {} head is modelled on encoders (BERT, ESM-2) only",
+                "a {} head is modelled on encoders (BERT, ESM-2), and a sequence classifier on decoder LLMs",
                 workload.head.key()
             ),
-            "\"lm\" for this model",
+            allowed,
         ));
     }
     match arch {

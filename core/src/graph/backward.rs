@@ -178,6 +178,16 @@ impl Graph<'_> {
                 self.replay
                     .touch(node.backward_workspace, Component::Transient);
             }
+            let mut temporaries = [None; 4];
+            if let Some(first) = node.inputs[0] {
+                let bytes = self.st(first).bytes;
+                for t in temporaries
+                    .iter_mut()
+                    .take(usize::from(node.backward_temporaries))
+                {
+                    *t = Some(self.replay.alloc(bytes, Component::Transient));
+                }
+            }
             let order = match node.gemm {
                 Some(GradOrder::WeightFirst) => [1, 0, 2],
                 _ => [0, 1, 2],
@@ -229,6 +239,9 @@ impl Graph<'_> {
                     }
                     _ => {}
                 }
+            }
+            for t in temporaries.into_iter().rev().flatten() {
+                self.replay.free(t);
             }
         }
         if grad_out.is_some() && !node.scratch_per_input {

@@ -88,6 +88,11 @@ struct Node {
     /// taken right after that input's gradient (see
     /// [`Graph::set_backward_kernels`]).
     scratch_per_input: bool,
+    /// Temporaries of the backward formula, each the size of the first
+    /// input: C++ keeps an expression's temporaries until the statement
+    /// ends, so they are all allocated before the gradient and freed,
+    /// newest first, once it exists (see [`Graph::set_backward_temporaries`]).
+    backward_temporaries: u8,
 }
 
 impl Node {
@@ -108,6 +113,7 @@ impl Node {
             addition: false,
             in_place: false,
             scratch_per_input: false,
+            backward_temporaries: 0,
         }
     }
 }

@@ -453,7 +453,11 @@ pub fn parse_workload(value: Option<&Value>) -> Result<Workload, Error> {
     if let Some(head) = key_field(map, p, "head", Head::from_key, Head::KEYS, None)? {
         w.head = head;
     }
-    if let Some(labels) = field::<u64>(map, p, "num_labels", "an integer from 1 to 1000000")? {
+    // `null` is the default (two labels with a classification head), as
+    // the collector writes a workload back.
+    if let Some(Some(labels)) =
+        field::<Option<u64>>(map, p, "num_labels", "an integer from 1 to 1000000")?
+    {
         crate::error::check_range(
             "workload.num_labels",
             labels,

@@ -8,6 +8,7 @@ pub const MIB: u64 = 1 << 20;
 
 /// The replay's allocations and frees of blocks of at least `min` bytes,
 /// in order: (allocation, size in MiB).
+#[allow(dead_code)]
 pub fn events_in_mib(
     id: &str,
     workload: &Workload,
@@ -24,5 +25,27 @@ pub fn events_in_mib(
         .unwrap()
         .into_iter()
         .map(|(alloc, size, _, _)| (alloc, size / MIB))
+        .collect()
+}
+
+/// The replay's allocations and frees of blocks of at least `min` bytes,
+/// in order: (allocation, size in bytes, the op's name).
+#[allow(dead_code)]
+pub fn named_events(
+    id: &str,
+    workload: &Workload,
+    runtime: &RuntimeProfile,
+    min: u64,
+) -> Vec<(bool, u64, &'static str)> {
+    let arch = presets::find(id).unwrap().arch;
+    let mut r = Replay::new(runtime.allocator, None);
+    r.event_log = Some(Vec::new());
+    r.event_log_min = min;
+    replay(&arch, workload, runtime, &mut r).unwrap();
+    r.event_log
+        .take()
+        .unwrap()
+        .into_iter()
+        .map(|(alloc, size, _, op)| (alloc, size, op.name))
         .collect()
 }

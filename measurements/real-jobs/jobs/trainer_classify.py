@@ -1,4 +1,4 @@
-"""Fine-tune an encoder for classification with the Hugging Face Trainer.
+"""Fine-tune a model for classification with the Hugging Face Trainer.
 
 The Trainer keeps its defaults (optimizer "adamw_torch_fused", no weight
 decay, gradient clipping at 1.0, the model moved to the GPU by the Trainer)
@@ -9,6 +9,7 @@ downloaded.
     python trainer_classify.py --arch bert_base --task sequence --batch 32 --seq-len 512
     python trainer_classify.py --arch esm2_650m --task token --num-labels 3 --batch 8 --seq-len 1024
     python trainer_classify.py --arch esm2_650m --task sequence --gradient-checkpointing ...
+    python trainer_classify.py --arch llama1b --task sequence --num-labels 1 ...   # a reward model's regression head
 """
 import argparse
 import json
@@ -17,8 +18,8 @@ import tempfile
 import torch
 from torch.utils.data import Dataset
 from transformers import (BertConfig, BertForSequenceClassification, BertForTokenClassification,
-                          EsmConfig, EsmForSequenceClassification, EsmForTokenClassification, Trainer,
-                          TrainingArguments)
+                          EsmConfig, EsmForSequenceClassification, EsmForTokenClassification, LlamaConfig,
+                          LlamaForSequenceClassification, Trainer, TrainingArguments)
 
 
 class RandomExamples(Dataset):
@@ -26,7 +27,10 @@ class RandomExamples(Dataset):
         g = torch.Generator().manual_seed(0)
         self.ids = torch.randint(*token_range, (n, seq_len), generator=g)
         shape = (n, seq_len) if per_token else (n,)
-        self.labels = torch.randint(0, num_labels, shape, generator=g)
+        if num_labels == 1:  # one label: a regression target (transformers' MSE loss)
+            self.labels = torch.randn(shape, generator=g)
+        else:
+            self.labels = torch.randint(0, num_labels, shape, generator=g)
 
     def __len__(self):
         return len(self.ids)
@@ -37,7 +41,7 @@ class RandomExamples(Dataset):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--arch", choices=["bert_base", "esm2_650m"], default="bert_base")
+    p.add_argument("--arch", choices=["bert_base", "esm2_650m", "llama1b"], default="bert_base")
     p.add_argument("--task", choices=["sequence", "token"], default="sequence")
     p.add_argument("--num-labels", type=int, default=2)
     p.add_argument("--batch", type=int, default=32)
@@ -53,6 +57,13 @@ def main():
                            num_labels=args.num_labels)
         build = EsmForSequenceClassification if args.task == "sequence" else EsmForTokenClassification
         token_range = (4, 24)
+    elif args.arch == "llama1b":  # docs/spec.md's llama-3.2-1b preset, with a padding id for batches
+        config = LlamaConfig(vocab_size=128256, hidden_size=2048, intermediate_size=8192,
+                             num_hidden_layers=16, num_attention_heads=32, num_key_value_heads=8,
+                             tie_word_embeddings=True, pad_token_id=0, num_labels=args.num_labels)
+        assert args.task == "sequence", "a decoder's token classifier is not modelled"
+        build = LlamaForSequenceClassification
+        token_range = (3, 128000)
     else:
         config = BertConfig(num_labels=args.num_labels)
         build = BertForSequenceClassification if args.task == "sequence" else BertForTokenClassification

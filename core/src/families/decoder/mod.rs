@@ -32,7 +32,7 @@ use crate::graph::{Graph, Saves, Value};
 use crate::parallel::Strategy;
 use crate::runtime::RuntimeProfile;
 use crate::trace::Replay;
-use crate::workload::{Attention, InferenceKind, LoadPath, Logits, Mode, Workload};
+use crate::workload::{Attention, Head, InferenceKind, LoadPath, Logits, Mode, Workload};
 use alloc::vec::Vec;
 use core::cell::RefCell;
 
@@ -58,6 +58,29 @@ pub fn has_peft_default_targets(a: &DecoderArch) -> bool {
 /// name no module of the model.
 pub fn validate(a: &DecoderArch, workload: &Workload) -> Result<(), Error> {
     weights::validate_lora_targets(a, workload)?;
+    if workload.head != Head::Lm {
+        if workload.mode == Mode::Inference && workload.inference.kind == InferenceKind::Generate {
+            return Err(Error::invalid(
+                "workload.inference.kind",
+                "a sequence classifier does not generate",
+                "\"forward\" with workload.head \"sequence_classification\"",
+            ));
+        }
+        if workload.mode == Mode::Inference && workload.inference.logits == Logits::None {
+            return Err(Error::invalid(
+                "workload.inference.logits",
+                "\"none\" asks for no head, but workload.head names a classifier",
+                "\"all\" or \"last\" (the classifier's logits) with a classification head, or workload.head \"lm\"",
+            ));
+        }
+        if workload.parallel.strategy != Strategy::None {
+            return Err(Error::invalid(
+                "workload.head",
+                "a sequence classifier is modelled on one GPU",
+                "\"lm\" with workload.parallel, or no workload.parallel",
+            ));
+        }
+    }
     if workload.padded && (a.sliding_window > 0 || a.fused_projections) {
         return Err(Error::invalid(
             "workload.padded",
@@ -211,6 +234,9 @@ struct Model<'a> {
     decode_shortcut: bool,
     /// [`Workload::padded`]: every call gets a padding mask.
     padded: bool,
+    /// A sequence classifier's labels (`workload.head`): `score` over
+    /// every position, then each sequence's last non-padding token.
+    classify: Option<u64>,
 }
 
 impl Model<'_> {
@@ -466,11 +492,15 @@ impl Model<'_> {
                 g.drop_all(&[cos.v, sin.v]);
             }
         }
+        if self.classify.is_some() {
+            return self.classify_last_tokens(g, cx, hn, b, s);
+        }
         let out = match call.logits {
             Logits::None => {
                 return Outputs {
                     logits: hn,
                     last_hidden: None,
+                    head_locals: [None; 4],
                 }
             }
             Logits::Last => {
@@ -543,6 +573,64 @@ impl Model<'_> {
         Outputs {
             logits,
             last_hidden: Some(hn.v),
+            head_locals: [None; 4],
+        }
+    }
+
+    /// `*ForSequenceClassification.forward` after the model: `score` (no
+    /// bias) over every position, then each sequence's rightmost token that
+    /// is not `pad_token_id`: `(input_ids != pad).to(int32)` (a bool, then
+    /// its int32 copy), `arange(s, dtype=int32)`, their product's `argmax`
+    /// (int64), and `logits[arange(b), last_non_pad_token]`. The full
+    /// logits, the mask, the positions and the chosen tokens are locals
+    /// until the forward returns.
+    fn classify_last_tokens(&self, g: &mut Graph, cx: &mut Ctx, hn: T, b: u64, s: u64) -> Outputs {
+        g.at("score (all positions)", None);
+        let logits = nn::linear(g, cx, hn, &self.w.lm_head, "score");
+        g.at("score: last non-padding token", None);
+        let is_token = g.input(b * s, Component::Transient);
+        let mask = g.op(
+            "non_pad_mask",
+            &[is_token],
+            b * s * 4,
+            Component::Transient,
+            Saves::NOTHING,
+        );
+        g.drop(is_token);
+        let positions = g.input(s * 4, Component::Transient);
+        let product = g.op(
+            "token_indices * non_pad_mask",
+            &[positions, mask],
+            b * s * 4,
+            Component::Transient,
+            Saves::NOTHING,
+        );
+        let last = g.op(
+            "argmax",
+            &[product],
+            b * INT64,
+            Component::Transient,
+            Saves::NOTHING,
+        );
+        g.drop(product);
+        let rows = g.input(b * INT64, Component::Transient);
+        let pooled_elems = b * self.classify.unwrap_or(2);
+        let pooled = g.op(
+            "pooled_logits",
+            &[logits.v],
+            pooled_elems * logits.dsize,
+            Component::Transient,
+            Saves::inputs(&[rows, last]),
+        );
+        g.drop(rows);
+        Outputs {
+            logits: T {
+                v: pooled,
+                elems: pooled_elems,
+                dsize: logits.dsize,
+            },
+            last_hidden: Some(hn.v),
+            head_locals: [Some(logits.v), Some(mask), Some(positions), Some(last)],
         }
     }
 }
@@ -556,16 +644,27 @@ struct Outputs {
     /// Qwen3-0.6B amp training, b2 L512: the 4 MiB fp32 output freed after
     /// the loss's log-softmax, `measurements/h200-generalization/trace-segments-24.jsonl.gz`).
     last_hidden: Option<Value>,
+    /// A sequence classifier's locals, released with the final norm's
+    /// output ([`Model::classify_last_tokens`]).
+    head_locals: [Option<Value>; 4],
 }
 
 impl Outputs {
-    /// The logits once the call has returned (the final norm's output
-    /// released).
+    /// The logits once the call has returned (the final norm's output and
+    /// the head's locals released).
     fn returned(self, g: &mut Graph) -> T {
+        self.release_locals(g);
+        self.logits
+    }
+
+    /// Releases what the model's forward held until it returned.
+    fn release_locals(&self, g: &mut Graph) {
         if let Some(h) = self.last_hidden {
             g.drop(h);
         }
-        self.logits
+        for v in self.head_locals.iter().flatten() {
+            g.drop(*v);
+        }
     }
 }
 
@@ -630,6 +729,7 @@ pub fn replay(
         attention: workload.attention,
         decode_shortcut: options.decode_shortcut,
         padded: workload.padded,
+        classify: (workload.head == Head::SequenceClassification).then(|| workload.labels()),
     };
     let b = workload.batch as u64;
     let s = workload.seq_len as u64;

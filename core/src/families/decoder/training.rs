@@ -3,7 +3,7 @@
 
 use super::{layer_input_dsize, Call, KvCache, Model};
 use crate::arch::Dtype;
-use crate::families::nn::{self, Ctx, BF16, T};
+use crate::families::nn::{self, Ctx, BF16, FP32, T};
 use crate::families::optim::{self, OptimizerState, Trainable};
 use crate::families::sharding::{self, UnitId};
 use crate::graph::{Graph, UnitEvent, Value};
@@ -137,12 +137,32 @@ fn forward_backward(
     let mut mask = None;
     let outputs = model.forward(g, &mut cx, &call, &mut train_cache, &mut rope, &mut mask);
     let logits = outputs.logits;
-    g.at("loss: cross entropy over all tokens", None);
-    let loss = nn::causal_lm_loss(g, logits, b * s);
+    let loss = match model.classify {
+        None => {
+            g.at("loss: cross entropy over all tokens", None);
+            nn::causal_lm_loss(g, logits, b * s)
+        }
+        Some(1) => {
+            g.at("loss: mean squared error (one label)", None);
+            let loss = nn::mse_loss(g, cx.autocast, logits);
+            T {
+                v: loss,
+                elems: 1,
+                dsize: FP32,
+            }
+        }
+        Some(_) => {
+            g.at("loss: cross entropy over the sequences", None);
+            let loss = nn::cross_entropy(g, cx.autocast, logits, b);
+            T {
+                v: loss,
+                elems: 1,
+                dsize: FP32,
+            }
+        }
+    };
     // `forward` computed the loss from `labels` and returns.
-    if let Some(h) = outputs.last_hidden {
-        g.drop(h);
-    }
+    outputs.release_locals(g);
     // FSDP2's root post-forward runs as `model.forward` returns, after
     // the loss: the last layer's all-gather output goes.
     if let Some(f) = &model.fsdp {

@@ -9,7 +9,7 @@ use crate::families::optim::Trainable;
 use crate::families::sharding::{Fsdp2, Fsdp2Options, Unit};
 use crate::graph::{Graph, Value};
 use crate::parallel::Strategy;
-use crate::workload::{Mode, Workload};
+use crate::workload::{Head, Mode, Workload};
 use alloc::vec::Vec;
 
 struct Builder<'a, 'r> {
@@ -431,7 +431,10 @@ pub(super) fn build(
         b.g.param(inv, false);
         b.bytes += inv;
     }
-    let lm_head = if a.tie_word_embeddings {
+    let lm_head = if workload.head == Head::SequenceClassification {
+        // `*ForSequenceClassification`: `score`, no bias, and no `lm_head`.
+        b.linear(h, workload.labels(), false, false)
+    } else if a.tie_word_embeddings {
         Linear {
             weight: embed,
             weight_dsize: dsize,

@@ -72,3 +72,27 @@ pub fn causal_lm_loss(g: &mut Graph, logits: T, rows: u64) -> T {
         dsize: FP32,
     }
 }
+
+/// `MSELoss` on a one-label regression head's (batch,) logits against fp32
+/// labels (autocast runs it in fp32): saves both. Returns the scalar loss;
+/// `logits` is not dropped.
+pub fn mse_loss(g: &mut Graph, autocast: bool, logits: T) -> Value {
+    let labels = g.input(logits.elems * FP32, Component::Transient);
+    let input = if autocast && logits.dsize != FP32 {
+        cast(g, logits, FP32, "loss: mse autocast cast to fp32")
+    } else {
+        logits
+    };
+    let loss = g.op(
+        "loss: mse",
+        &[input.v],
+        4,
+        Component::Transient,
+        Saves::inputs(&[input.v, labels]),
+    );
+    if input.v != logits.v {
+        g.drop(input.v);
+    }
+    g.drop(labels);
+    loss
+}

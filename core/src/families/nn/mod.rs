@@ -24,7 +24,7 @@ pub use attention::{
 pub use linear::{
     column_sum_buffer, embedding_backward_scratch, linear, linear_by, Kernel, Linear,
 };
-pub use loss::{causal_lm_loss, cross_entropy};
+pub use loss::{causal_lm_loss, cross_entropy, mse_loss};
 pub use norm::{gemma_rms_norm, layer_norm, rms_norm};
 
 /// A tensor handle with its element count and element size.

@@ -1,0 +1,176 @@
+//! Encoders with a classification head (`workload.head`): the parameters
+//! transformers' `...ForSequenceClassification` and
+//! `...ForTokenClassification` build, what their heads keep alive, and
+//! ESM's Python GELU in backward. Pinned to the H200 runs of batch 26
+//! (`measurements/h200-generalization/measured-26.jsonl` and the traces
+//! `trace-segments-26*.jsonl.gz`).
+
+mod common;
+
+use common::{named_events, MIB};
+use headroom_core::workload::{Head, Mode, Precision};
+use headroom_core::{estimate, presets, RuntimeProfile, Workload};
+
+fn training(head: Head, labels: Option<u32>, precision: Precision) -> Workload {
+    let mut w = Workload {
+        mode: Mode::Training,
+        batch: 4,
+        seq_len: 1024,
+        head,
+        num_labels: labels,
+        ..Workload::default()
+    };
+    w.training.precision = precision;
+    w
+}
+
+fn fresh() -> RuntimeProfile {
+    let mut runtime = RuntimeProfile::h200();
+    runtime.process_ran_backward = false;
+    runtime
+}
+
+/// Parameter counts as the harness's models reported them on the H200
+/// (`measured-26.jsonl`): BERT's pooler and classifier, or its token
+/// classifier without a pooler; ESM's classification head (dense and
+/// projection) or token classifier on `EsmModel` without a pooler.
+#[test]
+fn heads_have_the_parameters_transformers_builds() {
+    let cases = [
+        (
+            "bert-base-uncased",
+            Head::SequenceClassification,
+            None,
+            109_483_778,
+        ),
+        (
+            "bert-base-uncased",
+            Head::TokenClassification,
+            Some(9),
+            108_898_569,
+        ),
+        ("bert-base-uncased", Head::Lm, None, 109_514_298),
+        (
+            "esm2-t33-650m",
+            Head::SequenceClassification,
+            None,
+            651_043_223,
+        ),
+        (
+            "esm2-t33-650m",
+            Head::SequenceClassification,
+            Some(1),
+            651_041_942,
+        ),
+        (
+            "esm2-t33-650m",
+            Head::TokenClassification,
+            Some(3),
+            649_404_824,
+        ),
+    ];
+    for (id, head, labels, params) in cases {
+        let arch = presets::find(id).unwrap().arch;
+        let w = training(head, labels, Precision::AmpBf16);
+        let e = estimate(&arch, &w, &fresh()).unwrap();
+        assert_eq!(e.params, params, "{id} {head:?} {labels:?}");
+    }
+}
+
+/// A classifier's logits are (batch x labels) or (tokens x labels), not
+/// the vocabulary's: BERT fine-tuned for classification peaks far below
+/// its masked-LM pre-training.
+#[test]
+fn a_classifier_needs_no_vocabulary_sized_logits() {
+    let arch = presets::find("bert-base-uncased").unwrap().arch;
+    let peak = |head, labels| {
+        let w = training(head, labels, Precision::AmpBf16);
+        estimate(&arch, &w, &fresh()).unwrap().allocated_peak.0
+    };
+    let mlm = peak(Head::Lm, None);
+    let sequence = peak(Head::SequenceClassification, None);
+    let tokens = peak(Head::TokenClassification, Some(9));
+    // b4 L1024: the MLM head's bf16 logits alone are 4 x 1024 x 30522 x 2 B.
+    assert!(
+        mlm > sequence + 4 * 1024 * 30_522 * 2,
+        "{mlm} vs {sequence}"
+    );
+    assert!(
+        tokens.abs_diff(sequence) < 64 * MIB,
+        "{tokens} vs {sequence}"
+    );
+}
+
+/// `hidden_states[:, 0]` is a view: without autocast the pooler's linear
+/// saves it, so the whole fp32 sequence output (4 x 1024 x 768 x 4 B =
+/// 12 MiB) lives until backward reaches the pooler; under autocast the
+/// linear saves its (4 x 768) bf16 cast, and the sequence output goes when
+/// the model's forward returns, after the loss. (The fp32 case of batch 26,
+/// after the amp one in the same process, is within 0.3%; the amp cases
+/// within 0.2%.)
+#[test]
+fn the_first_token_view_keeps_the_sequence_output_without_autocast() {
+    let output = 4 * 1024 * 768 * 4;
+    for (precision, freed_at) in [
+        (Precision::Fp32, "sequence classifier: dense"),
+        (Precision::AmpBf16, "loss: nll"),
+    ] {
+        let w = training(Head::SequenceClassification, None, precision);
+        let events = named_events("bert-base-uncased", &w, &fresh(), output);
+        let first_free = events
+            .iter()
+            .find(|&&(alloc, size, name)| {
+                !alloc
+                    && size == output
+                    && (name.starts_with("loss") || name.starts_with("sequence classifier"))
+            })
+            .unwrap_or_else(|| panic!("{precision:?}: the sequence output is never freed"));
+        assert_eq!(first_free.2, freed_at, "{precision:?}");
+    }
+}
+
+/// ESM's GELU is `x * 0.5 * (1.0 + torch.erf(x / sqrt(2)))`, op by op, and
+/// `erf`'s backward formula, `2.0 / sqrt(M_PI) * exp(-(self.pow(2))) *
+/// grad`, keeps its four C++ temporaries until the gradient exists. The
+/// H200 trace of ESM-2 650M fp32 training b4 L1024 in a fresh process
+/// (`trace-segments-26.jsonl.gz`, events 1,613 to 1,623 of the last
+/// layer's backward): five 80 MiB allocations, then the four temporaries,
+/// the incoming gradient and the saved input freed; `1.0 + erf` hands its
+/// gradient back as is. With them the replay reaches the trace's
+/// allocated peak within 9 KB and its reserved peak exactly (it was
+/// 160 MiB under in both).
+#[test]
+fn erf_backward_keeps_its_temporaries_until_the_gradient_exists() {
+    let mut w = training(Head::SequenceClassification, Some(1), Precision::Fp32);
+    w.training.optimizer_state_resident = false;
+    let events = named_events("esm2-t33-650m", &w, &fresh(), 2 * MIB);
+    // The first step's backward starts after its loss.
+    let backward = events
+        .iter()
+        .position(|e| e.2.starts_with("loss"))
+        .expect("the first loss");
+    let erf: Vec<(bool, u64)> = events[backward..]
+        .iter()
+        .skip_while(|e| e.2 != "gelu: erf")
+        .take_while(|e| e.2 == "gelu: erf")
+        .map(|&(alloc, size, _)| (alloc, size / MIB))
+        .collect();
+    let mut expected = vec![(true, 80); 5];
+    expected.extend([(false, 80); 6]);
+    assert_eq!(erf, expected);
+    assert!(
+        !events[backward..]
+            .iter()
+            .take_while(|e| e.2 != "gelu: erf")
+            .any(|e| e.2 == "gelu: 1 + erf"),
+        "`1.0 + erf` allocates nothing in backward"
+    );
+    let arch = presets::find("esm2-t33-650m").unwrap().arch;
+    let e = estimate(&arch, &w, &fresh()).unwrap();
+    assert!(
+        (25_303_992_000..=25_304_002_048).contains(&e.allocated_peak.0),
+        "allocated {} (traced 25,304,002,048)",
+        e.allocated_peak
+    );
+    assert_eq!(e.reserved_peak.0, 25_987_907_584, "traced reserved peak");
+}
