@@ -283,6 +283,10 @@ pub fn classify(record: &Record) -> Result<Classified> {
     };
     if measured.get("oom") == Some(&Value::Bool(true)) {
         status = Status::Oom;
+    } else if measured.contains_key("error") || measured.contains_key("unsupported") {
+        // The harness's failures: the job raised (`error`, its peaks only
+        // as far as it got) or could not be built (`unsupported`).
+        status = Status::Failed;
     }
     let driver_peak = bytes("driver_peak")?;
     if status == Status::Ok {

@@ -174,3 +174,60 @@ fn erf_backward_keeps_its_temporaries_until_the_gradient_exists() {
     );
     assert_eq!(e.reserved_peak.0, 25_987_907_584, "traced reserved peak");
 }
+
+/// A decoder's sequence classifier (a reward model with one label) has
+/// `score` (hidden x labels, no bias) instead of `lm_head`: Llama-3.2-1B
+/// ties its head to the embedding, so it gains 2,048 parameters; Mixtral's
+/// own 32,000-row head goes. Without vocabulary-sized logits its training
+/// peak falls by more than the causal LM's fp32 logits and log-softmax.
+#[test]
+fn a_decoder_classifier_replaces_the_lm_head_with_score() {
+    let params = |id: &str, head| {
+        let arch = presets::find(id).unwrap().arch;
+        let w = training(head, Some(1), Precision::AmpBf16);
+        let w = Workload {
+            num_labels: (head != Head::Lm).then_some(1),
+            ..w
+        };
+        estimate(&arch, &w, &fresh()).unwrap()
+    };
+    let lm = params("llama-3.2-1b", Head::Lm);
+    let reward = params("llama-3.2-1b", Head::SequenceClassification);
+    assert_eq!(reward.params, lm.params + 2_048);
+    // b4 L1024: fp32 logits and their log-softmax, 4 x 1024 x 128,256 x 4 B each.
+    let logits = 4 * 1024 * 128_256 * 4;
+    assert!(
+        reward.allocated_peak.0 + 2 * logits < lm.allocated_peak.0,
+        "{} vs {}",
+        reward.allocated_peak.0,
+        lm.allocated_peak.0
+    );
+    let mixtral_lm = params("mixtral-8x7b", Head::Lm).params;
+    let mixtral_reward = params("mixtral-8x7b", Head::SequenceClassification).params;
+    assert_eq!(mixtral_lm - mixtral_reward, 32_000 * 4_096 - 4_096);
+}
+
+/// `*ForSequenceClassification.forward` runs `score` over every position
+/// whatever the caller keeps, so a forward's `logits` ("last" or "all")
+/// changes nothing for a classifier, and the classifier's forward peaks
+/// below the causal LM's with all logits.
+#[test]
+fn a_decoder_classifier_scores_every_position_in_a_forward() {
+    let arch = presets::find("llama-3.2-1b").unwrap().arch;
+    let forward = |head, logits| {
+        let mut w = Workload {
+            mode: Mode::Inference,
+            batch: 8,
+            seq_len: 2048,
+            head,
+            ..Workload::default()
+        };
+        w.inference.kind = headroom_core::workload::InferenceKind::Forward;
+        w.inference.logits = logits;
+        estimate(&arch, &w, &fresh()).unwrap().allocated_peak.0
+    };
+    use headroom_core::workload::Logits;
+    let last = forward(Head::SequenceClassification, Logits::Last);
+    assert_eq!(last, forward(Head::SequenceClassification, Logits::All));
+    assert!(last < forward(Head::Lm, Logits::All));
+}
