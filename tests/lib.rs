@@ -37,11 +37,20 @@ pub fn compare_file(text: &str) -> (Vec<Compared>, Vec<(String, String)>) {
     for line in text.lines().filter(|l| !l.trim().is_empty()) {
         let value: Value = serde_json::from_str(line).expect("valid JSON line");
         let case = value["case"].as_str().unwrap_or("?").to_string();
+        let measured = value.get("measured");
+        let failed = measured.is_some_and(|m| {
+            // As `check` reads them: the harness's failures (`error`,
+            // `unsupported`) and out-of-memory or failed runs are not peaks.
+            m.get("error").is_some()
+                || m.get("unsupported").is_some()
+                || m.get("oom").and_then(Value::as_bool) == Some(true)
+                || m.get("status")
+                    .and_then(Value::as_str)
+                    .is_some_and(|s| s != "ok")
+        });
         if case == "runtime_overheads"
-            || value
-                .get("measured")
-                .and_then(|m| m.get("driver_peak"))
-                .is_none()
+            || failed
+            || measured.and_then(|m| m.get("driver_peak")).is_none()
         {
             continue;
         }

@@ -168,9 +168,17 @@ fn strategies_add_what_they_hold_to_the_single_gpu_job() {
         ddp.outside_allocator.0,
         single.outside_allocator.0 + runtime.nccl_communicator_bytes
     );
-    // ZeRO-1 on one rank holds every parameter's state, as DDP does.
+    // ZeRO-1 on one rank holds every parameter's state, as DDP does: the
+    // same allocated peak; their updates run in another order, so blocks
+    // land apart by a segment or two (64 MiB here).
     let zero1 = estimate(&a, &with(amp, Strategy::Zero1, 1), &runtime).unwrap();
-    assert_eq!(zero1.driver_peak, ddp.driver_peak);
+    assert_eq!(zero1.allocated_peak, ddp.allocated_peak);
+    assert!(
+        zero1.reserved_peak.0.abs_diff(ddp.reserved_peak.0) <= 128 << 20,
+        "{} ZeRO-1, {} DDP",
+        zero1.reserved_peak.0,
+        ddp.reserved_peak.0
+    );
 }
 
 #[test]

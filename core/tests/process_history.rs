@@ -53,9 +53,17 @@ fn training_after_training_adopts_weights_and_state() {
     );
     let sum: u64 = after.breakdown.iter().map(|s| s.bytes.0).sum();
     assert_eq!(sum, after.driver_peak.0);
-    // The state the first job laid out among its freed activations keeps
-    // segments reserved that a compact layout would not: never less.
-    assert!(after.reserved_peak >= alone.reserved_peak);
+    // The same tensors at the peak; the state the first job laid out
+    // among its freed activations changes where the rest lands, by a few
+    // segments either way (4 MiB less here since RMSNorm's backward takes
+    // its traced temporaries, 2026-12-04).
+    assert_eq!(after.allocated_peak, alone.allocated_peak);
+    assert!(
+        after.reserved_peak.0.abs_diff(alone.reserved_peak.0) < alone.reserved_peak.0 / 100,
+        "{} after, {} alone",
+        after.reserved_peak.0,
+        alone.reserved_peak.0
+    );
 }
 
 /// A bad earlier job is reported like a bad job.

@@ -243,6 +243,15 @@ impl Graph<'_> {
             for t in temporaries.into_iter().rev().flatten() {
                 self.replay.free(t);
             }
+            let mut nested = [None; 2];
+            for (slot, &bytes) in nested.iter_mut().zip(&node.backward_nested) {
+                if bytes > 0 {
+                    *slot = Some(self.replay.alloc(bytes, Component::Transient));
+                }
+            }
+            for t in nested.into_iter().rev().flatten() {
+                self.replay.free(t);
+            }
         }
         if grad_out.is_some() && !node.scratch_per_input {
             for bytes in node.backward_scratch {

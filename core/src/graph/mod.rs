@@ -93,6 +93,10 @@ struct Node {
     /// ends, so they are all allocated before the gradient and freed,
     /// newest first, once it exists (see [`Graph::set_backward_temporaries`]).
     backward_temporaries: u8,
+    /// Buffers a gradient is computed through after the node's gradients
+    /// exist, each taken while the ones before it are held, then freed
+    /// newest first (see [`Graph::set_backward_nested`]).
+    backward_nested: [u64; 2],
 }
 
 impl Node {
@@ -114,6 +118,7 @@ impl Node {
             in_place: false,
             scratch_per_input: false,
             backward_temporaries: 0,
+            backward_nested: [0; 2],
         }
     }
 }

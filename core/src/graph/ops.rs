@@ -218,6 +218,26 @@ impl Graph<'_> {
         }
     }
 
+    /// Gives the node that produced `output` (the most recent one) buffers
+    /// its backward computes a gradient through once its other gradients
+    /// exist, nested: each taken while the ones before it are held, then
+    /// freed newest first. A broadcast product's gradient for its small
+    /// operand (RMSNorm's `weight * x`): the full-size product `grad * x`,
+    /// then the reduction's staging buffer ([`crate::families::nn`]'s
+    /// `column_sum_buffer`) to sum it to the weight's shape. The H200
+    /// trace of Llama-3.2-1B training as a reward model, amp bf16 b8
+    /// L2048 (`measurements/h200-generalization/trace-segments-27.jsonl.gz`,
+    /// events 989 to 995): the input's 128 MiB gradient, a 128 MiB product,
+    /// a 132 MiB buffer, both freed, then the incoming gradient. No-op when
+    /// no node was recorded.
+    pub fn set_backward_nested(&mut self, output: Value, buffers: [u64; 2]) {
+        if let Some(node) = self.nodes.last_mut() {
+            if node.output == output {
+                node.backward_nested = buffers;
+            }
+        }
+    }
+
     /// Gives the node that produced `output` (the most recent one) one
     /// backward kernel per input, each with its workspace: the kernel for
     /// input `i` writes that input's gradient, then takes `workspaces[i]`

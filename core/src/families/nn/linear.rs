@@ -202,10 +202,16 @@ fn lora_branch(
         }
     };
     let (wa, drop_wa) = weight(g, cx, a, rank * l.in_features);
+    // `x = self._cast_input_dtype(x, lora_A.weight.dtype)` rebinds the
+    // forward's `x`: the fp32 copy is a local until the forward returns
+    // (kept anyway when autograd saves it). Under autocast `lora_A` reads
+    // a bf16 cast of it, a temporary of the call. The H200 trace of a
+    // checkpointed LoRA job, whose no-grad forward saves nothing
+    // (`measurements/h200-generalization/trace-segments-27b.jsonl.gz`,
+    // events 12 to 20): the 128 MiB fp32 input lives through `lora_B`, the
+    // scaling, the sum and its cast back.
     let input = if autocast {
-        let xa = cast(g, x32, BF16, "lora_A: autocast input cast to bf16");
-        g.drop(x32.v);
-        xa
+        cast(g, x32, BF16, "lora_A: autocast input cast to bf16")
     } else {
         x32
     };
@@ -217,7 +223,9 @@ fn lora_branch(
         Saves::inputs(&[input.v, wa]),
     );
     g.mark_gemm(ha, GradOrder::WeightFirst);
-    g.drop(input.v);
+    if input.v != x32.v {
+        g.drop(input.v);
+    }
     if drop_wa {
         g.drop(wa);
     }
@@ -251,7 +259,8 @@ fn lora_branch(
         Component::Transient,
         Saves::NOTHING,
     );
-    g.drop_all(&[out.v, scaled]);
+    // The expression's temporary goes first, then the rebound `result`.
+    g.drop_all(&[scaled, out.v]);
     let sum = T {
         v: sum,
         elems: out.elems,
@@ -259,6 +268,7 @@ fn lora_branch(
     };
     let back = cast(g, sum, out.dsize, "lora: result cast back");
     g.drop(sum.v);
+    g.drop(x32.v);
     back
 }
 

@@ -12,6 +12,10 @@ fn normalized_fp32(g: &mut Graph, x: T, hidden: u64, name: &'static str) -> T {
     let rows = x.elems / hidden;
     let x32 = cast(g, x, FP32, name);
     let p = unary_saving_input(g, x32, name, FP32);
+    // `pow`'s derivative, `grad * (exponent * self.pow(exponent - 1))`,
+    // holds two temporaries until its result exists (the reward-model
+    // trace's RMSNorm backwards: four 128 MiB blocks with the mean's).
+    g.set_backward_temporaries(p.v, 2);
     let var = g.op(
         name,
         &[p.v],
@@ -34,8 +38,25 @@ fn normalized_fp32(g: &mut Graph, x: T, hidden: u64, name: &'static str) -> T {
         dsize: FP32,
     };
     let n = mul(g, x32, rs, name);
+    // `MulBackward0` computes the broadcast factor's gradient first, as the
+    // full-size `grad * x`, then `x`'s, and only then sums the first to
+    // the factor's (rows, 1) shape and frees it (the reward-model trace,
+    // events 996 to 999).
+    g.set_backward_temporaries(n.v, 1);
     g.drop_all(&[rs.v, x32.v]);
     n
+}
+
+/// A trainable norm weight's gradient from `weight * x` (broadcast over
+/// the rows): `(grad * x).sum_to(weight)`, a product of `x`'s size, then
+/// the reduction's staging buffer, both freed once the weight's gradient
+/// exists ([`Graph::set_backward_nested`]).
+fn weight_gradient_through_product(g: &mut Graph, out: T, w: T, x: T, hidden: u64) {
+    if g.requires_grad(w.v) && g.requires_grad(out.v) {
+        let rows = x.elems / hidden.max(1);
+        let buffer = super::column_sum_buffer(rows, hidden, x.dsize, g.multiprocessors);
+        g.set_backward_nested(out.v, [x.bytes(), buffer]);
+    }
 }
 
 /// HF's RMSNorm: `w * (x.float() * rsqrt(x.float().pow(2).mean(-1) + eps)).to(x.dtype)`.
@@ -57,6 +78,7 @@ pub fn rms_norm(
     // `return self.weight * hidden_states.to(input_dtype)`: the fp32
     // `hidden_states` is a local until the return, after the product.
     let out = mul(g, w, c, name);
+    weight_gradient_through_product(g, out, w, c, hidden);
     g.drop(c.v);
     g.drop(n.v);
     out
