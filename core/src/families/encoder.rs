@@ -1,5 +1,5 @@
 //! Bidirectional encoders as transformers 5.17 runs them: BERT (post-LN,
-//! absolute positions, fused `F.gelu`, masked-LM head) and ESM-2 (pre-LN,
+//! absolute positions, fused `F.gelu`, masked-LM head or a classifier) and ESM-2 (pre-LN,
 //! rotary, token-dropout rescaling of the embeddings, ESM's Python
 //! `x * 0.5 * (1 + erf(x / sqrt(2)))` GELU whose temporaries are alive
 //! together, final `emb_layer_norm_after`).
@@ -24,16 +24,6 @@ pub fn validate(workload: &Workload) -> Result<(), Error> {
             "workload.inference.kind",
             "encoders do not generate",
             "\"forward\" for encoder models",
-        ));
-    }
-    if workload.mode == Mode::Inference
-        && workload.head != Head::Lm
-        && workload.inference.logits == Logits::None
-    {
-        return Err(Error::invalid(
-            "workload.inference.logits",
-            "\"none\" asks for no head, but workload.head names a classifier",
-            "\"all\" or \"last\" (the classifier's logits) with a classification head, or workload.head \"lm\"",
         ));
     }
     Ok(())

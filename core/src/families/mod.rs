@@ -15,7 +15,7 @@ use crate::error::Error;
 use crate::runtime::LibraryUse;
 use crate::runtime::RuntimeProfile;
 use crate::trace::Replay;
-use crate::workload::{Head, Mode, Workload};
+use crate::workload::{Head, Logits, Mode, Workload};
 
 /// What a family's replay reports besides the allocator trace.
 #[derive(Clone, Copy, Debug, Default)]
@@ -67,6 +67,16 @@ pub fn validate(arch: &Architecture, workload: &Workload) -> Result<(), Error> {
                 workload.head.key()
             ),
             allowed,
+        ));
+    }
+    if workload.head != Head::Lm
+        && workload.mode == Mode::Inference
+        && workload.inference.logits == Logits::None
+    {
+        return Err(Error::invalid(
+            "workload.inference.logits",
+            "\"none\" asks for no head, but workload.head names a classifier",
+            "\"all\" or \"last\" with a classification head",
         ));
     }
     match arch {

@@ -66,13 +66,6 @@ pub fn validate(a: &DecoderArch, workload: &Workload) -> Result<(), Error> {
                 "\"forward\" with workload.head \"sequence_classification\"",
             ));
         }
-        if workload.mode == Mode::Inference && workload.inference.logits == Logits::None {
-            return Err(Error::invalid(
-                "workload.inference.logits",
-                "\"none\" asks for no head, but workload.head names a classifier",
-                "\"all\" or \"last\" (the classifier's logits) with a classification head, or workload.head \"lm\"",
-            ));
-        }
         if workload.parallel.strategy != Strategy::None {
             return Err(Error::invalid(
                 "workload.head",
