@@ -1716,9 +1716,9 @@ fn classification_jobs_through_the_trainer_are_within_half_a_percent() {
 /// reward model of `real-jobs-2/measured-7.jsonl`), predicted at 45d46b6
 /// and 7ed860e before they ran. Full training, a forward and GPT-2 are
 /// within 1.6%; the checkpointed jobs are under in reserved memory (-3.5%
-/// and -4.3%, allocated within 150 KB): PyTorch stops each layer's
-/// recompute once the backward has what it needs (trace 27b, events 1,456
-/// to 1,460), and the replay recomputes whole layers. Guarded, not met.
+/// and -4.3%, allocated within 150 KB): trace 27b first differs from the
+/// replay at event 1,460, as backward begins; the mechanism is not found.
+/// Guarded, not met.
 #[test]
 fn decoder_classifiers_are_within_the_bounds_their_traces_explain() {
     every_driver_peak_within("h200-generalization/measured-27.jsonl", 3, |_| 0.016);
