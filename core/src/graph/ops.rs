@@ -201,14 +201,14 @@ impl Graph<'_> {
     }
 
     /// Gives the node that produced `output` (the most recent one) a
-    /// backward formula with `count` temporaries the size of its first
+    /// backward formula with `count` (at most 4) temporaries the size of its first
     /// input, alive together with the gradient it computes. `erf`'s
     /// formula, `2.0 / sqrt(M_PI) * exp(-(self.pow(2))) * grad`, makes four
     /// (`pow`, the negation, `exp`, the scaling) before the product: the
     /// H200 trace of ESM-2 650M fp32 training (its Python GELU) allocates
     /// five 80 MiB blocks at each layer's `erf` backward, then frees the
     /// four temporaries newest first, the incoming gradient and the saved
-    /// input (`measurements/h200-generalization/trace-segments-26.jsonl`).
+    /// input (`measurements/h200-generalization/trace-segments-26.jsonl.gz`).
     /// No-op when no node was recorded.
     pub fn set_backward_temporaries(&mut self, output: Value, count: u8) {
         if let Some(node) = self.nodes.last_mut() {
