@@ -397,13 +397,7 @@ fn sequence_head(
     }
     let act = nn::tanh(g, pre, "sequence classifier: tanh");
     g.drop(pre.v);
-    let d = if training {
-        let d = nn::dropout(g, act, "sequence classifier: dropout");
-        g.drop(act.v);
-        d
-    } else {
-        act
-    };
+    let d = dropout_if(g, act, training, "sequence classifier: dropout");
     let logits = nn::linear(g, cx, d, out, "sequence classifier: logits");
     g.drop(d.v);
     logits

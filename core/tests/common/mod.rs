@@ -15,16 +15,9 @@ pub fn events_in_mib(
     runtime: &RuntimeProfile,
     min: u64,
 ) -> Vec<(bool, u64)> {
-    let arch = presets::find(id).unwrap().arch;
-    let mut r = Replay::new(runtime.allocator, None);
-    r.event_log = Some(Vec::new());
-    r.event_log_min = min;
-    replay(&arch, workload, runtime, &mut r).unwrap();
-    r.event_log
-        .take()
-        .unwrap()
+    named_events(id, workload, runtime, min)
         .into_iter()
-        .map(|(alloc, size, _, _)| (alloc, size / MIB))
+        .map(|(alloc, size, _)| (alloc, size / MIB))
         .collect()
 }
 
