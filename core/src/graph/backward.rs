@@ -2,7 +2,7 @@
 //! accumulated, shared by additions and freed; checkpoint boundaries and
 //! their recompute.
 
-use super::{CheckpointHit, Detached, GradOrder, Graph, Node, Value};
+use super::{CheckpointHit, Detached, GradOrder, Graph, Node, SavedTensorHooks, Value};
 use crate::component::Component;
 use crate::trace::Tensor;
 
@@ -38,9 +38,26 @@ impl Graph<'_> {
         self.nodes.len()
     }
 
+    /// A checkpointed segment's forward starts (non-reentrant
+    /// checkpointing): grad mode stays on and the ops that save tensors
+    /// are counted, none kept, until [`Graph::checkpoint`] closes it.
+    /// Outside grad mode it changes nothing.
+    pub fn begin_checkpoint(&mut self) {
+        debug_assert_eq!(self.hooks, SavedTensorHooks::Off, "checkpoints do not nest");
+        if self.grad_mode {
+            self.hooks = SavedTensorHooks::Placeholders { saving_ops: 0 };
+        }
+    }
+
     /// Records a checkpoint boundary: `output` was computed from `input`
     /// without saving anything; backward will stop here (see [`CheckpointHit`]).
+    /// After [`Graph::begin_checkpoint`] it closes the segment and keeps
+    /// its count of saving ops for the recompute's early stop.
     pub fn checkpoint(&mut self, segment: u32, input: Value, output: Value) {
+        let saving_ops = match core::mem::replace(&mut self.hooks, SavedTensorHooks::Off) {
+            SavedTensorHooks::Placeholders { saving_ops } => Some(saving_ops),
+            _ => None,
+        };
         if !self.grad_mode || !self.requires_grad(input) {
             return;
         }
@@ -50,8 +67,36 @@ impl Graph<'_> {
             inputs: [Some(input), None, None],
             saved: [Some(input), None, None, None, None],
             checkpoint: Some(segment),
+            saving_ops,
             ..Node::new("checkpoint", self.layer, output)
         });
+    }
+
+    /// Runs `recompute` for a checkpoint boundary: with the segment's
+    /// count of saving ops, recomputation stops after the last of them
+    /// (early stop); without, the segment runs whole.
+    pub(super) fn recompute_segment(
+        &mut self,
+        hit_segment: u32,
+        input: Value,
+        saving_ops: Option<u32>,
+        recompute: &mut dyn FnMut(&mut Graph, u32, Value) -> Value,
+    ) -> Value {
+        self.hooks = match saving_ops {
+            Some(0) => SavedTensorHooks::Stopped,
+            Some(n) => SavedTensorHooks::Recompute { saving_ops_left: n },
+            None => SavedTensorHooks::Off,
+        };
+        self.recomputing = true;
+        let out = recompute(self, hit_segment, input);
+        self.recomputing = false;
+        debug_assert!(
+            matches!(self.hooks, SavedTensorHooks::Stopped | SavedTensorHooks::Off),
+            "a recompute saved fewer tensors than its forward: {:?}",
+            self.hooks
+        );
+        self.hooks = SavedTensorHooks::Off;
+        out
     }
 
     /// Runs backward from `loss` through every recorded node (no checkpoints).
@@ -82,7 +127,7 @@ impl Graph<'_> {
         self.seed(loss);
         while let Some(hit) = self.backward_run(0) {
             let mark = self.mark();
-            let out = recompute(self, hit.segment, hit.input);
+            let out = self.recompute_segment(hit.segment, hit.input, hit.saving_ops, recompute);
             if let Some(grad) = hit.grad {
                 self.set_grad(out, grad);
             }
@@ -119,6 +164,7 @@ impl Graph<'_> {
                     segment,
                     input,
                     grad,
+                    saving_ops: node.saving_ops,
                     held: Detached {
                         output: node.output,
                         saved: node.saved,
@@ -190,6 +236,7 @@ impl Graph<'_> {
             }
             let order = match node.gemm {
                 Some(GradOrder::WeightFirst) => [1, 0, 2],
+                _ if node.other_grad_first => [1, 0, 2],
                 _ => [0, 1, 2],
             };
             for (slot, &i) in order.iter().enumerate() {
@@ -208,6 +255,10 @@ impl Graph<'_> {
                 };
                 let passed = match grad_out {
                     Some(out) if node.addition && !leaf && bytes == out_bytes => {
+                        self.share_grad(out);
+                        Some(out)
+                    }
+                    Some(out) if node.grads_are_views => {
                         self.share_grad(out);
                         Some(out)
                     }
@@ -231,7 +282,7 @@ impl Graph<'_> {
                     accumulated[slot] = Some((input, g));
                 } else {
                     s.grad = Some(g);
-                    s.grad_from_matmul = leaf && node.gemm.is_some();
+                    s.grad_is_view = node.gemm.is_some() || node.grads_are_views;
                 }
                 match node.backward_scratch.get(i) {
                     Some(&bytes) if node.scratch_per_input && bytes > 0 => {
@@ -243,31 +294,38 @@ impl Graph<'_> {
             for t in temporaries.into_iter().rev().flatten() {
                 self.replay.free(t);
             }
-            let mut nested = [None; 2];
-            for (slot, &bytes) in nested.iter_mut().zip(&node.backward_nested) {
-                if bytes > 0 {
-                    *slot = Some(self.replay.alloc(bytes, Component::Transient));
+            if !node.scratch_per_input {
+                for bytes in node.backward_scratch {
+                    if bytes > 0 {
+                        self.replay.touch(bytes, Component::Transient);
+                    }
                 }
-            }
-            for t in nested.into_iter().rev().flatten() {
-                self.replay.free(t);
             }
         }
-        if grad_out.is_some() && !node.scratch_per_input {
-            for bytes in node.backward_scratch {
-                if bytes > 0 {
-                    self.replay.touch(bytes, Component::Transient);
-                }
-            }
+        // The broadcast operand's full-size gradient comes out of the
+        // backward function; the engine then reduces it to the operand's
+        // shape (`validate_outputs`' `sum_to`).
+        let [full, reduction] = node.backward_nested;
+        let full = (grad_out.is_some() && full > 0)
+            .then(|| self.replay.alloc(full, Component::Transient));
+        if node.recomputed {
+            // A checkpoint hands each recomputed tensor over once: the
+            // backward function's unpacked copy is the last reference,
+            // gone when the function returns, before the engine reduces
+            // broadcast gradients and lets go of the incoming one.
+            self.release_saved(&node);
+        }
+        if grad_out.is_some() && reduction > 0 {
+            self.replay.touch(reduction, Component::Transient);
+        }
+        if let Some(t) = full {
+            self.replay.free(t);
         }
         if let Some(g) = grad_out {
             self.drop_grad(g);
         }
-        if let Some(t) = node.extra {
-            self.replay.free(t);
-        }
-        for s in node.saved.iter().flatten() {
-            self.release(*s);
+        if !node.recomputed {
+            self.release_saved(&node);
         }
         for (input, new) in accumulated.into_iter().flatten() {
             self.accumulate(input, new);
@@ -279,22 +337,40 @@ impl Graph<'_> {
         }
     }
 
+    /// A node's saved tensors and buffer are let go of.
+    fn release_saved(&mut self, node: &Node) {
+        if let Some(t) = node.extra {
+            self.replay.free(t);
+        }
+        for s in node.saved.iter().flatten() {
+            self.release(*s);
+        }
+    }
+
     /// `InputBuffer::accumulate`: adds `new` into the gradient `input`
-    /// holds, in place when that gradient has no other holder and is not a
-    /// matrix multiply's weight gradient, else into a fresh sum (`old_var +
-    /// var`). A tied embedding's two gradients (the head's, then the
-    /// lookup's) are summed into a fresh tensor when the head multiplied by
-    /// the parameter itself (the H200 traces of BERT fp32, GPT-2 bf16 and
-    /// Llama-3.2-1B fp32 training: a vocabulary-sized sum, then both
-    /// operands freed), in place when it multiplied by autocast's cast of
-    /// it (GPT-2 amp: the cast's backward made a fresh fp32 gradient).
+    /// holds, in place when that gradient has no other holder and is not
+    /// a view, else into a fresh sum (`old_var + var`), freeing both (the
+    /// new gradient is never the one added into: PyTorch does that only
+    /// for sparse gradients). Views are matrix multiplies' gradients (see
+    /// `ValueState::grad_is_view`). A tied embedding's two gradients (the
+    /// head's, then the lookup's) are summed into a fresh tensor when the
+    /// head multiplied by the parameter itself (the H200 traces of BERT
+    /// fp32, GPT-2 bf16 and Llama-3.2-1B fp32 training: a vocabulary-sized
+    /// sum, then both operands freed), in place when it multiplied by
+    /// autocast's cast of it (GPT-2 amp: the cast's backward made a fresh
+    /// fp32 gradient). A norm's output read by two projections gets two
+    /// views, summed into a fresh tensor (the H200 traces of Llama bf16
+    /// training, full and LoRA, `trace-segments-28.jsonl.gz` and
+    /// `trace-segments-6.jsonl` in `measurements/h200-generalization/`:
+    /// after `gate_proj`'s backward a sum the size of the norm's output,
+    /// then both gradients freed).
     fn accumulate(&mut self, input: Value, new: Tensor) {
         let old = self
             .st(input)
             .grad
             .expect("accumulating into a held gradient");
         let state = self.st(input);
-        if self.holders(old) == 1 && !state.grad_from_matmul {
+        if self.holders(old) == 1 && !state.grad_is_view {
             self.drop_grad(new);
         } else {
             let state = self.st(input);
@@ -305,7 +381,7 @@ impl Graph<'_> {
             };
             let sum = self.replay.alloc(state.bytes, component);
             self.st_mut(input).grad = Some(sum);
-            self.st_mut(input).grad_from_matmul = false;
+            self.st_mut(input).grad_is_view = false;
             self.drop_grad(old);
             self.drop_grad(new);
         }
@@ -327,7 +403,7 @@ impl Graph<'_> {
         for (i, v) in self.values.iter_mut().enumerate() {
             if let (true, Some(grad)) = (v.leaf_param, v.grad.take()) {
                 self.earlier_grads[i] = Some((grad, 0));
-                v.grad_from_matmul = false;
+                v.grad_is_view = false;
             }
         }
         for node in &self.nodes {
@@ -361,7 +437,7 @@ impl Graph<'_> {
             self.drop_grad(new);
         }
         self.values[index].grad = Some(earlier);
-        self.values[index].grad_from_matmul = false;
+        self.values[index].grad_is_view = false;
     }
 
     /// The end of a backward pass: a held gradient whose awaited
@@ -438,7 +514,7 @@ impl Graph<'_> {
             if let Some(g) = self.values[i].grad.take() {
                 self.drop_grad(g);
             }
-            self.values[i].grad_from_matmul = false;
+            self.values[i].grad_is_view = false;
         }
     }
 

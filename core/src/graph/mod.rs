@@ -49,10 +49,15 @@ struct ValueState {
     requires_grad: bool,
     leaf_param: bool,
     grad: Option<Tensor>,
-    /// The gradient is a matrix multiply's weight gradient: the H200 traces
-    /// show `InputBuffer` never adding into one in place (probably because
-    /// autograd hands it over as a transposed view, `mm(...).t()`).
-    grad_from_matmul: bool,
+    /// The gradient is a view: every gradient a matrix multiply makes is
+    /// one (the weight's, `mm(...).t()`; the input's, the `reshape` of an
+    /// `mm` over the (batch, sequence, features) input folded to 2-D). A
+    /// view keeps its base alive, so its storage has two users and
+    /// `InputBuffer::accumulate` does not add into it in place (see
+    /// [`Graph::accumulate`]).
+    grad_is_view: bool,
+    /// A view's base (see [`Graph::slice`]): held until the view goes.
+    base: Option<Value>,
 }
 
 /// Values one op can save for backward, its output included (SDPA with a
@@ -78,10 +83,29 @@ struct Node {
     backward_scratch: [u64; 2],
     /// A checkpointed segment: backward stops here and hands control back.
     checkpoint: Option<u32>,
+    /// A checkpoint boundary's count of the segment's ops that saved
+    /// tensors in its forward (see [`SavedTensorHooks`]): its recompute
+    /// stops after the last of them. None: the segment was run without
+    /// counting, and its recompute runs whole.
+    saving_ops: Option<u32>,
     /// A matrix multiply (see [`Graph::mark_gemm`]).
     gemm: Option<GradOrder>,
     /// An addition (see [`Graph::mark_addition`]).
     addition: bool,
+    /// A product: the second operand's gradient first (see [`Graph::mark_product`]).
+    other_grad_first: bool,
+    /// Each input's gradient is a view of the incoming one (see
+    /// [`Graph::mark_concatenation`]).
+    grads_are_views: bool,
+    /// Recorded in a checkpoint's recompute: its saved tensors are
+    /// released as its backward function returns, before its broadcast
+    /// gradients are reduced and its incoming gradient is released (after,
+    /// for a node recorded in forward). The H200 trace of Llama-3.2-1B
+    /// bf16 training with checkpointing
+    /// (`measurements/h200-generalization/trace-segments-28.jsonl.gz`,
+    /// events 1,125 to 1,131): RMSNorm's `weight * x` backward frees the
+    /// saved `x` before the weight gradient's reduction buffer.
+    recomputed: bool,
     /// An in-place op on `output` ([`Graph::inplace`], [`Graph::inplace_add`]).
     in_place: bool,
     /// `backward_scratch` holds one kernel's workspace per input: each is
@@ -113,8 +137,12 @@ impl Node {
             backward_workspace: 0,
             backward_scratch: [0; 2],
             checkpoint: None,
+            saving_ops: None,
             gemm: None,
             addition: false,
+            other_grad_first: false,
+            grads_are_views: false,
+            recomputed: false,
             in_place: false,
             scratch_per_input: false,
             backward_temporaries: 0,
@@ -137,6 +165,34 @@ pub enum GradOrder {
     WeightFirst,
 }
 
+/// Non-reentrant checkpointing's saved-tensor hooks
+/// (`torch.utils.checkpoint`, `use_reentrant=False`, the default of
+/// transformers' `gradient_checkpointing_enable()`). In a checkpointed
+/// segment's forward every tensor an op saves for backward is packed into
+/// a placeholder and counted, none kept; in its recompute the hook counts
+/// again and, with early stop (PyTorch's default), raises as soon as the
+/// last of them is packed: the rest of the segment never runs, and the
+/// exception frees what the segment's frames held. An op packs the inputs
+/// it saves before its kernel runs and the outputs and buffers it saves
+/// after. The H200 trace of a checkpointed Llama-3.2-1B reward model
+/// (`measurements/h200-generalization/trace-segments-27b.jsonl.gz`,
+/// events 1,456 to 1,462): each recompute allocates the MLP's product and
+/// frees it, with the norm's output and the residual, without `down_proj`
+/// (frozen: it saves only its weight, packed before its kernel) or the
+/// residual addition ever allocating.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SavedTensorHooks {
+    /// No hooks: ops save what they save.
+    Off,
+    /// A checkpointed segment's forward: the ops that saved so far.
+    Placeholders { saving_ops: u32 },
+    /// A recompute: the saving ops still to run before it stops.
+    Recompute { saving_ops_left: u32 },
+    /// The recompute stopped: later ops record their nodes (backward runs
+    /// through them) but allocate nothing.
+    Stopped,
+}
+
 /// A checkpoint boundary reached by [`Graph::backward_run`]: the caller
 /// recomputes the segment from `input` in grad mode, gives the recomputed
 /// output `grad` with [`Graph::set_grad`], runs backward again, then
@@ -149,6 +205,8 @@ pub struct CheckpointHit {
     pub input: Value,
     /// Gradient of the segment's output (None if nothing flowed).
     pub grad: Option<Tensor>,
+    /// The segment's ops that saved tensors in its forward, if counted.
+    pub saving_ops: Option<u32>,
     /// What the boundary held.
     pub held: Detached,
 }
@@ -180,6 +238,10 @@ pub struct Graph<'r> {
     generations: Vec<u32>,
     /// Record nodes for backward (`torch.is_grad_enabled()`).
     pub grad_mode: bool,
+    /// Checkpointing's saved-tensor hooks, when a segment runs.
+    hooks: SavedTensorHooks,
+    /// A checkpoint's recompute is running (its nodes are `recomputed`).
+    recomputing: bool,
     /// A parameter's gradient is copied into a buffer of its own and freed
     /// as soon as it exists (DDP with `gradient_as_bucket_view`: `.grad`
     /// becomes a view of the bucket).
@@ -253,6 +315,8 @@ impl<'r> Graph<'r> {
             #[cfg(debug_assertions)]
             generations,
             grad_mode: false,
+            hooks: SavedTensorHooks::Off,
+            recomputing: false,
             leaf_grads_copied_out: false,
             grad_ready_order: None,
             layer: None,
@@ -423,7 +487,8 @@ impl<'r> Graph<'r> {
             requires_grad,
             leaf_param: true,
             grad: None,
-            grad_from_matmul: false,
+            grad_is_view: false,
+            base: None,
         })
     }
 
@@ -438,7 +503,8 @@ impl<'r> Graph<'r> {
             requires_grad: false,
             leaf_param: false,
             grad: None,
-            grad_from_matmul: false,
+            grad_is_view: false,
+            base: None,
         })
     }
 
@@ -472,8 +538,12 @@ impl<'r> Graph<'r> {
         debug_assert!(s.refs > 0, "release of a dead value");
         s.refs -= 1;
         if s.refs == 0 {
+            let base = s.base.take();
             if let Some(t) = s.storage.take() {
                 self.replay.free(t);
+            }
+            if let Some(base) = base {
+                self.release(base);
             }
             // Without autograd nodes nothing can name the value again.
             if self.nodes.is_empty() {

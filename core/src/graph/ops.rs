@@ -1,7 +1,7 @@
 //! Ops: what each allocates in forward, and what its autograd node keeps
 //! and takes in backward.
 
-use super::{Graph, Node, Value, ValueState, SAVED_SLOTS};
+use super::{Graph, Node, SavedTensorHooks, Value, ValueState, SAVED_SLOTS};
 use crate::component::Component;
 use crate::graph::GradOrder;
 
@@ -105,31 +105,42 @@ impl Graph<'_> {
         saves: Saves,
     ) -> Value {
         self.replay.op(name, self.layer);
-        let early_buffer = (saves.buffer_before_output && saves.buffer > 0)
-            .then(|| self.replay.alloc(saves.buffer, Component::Activations));
-        let storage = self.replay.alloc(out_bytes, component);
         let requires_grad = self.grad_mode && inputs.iter().any(|&i| self.requires_grad(i));
+        let saving = requires_grad
+            && (!saves.inputs.is_empty() || saves.output || saves.buffer > 0);
+        let packs_after_kernel = saves.output || saves.buffer > 0;
+        let (runs, records) = self.hooks_see_op(saving, packs_after_kernel);
+        let early_buffer = (runs && saves.buffer_before_output && saves.buffer > 0)
+            .then(|| self.replay.alloc(saves.buffer, Component::Activations));
+        let storage = runs.then(|| self.replay.alloc(out_bytes, component));
         let out = self.push(ValueState {
             bytes: out_bytes,
             component,
-            storage: Some(storage),
+            storage,
             refs: 1,
             requires_grad,
             leaf_param: false,
             grad: None,
-            grad_from_matmul: false,
+            grad_is_view: false,
+            base: None,
         });
         let extra = if early_buffer.is_some() {
             early_buffer
-        } else if saves.buffer > 0 {
+        } else if runs && saves.buffer > 0 {
             Some(self.replay.alloc(saves.buffer, Component::Activations))
         } else {
             None
         };
-        if requires_grad {
+        if let SavedTensorHooks::Recompute { saving_ops_left: 0 } = self.hooks {
+            // The last saved tensor was packed after the kernel: the
+            // recompute stops here, once the op's outputs exist.
+            self.hooks = SavedTensorHooks::Stopped;
+        }
+        if requires_grad && records {
             let mut node = Node {
                 extra,
                 backward_workspace: saves.backward_workspace,
+                recomputed: self.recomputing,
                 ..Node::new(name, self.layer, out)
             };
             for (slot, &i) in node.inputs.iter_mut().zip(inputs) {
@@ -157,17 +168,52 @@ impl Graph<'_> {
         out
     }
 
+    /// What checkpointing's hooks make of an op about to run that saves
+    /// tensors (`saving`), packing some after its kernel or only inputs
+    /// before: whether its kernel runs (allocates) and whether its node is
+    /// recorded. A segment's forward counts it and records nothing; a
+    /// recompute counts it down, and stops before the kernel when the last
+    /// saved tensor is an input (after it otherwise, see [`Graph::op`]).
+    fn hooks_see_op(&mut self, saving: bool, packs_after_kernel: bool) -> (bool, bool) {
+        match &mut self.hooks {
+            SavedTensorHooks::Off => (true, true),
+            SavedTensorHooks::Placeholders { saving_ops } => {
+                *saving_ops += u32::from(saving);
+                (true, false)
+            }
+            SavedTensorHooks::Recompute { saving_ops_left } if saving => {
+                *saving_ops_left -= 1;
+                if *saving_ops_left == 0 && !packs_after_kernel {
+                    self.hooks = SavedTensorHooks::Stopped;
+                    return (false, true);
+                }
+                (true, true)
+            }
+            SavedTensorHooks::Recompute { .. } => (true, true),
+            SavedTensorHooks::Stopped => {
+                debug_assert!(!saving, "an op saved after the recompute stopped");
+                (false, true)
+            }
+        }
+    }
+
     /// An in-place op on `target` (e.g. `relu_`): no allocation; in grad
     /// mode records a node whose gradient flows to `target`'s producer.
     /// `saves_output` keeps `target` alive for backward.
     pub fn inplace(&mut self, name: &'static str, target: Value, saves_output: bool) {
-        if self.grad_mode && self.requires_grad(target) && saves_output {
+        let saving = self.grad_mode && self.requires_grad(target) && saves_output;
+        let (_, records) = self.hooks_see_op(saving, true);
+        if let SavedTensorHooks::Recompute { saving_ops_left: 0 } = self.hooks {
+            self.hooks = SavedTensorHooks::Stopped;
+        }
+        if saving && records {
             self.retain(target);
             self.mark_saved(target);
             // Freed with the producer's node: attach as an extra hold.
             self.nodes.push(Node {
                 saved: [Some(target), None, None, None, None],
                 in_place: true,
+                recomputed: self.recomputing,
                 ..Node::new(name, self.layer, target)
             });
         }
@@ -181,6 +227,9 @@ impl Graph<'_> {
             return;
         }
         self.st_mut(target).requires_grad = true;
+        if let SavedTensorHooks::Placeholders { .. } = self.hooks {
+            return;
+        }
         self.nodes.push(Node {
             inputs: [Some(other), None, None],
             addition: true,
@@ -281,8 +330,73 @@ impl Graph<'_> {
         }
     }
 
+    /// Marks the node that produced `output` (the most recent one) as a
+    /// product `self * other`: `MulBackward0` computes `other`'s gradient
+    /// before `self`'s (PyTorch's generated autograd functions take the
+    /// arguments in alphabetical order, as [`GradOrder`] says for matrix
+    /// multiplies). The H200 trace of a checkpointed Llama-3.2-1B reward
+    /// model (`measurements/h200-generalization/trace-segments-27b.jsonl.gz`,
+    /// events 1,464 to 1,470): the MLP's `act(gate) * up` allocates two
+    /// 256 MiB gradients and `up_proj`'s backward frees the first. No-op
+    /// when no node was recorded.
+    pub fn mark_product(&mut self, output: Value) {
+        if let Some(node) = self.nodes.last_mut() {
+            if node.output == output {
+                node.other_grad_first = true;
+            }
+        }
+    }
+
+    /// Marks the node that produced `output` (the most recent one) as a
+    /// concatenation: `CatBackward` hands each input a slice of the
+    /// incoming gradient, a view, so nothing is allocated and the incoming
+    /// gradient lives until the last slice is consumed. No-op when no node
+    /// was recorded.
+    pub fn mark_concatenation(&mut self, output: Value) {
+        if let Some(node) = self.nodes.last_mut() {
+            if node.output == output {
+                node.grads_are_views = true;
+            }
+        }
+    }
+
+    /// A slice of `base` (`x[..., :half]`), `bytes` long: a view, nothing
+    /// allocated; it holds `base` until it goes. In grad mode its node's
+    /// backward (`SliceBackward`) allocates a zeroed gradient the size of
+    /// `base` and copies the slice's gradient in (a view of all of `base`
+    /// whose gradient arrives in another layout copies it alike).
+    pub fn slice(&mut self, name: &'static str, base: Value, bytes: u64) -> Value {
+        self.replay.op(name, self.layer);
+        let requires_grad = self.grad_mode && self.requires_grad(base);
+        let (_, records) = self.hooks_see_op(false, false);
+        let component = self.st(base).component;
+        self.retain(base);
+        let out = self.push(ValueState {
+            bytes,
+            component,
+            storage: None,
+            refs: 1,
+            requires_grad,
+            leaf_param: false,
+            grad: None,
+            grad_is_view: false,
+            base: Some(base),
+        });
+        if requires_grad && records {
+            self.nodes.push(Node {
+                inputs: [Some(base), None, None],
+                recomputed: self.recomputing,
+                ..Node::new(name, self.layer, out)
+            });
+        }
+        out
+    }
+
     /// Transient buffers live together inside one kernel (zero sizes skipped).
     pub fn scratch(&mut self, buffers: [u64; 2]) {
+        if self.hooks == SavedTensorHooks::Stopped {
+            return;
+        }
         let [a, b] = buffers
             .map(|bytes| (bytes > 0).then(|| self.replay.alloc(bytes, Component::Transient)));
         for t in [a, b].into_iter().flatten() {
@@ -293,6 +407,9 @@ impl Graph<'_> {
     /// A transient workspace: allocated and freed inside one kernel.
     pub fn workspace(&mut self, name: &'static str, bytes: u64) {
         self.replay.op(name, self.layer);
+        if self.hooks == SavedTensorHooks::Stopped {
+            return;
+        }
         self.replay.touch(bytes, Component::Transient);
     }
 }

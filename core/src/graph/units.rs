@@ -41,7 +41,8 @@ impl Graph<'_> {
             requires_grad: true,
             leaf_param: true,
             grad: None,
-            grad_from_matmul: false,
+            grad_is_view: false,
+            base: None,
         })
     }
 
@@ -122,7 +123,7 @@ impl Graph<'_> {
             match recompute.as_mut() {
                 Some(recompute) => {
                     let mark = self.mark();
-                    let out = recompute(self, segment, input);
+                    let out = self.recompute_segment(segment, input, node.saving_ops, *recompute);
                     if let Some(grad) = grad {
                         self.set_grad(out, grad);
                     }

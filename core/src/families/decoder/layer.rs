@@ -71,14 +71,18 @@ impl Model<'_> {
             let q = nn::linear(g, cx, h1, &lw.q, "attention: q_proj");
             let qn = nn::rms_norm(g, q, q_norm, self.w_dsize(cx), hd, "attention: q_norm");
             g.drop(q.v);
+            let qn = heads_first(g, qn, rope.is_some());
             let k = nn::linear(g, cx, h1, &lw.k, "attention: k_proj");
             let kn = nn::rms_norm(g, k, k_norm, self.w_dsize(cx), hd, "attention: k_norm");
             g.drop(k.v);
+            let kn = heads_first(g, kn, rope.is_some());
             let v = nn::linear(g, cx, h1, &lw.v, "attention: v_proj");
             (qn, kn, v)
         } else {
             let q = nn::linear(g, cx, h1, &lw.q, "attention: q_proj");
+            let q = heads_first(g, q, rope.is_some());
             let k = nn::linear(g, cx, h1, &lw.k, "attention: k_proj");
+            let k = heads_first(g, k, rope.is_some());
             let v = nn::linear(g, cx, h1, &lw.v, "attention: v_proj");
             (q, k, v)
         };
@@ -281,4 +285,24 @@ impl Model<'_> {
         g.drop(rotated.v);
         joined
     }
+}
+
+/// `proj(x).view(b, s, heads, hd).transpose(1, 2)` ahead of rotary
+/// embeddings: a view, but the gradient the rotary hands back is
+/// contiguous in (b, heads, s, hd), so the view's backward (`reshape` to
+/// the projection's shape) copies it. Recorded right after its
+/// projection, as transformers writes it, so backward copies the keys'
+/// gradient after `v_proj`'s backward and the queries' after `k_proj`'s:
+/// the H200 trace of Llama-3.2-1B bf16 training
+/// (`measurements/h200-generalization/trace-segments-28.jsonl.gz`, event
+/// 1,185: an 8 MiB key gradient, the rotary's freed, then `k_proj`). The
+/// returned value is the view; the projection's output stays held until
+/// the view is dropped ([`release_heads_first`]).
+fn heads_first(g: &mut Graph, x: T, rotary: bool) -> T {
+    if !rotary {
+        return x;
+    }
+    let view = g.slice("attention: view + transpose(1, 2)", x.v, x.bytes());
+    g.drop(x.v);
+    T { v: view, ..x }
 }

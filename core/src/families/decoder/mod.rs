@@ -445,13 +445,12 @@ impl Model<'_> {
                 f.borrow_mut().pre_forward(g, l);
             }
             let out = if call.checkpointing {
-                // Non-reentrant checkpoint: run without saving; the boundary keeps
-                // the input, and autocast caches the weight casts as it would
-                // outside a checkpoint.
-                let grad = g.grad_mode;
-                g.grad_mode = false;
+                // Non-reentrant checkpoint: the layer saves placeholders
+                // (counted for the recompute's early stop); the boundary
+                // keeps the input, and autocast caches the weight casts as
+                // it would outside a checkpoint.
+                g.begin_checkpoint();
                 let o = self.layer(g, cx, l, x, call, rope, cache, call_mask);
-                g.grad_mode = grad;
                 g.checkpoint(l as u32, x.v, o.v);
                 o
             } else {

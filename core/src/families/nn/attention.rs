@@ -54,18 +54,38 @@ fn sdpa_inputs(g: &mut Graph, cx: &Ctx, q: T, k: T, v: T) -> (T, T, T) {
     }
 }
 
-/// Backward allocates the input gradients first, then (fp32, the
-/// memory-efficient kernel) `grad_out * out` for the row sums, then its
-/// fp32 accumulator (the H200 trace of BERT fp32 training: three 24 MiB
-/// gradients, a 24 MiB product, then a 24.02 MiB workspace).
+/// Backward allocates the input gradients first, then its workspace.
+/// fp32 (the memory-efficient kernel): `grad_out * out` for the row sums,
+/// then its fp32 accumulator and per-(batch, head) counters (the H200
+/// trace of BERT fp32 training: three 24 MiB gradients, a 24 MiB product,
+/// then a 24.02 MiB workspace). 16-bit: one fp32 workspace holding the
+/// query gradient's accumulator, a second accumulator when the kernel
+/// takes grouped keys and values itself (`enable_gqa`), the row sums of
+/// `grad_out * out` (one per query and head) and 256 bytes. The H200
+/// traces, one block per layer: BERT-base amp b32 L128, 12.19 MiB (12 MiB
+/// + 192 KiB; `measurements/h200-segments/training-segments.jsonl`);
+/// GPT-2 bf16 b16 L1024, 48.75 MiB (`trace-segments.jsonl`); with grouped
+/// heads twice the accumulator: Qwen3-0.6B amp b2 L512, 16.06 MiB
+/// (`trace-segments-24.jsonl.gz`); Llama-3.2-1B bf16 b4 L2048, 129 MiB
+/// (`trace-segments-28.jsonl.gz`); Llama-3.1-8B LoRA b4 L2048, 257 MiB
+/// (`trace-segments-6.jsonl`; the last three in
+/// `measurements/h200-generalization/`).
 fn efficient_backward_scratch(g: &mut Graph, out: Value, dsize: u64, out_elems: u64, s: AttnShape) {
-    let (product, counters) = if dsize == FP32 {
-        (out_elems * FP32, s.batch * s.heads * 128)
+    let accumulator = out_elems * FP32;
+    let scratch = if dsize == FP32 {
+        [accumulator, accumulator + s.batch * s.heads * 128]
     } else {
-        (0, 0)
+        let accumulators = if s.kv_heads < s.heads { 2 } else { 1 };
+        let row_sums = s.batch * s.heads * s.q_len * FP32;
+        [0, accumulators * accumulator + row_sums + FUSED_BACKWARD_PADDING]
     };
-    g.set_backward_scratch(out, [product, out_elems * FP32 + counters]);
+    g.set_backward_scratch(out, scratch);
 }
+
+/// Bytes the 16-bit fused attention backward's workspace takes beyond its
+/// accumulators and row sums: 256 in every H200 trace (see
+/// [`efficient_backward_scratch`]).
+const FUSED_BACKWARD_PADDING: u64 = 256;
 
 /// `repeat_kv` of keys and values to `elems` each (every query head).
 pub fn repeat_kv(g: &mut Graph, k: T, v: T, elems: u64) -> (T, T) {
@@ -579,23 +599,35 @@ pub fn rotary(g: &mut Graph, x: T, cos: T, sin: T) -> T {
     out
 }
 
-/// `rotate_half(x) = cat(-x2, x1)`: the negated half, then the
-/// concatenation (the half freed once it is copied in). `x` is not dropped.
+/// `rotate_half(x) = cat(-x2, x1)` with `x1`, `x2` the halves of `x`
+/// (slices, views): the negated half, then the concatenation (the half
+/// freed once it is copied in). `x` is not dropped. In backward `cat`
+/// hands out views of its incoming gradient, the negation takes a
+/// half-size gradient, and each slice a zeroed full-size one (the H200
+/// trace of Llama-3.2-1B bf16 training,
+/// `measurements/h200-generalization/trace-segments-28.jsonl.gz`, events
+/// 1,162 to 1,168: 8, 4 and 8 MiB, the 4 MiB freed, 8 MiB, then the
+/// incoming 8 MiB gradient freed).
 pub fn rotate_half(g: &mut Graph, x: T) -> T {
+    let half = x.bytes() / 2;
+    let x1 = g.slice("rotary: rotate_half (first half)", x.v, half);
+    let x2 = g.slice("rotary: rotate_half (second half)", x.v, half);
     let neg = g.op(
         "rotary: rotate_half",
-        &[x.v],
-        x.bytes() / 2,
+        &[x2],
+        half,
         Component::Transient,
         Saves::NOTHING,
     );
+    g.drop(x2);
     let rot = g.op(
         "rotary: rotate_half",
-        &[neg, x.v],
+        &[neg, x1],
         x.bytes(),
         Component::Transient,
         Saves::NOTHING,
     );
-    g.drop(neg);
+    g.mark_concatenation(rot);
+    g.drop_all(&[neg, x1]);
     T { v: rot, ..x }
 }

@@ -299,7 +299,8 @@ fn broadcast(a: T, b: T) -> (u64, u64) {
 
 /// `a * b` (broadcasting, promoting to the wider dtype): autograd keeps
 /// each operand for the other's gradient (`a` when `b` needs one, `b`
-/// when `a` does).
+/// when `a` does), and backward computes `b`'s gradient first
+/// ([`Graph::mark_product`]).
 pub fn mul(g: &mut Graph, a: T, b: T, name: &'static str) -> T {
     let (elems, dsize) = broadcast(a, b);
     let mut saved = Vec::new();
@@ -316,6 +317,7 @@ pub fn mul(g: &mut Graph, a: T, b: T, name: &'static str) -> T {
         Component::Transient,
         Saves::inputs(&saved),
     );
+    g.mark_product(v);
     T { v, elems, dsize }
 }
 
