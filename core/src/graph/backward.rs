@@ -5,6 +5,7 @@
 use super::{CheckpointHit, Detached, GradOrder, Graph, Node, SavedTensorHooks, Value};
 use crate::component::Component;
 use crate::trace::Tensor;
+use alloc::vec::Vec;
 
 impl Graph<'_> {
     fn holders(&self, grad: Tensor) -> u32 {
@@ -75,7 +76,7 @@ impl Graph<'_> {
     /// Runs `recompute` for a checkpoint boundary: with the segment's
     /// count of saving ops, recomputation stops after the last of them
     /// (early stop); without, the segment runs whole.
-    pub(super) fn recompute_segment(
+    fn recompute_segment(
         &mut self,
         hit_segment: u32,
         input: Value,
@@ -91,12 +92,115 @@ impl Graph<'_> {
         let out = recompute(self, hit_segment, input);
         self.recomputing = false;
         debug_assert!(
-            matches!(self.hooks, SavedTensorHooks::Stopped | SavedTensorHooks::Off),
+            matches!(
+                self.hooks,
+                SavedTensorHooks::Stopped | SavedTensorHooks::Off
+            ),
             "a recompute saved fewer tensors than its forward: {:?}",
             self.hooks
         );
         self.hooks = SavedTensorHooks::Off;
         out
+    }
+
+    /// Recomputes a checkpointed segment for backward, hands it the
+    /// boundary's gradient `grad`, and returns the mark to run backward
+    /// down to. With the segment's count of saving ops (non-reentrant
+    /// checkpointing) the recompute starts only when backward unpacks a
+    /// saved tensor: the segment's last ops that saved nothing (a residual
+    /// addition) run their backward first. The segment is rehearsed to
+    /// find them (every node recorded, nothing allocated), their backward
+    /// runs, the rehearsal is dropped, and the recompute's matching nodes
+    /// take the gradients they left. The H200 trace of checkpointed
+    /// Llama-3.2-1B amp training (`measurements/h200-parallel/traces/
+    /// llama1b_zero1_w1_amp_bf16_b4_L1024_ckpt1.trace.json.gz`, events
+    /// 2,598 to 2,604): the residual addition's bf16 cast of the fp32
+    /// gradient for `down_proj`'s output is allocated before the
+    /// recompute's first allocation.
+    pub(super) fn recompute_for_backward(
+        &mut self,
+        segment: u32,
+        input: Value,
+        saving_ops: Option<u32>,
+        grad: Option<Tensor>,
+        recompute: &mut dyn FnMut(&mut Graph, u32, Value) -> Value,
+    ) -> usize {
+        let mark = self.mark();
+        let (grad, tail, carried) = match (saving_ops, grad) {
+            (Some(_), Some(grad)) => self.rehearse_tail(segment, input, grad, recompute),
+            (_, grad) => (grad, 0, Vec::new()),
+        };
+        let out = self.recompute_segment(segment, input, saving_ops, recompute);
+        debug_assert!(
+            carried
+                .iter()
+                .all(|&(at, _, _)| mark + at < self.nodes.len() - tail),
+            "the recompute recorded other nodes than its rehearsal"
+        );
+        for _ in 0..tail {
+            let node = self.nodes.pop().expect("the rehearsed tail");
+            self.release_saved(&node);
+        }
+        for (at, g, is_view) in carried {
+            let v = self.nodes[mark + at].output;
+            let state = self.st_mut(v);
+            state.grad = Some(g);
+            state.grad_is_view = is_view;
+        }
+        if let Some(grad) = grad {
+            self.set_grad(out, grad);
+        }
+        self.drop(out);
+        mark
+    }
+
+    /// Records `recompute` without running it, runs backward through the
+    /// trailing nodes that saved nothing and drops the rest. Returns the
+    /// boundary's gradient if no node took it, the count of those nodes,
+    /// and each gradient they left: the index (from the mark) of the
+    /// rehearsed node whose output holds it, and whether it is a view.
+    fn rehearse_tail(
+        &mut self,
+        segment: u32,
+        input: Value,
+        grad: Tensor,
+        recompute: &mut dyn FnMut(&mut Graph, u32, Value) -> Value,
+    ) -> (Option<Tensor>, usize, Vec<(usize, Tensor, bool)>) {
+        let mark = self.mark();
+        self.hooks = SavedTensorHooks::Rehearsal;
+        self.recomputing = true;
+        let out = recompute(self, segment, input);
+        self.recomputing = false;
+        self.hooks = SavedTensorHooks::Off;
+        let tail = self.nodes[mark..]
+            .iter()
+            .rev()
+            .take_while(|n| n.saved.iter().all(Option::is_none) && n.extra.is_none())
+            .count();
+        let mut grad = Some(grad);
+        if tail > 0 {
+            self.set_grad(out, grad.take().expect("held"));
+            for _ in 0..tail {
+                let node = self.nodes.pop().expect("a rehearsed node");
+                self.backward_node(node);
+            }
+        }
+        let mut carried = Vec::new();
+        for at in (0..self.nodes.len() - mark).rev() {
+            let v = self.nodes[mark + at].output;
+            if let Some(g) = self.st_mut(v).grad.take() {
+                carried.push((at, g, self.st(v).grad_is_view));
+            }
+        }
+        while self.nodes.len() > mark {
+            let node = self.nodes.pop().expect("a rehearsed node");
+            self.release_saved(&node);
+        }
+        if let Some(g) = self.st_mut(out).grad.take() {
+            grad = Some(g);
+        }
+        self.drop(out);
+        (grad, tail, carried)
     }
 
     /// Runs backward from `loss` through every recorded node (no checkpoints).
@@ -126,12 +230,13 @@ impl Graph<'_> {
     ) {
         self.seed(loss);
         while let Some(hit) = self.backward_run(0) {
-            let mark = self.mark();
-            let out = self.recompute_segment(hit.segment, hit.input, hit.saving_ops, recompute);
-            if let Some(grad) = hit.grad {
-                self.set_grad(out, grad);
-            }
-            self.drop(out);
+            let mark = self.recompute_for_backward(
+                hit.segment,
+                hit.input,
+                hit.saving_ops,
+                hit.grad,
+                recompute,
+            );
             while let Some(inner) = self.backward_run(mark) {
                 if let Some(grad) = inner.grad {
                     self.drop_grad(grad);
@@ -266,7 +371,16 @@ impl Graph<'_> {
                 };
                 let g = match passed {
                     Some(out) => out,
-                    None => self.replay.alloc(bytes, component),
+                    None => {
+                        let wide = node.wide_grads.get(i).copied().unwrap_or(0);
+                        let computed =
+                            (wide > 0).then(|| self.replay.alloc(wide, Component::Transient));
+                        let g = self.replay.alloc(bytes, component);
+                        if let Some(t) = computed {
+                            self.replay.free(t);
+                        }
+                        g
+                    }
                 };
                 if node.gemm.is_some() {
                     self.autograd_gemm();
@@ -306,8 +420,8 @@ impl Graph<'_> {
         // backward function; the engine then reduces it to the operand's
         // shape (`validate_outputs`' `sum_to`).
         let [full, reduction] = node.backward_nested;
-        let full = (grad_out.is_some() && full > 0)
-            .then(|| self.replay.alloc(full, Component::Transient));
+        let full =
+            (grad_out.is_some() && full > 0).then(|| self.replay.alloc(full, Component::Transient));
         if node.recomputed {
             // A checkpoint hands each recomputed tensor over once: the
             // backward function's unpacked copy is the last reference,

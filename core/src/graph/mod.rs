@@ -94,6 +94,10 @@ struct Node {
     addition: bool,
     /// A product: the second operand's gradient first (see [`Graph::mark_product`]).
     other_grad_first: bool,
+    /// A product's operands of a narrower dtype than its output: the bytes
+    /// of each one's gradient as computed, in the output's dtype, before
+    /// the engine casts it to the operand's (zero: none).
+    wide_grads: [u64; 2],
     /// Each input's gradient is a view of the incoming one (see
     /// [`Graph::mark_concatenation`]).
     grads_are_views: bool,
@@ -141,6 +145,7 @@ impl Node {
             gemm: None,
             addition: false,
             other_grad_first: false,
+            wide_grads: [0; 2],
             grads_are_views: false,
             recomputed: false,
             in_place: false,
@@ -191,6 +196,10 @@ enum SavedTensorHooks {
     /// The recompute stopped: later ops record their nodes (backward runs
     /// through them) but allocate nothing.
     Stopped,
+    /// A dry run of a recompute, to learn which of its last ops save
+    /// nothing (see [`Graph::recompute_for_backward`]): every op records
+    /// its node, none allocates.
+    Rehearsal,
 }
 
 /// A checkpoint boundary reached by [`Graph::backward_run`]: the caller

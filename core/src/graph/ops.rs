@@ -106,8 +106,8 @@ impl Graph<'_> {
     ) -> Value {
         self.replay.op(name, self.layer);
         let requires_grad = self.grad_mode && inputs.iter().any(|&i| self.requires_grad(i));
-        let saving = requires_grad
-            && (!saves.inputs.is_empty() || saves.output || saves.buffer > 0);
+        let saving =
+            requires_grad && (!saves.inputs.is_empty() || saves.output || saves.buffer > 0);
         let packs_after_kernel = saves.output || saves.buffer > 0;
         let (runs, records) = self.hooks_see_op(saving, packs_after_kernel);
         let early_buffer = (runs && saves.buffer_before_output && saves.buffer > 0)
@@ -194,7 +194,16 @@ impl Graph<'_> {
                 debug_assert!(!saving, "an op saved after the recompute stopped");
                 (false, true)
             }
+            SavedTensorHooks::Rehearsal => (false, true),
         }
+    }
+
+    /// No kernel runs: the recompute stopped, or is rehearsed.
+    fn kernels_skipped(&self) -> bool {
+        matches!(
+            self.hooks,
+            SavedTensorHooks::Stopped | SavedTensorHooks::Rehearsal
+        )
     }
 
     /// An in-place op on `target` (e.g. `relu_`): no allocation; in grad
@@ -339,10 +348,22 @@ impl Graph<'_> {
     /// events 1,464 to 1,470): the MLP's `act(gate) * up` allocates two
     /// 256 MiB gradients and `up_proj`'s backward frees the first. No-op
     /// when no node was recorded.
-    pub fn mark_product(&mut self, output: Value) {
+    ///
+    /// `wide_grads` are the bytes of each operand's gradient as the
+    /// backward computes it when the operand's dtype is narrower than the
+    /// product's (zero otherwise): the incoming gradient times the other
+    /// operand, in the product's dtype, which the engine's
+    /// `validate_outputs` casts to the operand's and lets go of. The H200
+    /// trace of checkpointed Llama-3.2-1B amp training
+    /// (`measurements/h200-parallel/traces/
+    /// llama1b_zero1_w1_amp_bf16_b4_L1024_ckpt1.trace.json.gz`): rotary's
+    /// bf16 key times fp32 `sin` allocates an 8 MiB fp32 gradient, then its
+    /// 4 MiB bf16 cast, then frees the first.
+    pub fn mark_product(&mut self, output: Value, wide_grads: [u64; 2]) {
         if let Some(node) = self.nodes.last_mut() {
             if node.output == output {
                 node.other_grad_first = true;
+                node.wide_grads = wide_grads;
             }
         }
     }
@@ -394,7 +415,7 @@ impl Graph<'_> {
 
     /// Transient buffers live together inside one kernel (zero sizes skipped).
     pub fn scratch(&mut self, buffers: [u64; 2]) {
-        if self.hooks == SavedTensorHooks::Stopped {
+        if self.kernels_skipped() {
             return;
         }
         let [a, b] = buffers
@@ -407,7 +428,7 @@ impl Graph<'_> {
     /// A transient workspace: allocated and freed inside one kernel.
     pub fn workspace(&mut self, name: &'static str, bytes: u64) {
         self.replay.op(name, self.layer);
-        if self.hooks == SavedTensorHooks::Stopped {
+        if self.kernels_skipped() {
             return;
         }
         self.replay.touch(bytes, Component::Transient);

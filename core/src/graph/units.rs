@@ -122,12 +122,13 @@ impl Graph<'_> {
             };
             match recompute.as_mut() {
                 Some(recompute) => {
-                    let mark = self.mark();
-                    let out = self.recompute_segment(segment, input, node.saving_ops, *recompute);
-                    if let Some(grad) = grad {
-                        self.set_grad(out, grad);
-                    }
-                    self.drop(out);
+                    let mark = self.recompute_for_backward(
+                        segment,
+                        input,
+                        node.saving_ops,
+                        grad,
+                        *recompute,
+                    );
                     while let Some(inner) = self.backward_run(mark) {
                         if let Some(grad) = inner.grad {
                             self.drop_grad(grad);

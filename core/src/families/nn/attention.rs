@@ -77,7 +77,10 @@ fn efficient_backward_scratch(g: &mut Graph, out: Value, dsize: u64, out_elems: 
     } else {
         let accumulators = if s.kv_heads < s.heads { 2 } else { 1 };
         let row_sums = s.batch * s.heads * s.q_len * FP32;
-        [0, accumulators * accumulator + row_sums + FUSED_BACKWARD_PADDING]
+        [
+            0,
+            accumulators * accumulator + row_sums + FUSED_BACKWARD_PADDING,
+        ]
     };
     g.set_backward_scratch(out, scratch);
 }

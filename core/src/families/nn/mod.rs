@@ -317,7 +317,14 @@ pub fn mul(g: &mut Graph, a: T, b: T, name: &'static str) -> T {
         Component::Transient,
         Saves::inputs(&saved),
     );
-    g.mark_product(v);
+    let wide = |x: T| {
+        if x.dsize < dsize && x.elems == elems {
+            elems * dsize
+        } else {
+            0
+        }
+    };
+    g.mark_product(v, [wide(a), wide(b)]);
     T { v, elems, dsize }
 }
 
