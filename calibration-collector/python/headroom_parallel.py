@@ -268,6 +268,8 @@ def main():
     runtime["allocator"] = "default"
     import transformers
     runtime["transformers"] = transformers.__version__
+    # Each case is a fresh torchrun job: nothing ran backward before it.
+    runtime["process_ran_backward"] = False
     out = dict(case)
     out["runtime"] = {**case.get("runtime", {}), **runtime}
     out["measured"] = measured

@@ -42,6 +42,10 @@ RAN_WITH_CACHE = [HERE / "validation.jsonl"] + [
     GENERALIZATION / f"measured{n}.jsonl" for n in ("", "-2", "-3", "-4", "-5")
 ]
 
+# Several-GPU cases: each ran in a fresh torchrun job
+# (`measurements/h200-parallel/run.sh`), so none ran backward before.
+TORCHRUN = [HERE.parent / "h200-parallel" / f"measured-w1{s}.jsonl" for s in ("", "-2", "-oom")]
+
 
 def is_decoder(model):
     return model.split("-")[0] in ("gpt2", "llama", "mistral", "qwen2.5", "mixtral", "phi", "gemma", "qwen1.5")
@@ -74,3 +78,13 @@ for measured, cases in RUNS.items():
     path.chmod(0o644)
     path.write_text("\n".join(lines) + "\n")
     print(f"{measured.name}: {len(lines)} cases, every case annotated")
+
+for path in TORCHRUN:
+    lines = []
+    for line in path.read_text().splitlines():
+        case = json.loads(line)
+        case["runtime"]["process_ran_backward"] = False
+        lines.append(json.dumps(case))
+    path.chmod(0o644)
+    path.write_text("\n".join(lines) + "\n")
+    print(f"{path.name}: {len(lines)} cases, each a fresh process")
