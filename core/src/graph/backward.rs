@@ -113,10 +113,10 @@ impl Graph<'_> {
     /// runs, the rehearsal is dropped, and the recompute's matching nodes
     /// take the gradients they left. The H200 trace of checkpointed
     /// Llama-3.2-1B amp training (`measurements/h200-parallel/traces/
-    /// llama1b_zero1_w1_amp_bf16_b4_L1024_ckpt1.trace.json.gz`, events
-    /// 2,598 to 2,604): the residual addition's bf16 cast of the fp32
+    /// llama1b_zero1_w1_amp_bf16_b4_L1024_ckpt1.trace.json.gz`, event
+    /// 2,673): the residual addition's 16 MiB bf16 cast of the fp32
     /// gradient for `down_proj`'s output is allocated before the
-    /// recompute's first allocation.
+    /// recompute's first allocation (the input norm's, event 2,674).
     pub(super) fn recompute_for_backward(
         &mut self,
         segment: u32,

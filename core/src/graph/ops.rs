@@ -356,9 +356,9 @@ impl Graph<'_> {
     /// `validate_outputs` casts to the operand's and lets go of. The H200
     /// trace of checkpointed Llama-3.2-1B amp training
     /// (`measurements/h200-parallel/traces/
-    /// llama1b_zero1_w1_amp_bf16_b4_L1024_ckpt1.trace.json.gz`): rotary's
-    /// bf16 key times fp32 `sin` allocates an 8 MiB fp32 gradient, then its
-    /// 4 MiB bf16 cast, then frees the first.
+    /// llama1b_zero1_w1_amp_bf16_b4_L1024_ckpt1.trace.json.gz`, events
+    /// 2,911 to 2,914): rotary's bf16 key times fp32 `sin` allocates an
+    /// 8 MiB fp32 gradient, then its 4 MiB bf16 cast, then frees the first.
     pub fn mark_product(&mut self, output: Value, wide_grads: [u64; 2]) {
         if let Some(node) = self.nodes.last_mut() {
             if node.output == output {
