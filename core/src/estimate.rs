@@ -170,15 +170,26 @@ pub fn estimate_after_with(
 #[cfg(feature = "diagnostics")]
 /// Replays `earlier` into a fresh `replay` and ends it as a process ends
 /// one job before the next (see [`Replay::start_next_job`]); the next
-/// replay into it runs as a later job of the same process.
+/// replay into it runs as a later job of the same process. The earlier
+/// job is the process's first: it creates its cuBLAS workspaces at its
+/// first matrix multiplies, among its own blocks, whatever `runtime` says
+/// of the later job (the H200 trace of BERT fp32 training after amp
+/// training in one process, `measurements/h200-generalization/
+/// trace-segments-29.jsonl.gz`: the autograd thread's workspace stays at
+/// 238 MiB into the amp job's 478 MiB loss segment, beside the word
+/// embedding's AdamW state, and the fp32 job fills the rest).
 pub fn replay_earlier_job(
     arch: &Architecture,
     earlier: &Workload,
     runtime: &RuntimeProfile,
     replay: &mut Replay,
 ) -> Result<(), Error> {
+    let first_job = RuntimeProfile {
+        process_ran_backward: false,
+        ..runtime.clone()
+    };
     replay.track_blocks();
-    families::replay(arch, earlier, runtime, replay)?;
+    families::replay(arch, earlier, &first_job, replay)?;
     replay.start_next_job(&KEPT_BETWEEN_JOBS);
     Ok(())
 }

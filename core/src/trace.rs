@@ -230,9 +230,23 @@ impl Replay {
     /// own block when the sizes match, or, for weights after
     /// [`Replay::cast_kept_weights`], the block its new copy replaces
     /// ([`Adopt::Cast`]). Any other mismatch frees the rest of that
-    /// component's kept blocks (the job replaced them).
+    /// component's kept blocks (the job replaced them). Library workspaces
+    /// belong to the process, not to a job: a request takes the kept one
+    /// of its size, in whatever order the earlier job created them (a
+    /// fresh process's cuBLASLt workspace sits between the two cuBLAS
+    /// ones), and the others stay.
     fn adopt(&mut self, bytes: u64, component: Component) -> Adopt {
         let queue = &mut self.adoptable[component as usize];
+        if component == Component::LibraryWorkspace {
+            let rounded = round_size(bytes);
+            return match queue.iter().rposition(|&(_, r)| r == rounded) {
+                Some(i) => Adopt::Kept(Tensor {
+                    block: queue.remove(i).0,
+                    component,
+                }),
+                None => Adopt::None,
+            };
+        }
         let Some(&(block, rounded)) = queue.last() else {
             return Adopt::None;
         };

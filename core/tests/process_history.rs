@@ -1,9 +1,10 @@
 //! Jobs that run after another job in the same process (`estimate_after`).
 #![allow(clippy::field_reassign_with_default)]
 
-use headroom_core::estimate::{estimate_after, Component};
+use headroom_core::estimate::{estimate_after, replay_earlier_job, Component};
+use headroom_core::trace::Replay;
 use headroom_core::workload::{Mode, Precision};
-use headroom_core::{estimate, presets, RuntimeProfile, Workload};
+use headroom_core::{estimate, presets, Bytes, RuntimeProfile, Workload};
 
 fn llama_1b() -> headroom_core::arch::Architecture {
     presets::find("llama-3.2-1b").unwrap().arch
@@ -33,8 +34,9 @@ fn inference_after_inference_is_a_fresh_estimate() {
 }
 
 /// A training job after another keeps one copy of the weights and of the
-/// optimizer state (adopted, not allocated again), and its breakdown still
-/// adds up to the driver peak.
+/// optimizer state (adopted, not allocated again: a second copy would be
+/// 2.47 GB and 4.94 GB here), and its breakdown still adds up to the driver
+/// peak.
 #[test]
 fn training_after_training_adopts_weights_and_state() {
     let arch = llama_1b();
@@ -43,21 +45,27 @@ fn training_after_training_adopts_weights_and_state() {
     let later = training(4, 1024, true);
     let alone = estimate(&arch, &later, &rt).unwrap();
     let after = estimate_after(&arch, &first, &later, &rt).unwrap();
-    assert_eq!(
+    let mib = 1 << 20;
+    let near = |a: Bytes, b: Bytes, within: u64| a.0.abs_diff(b.0) <= within;
+    // The earlier job was its process's first (cuBLAS's workspaces created
+    // at its first matrix multiplies, among its activations): the later
+    // one's peak moment differs from a lone job's by 1 MiB of the weights
+    // component (autocast's cached casts count there) and 1 MiB of
+    // activations.
+    assert!(near(
         after.component(Component::Weights),
-        alone.component(Component::Weights)
-    );
+        alone.component(Component::Weights),
+        mib
+    ));
     assert_eq!(
         after.component(Component::OptimizerState),
         alone.component(Component::OptimizerState)
     );
     let sum: u64 = after.breakdown.iter().map(|s| s.bytes.0).sum();
     assert_eq!(sum, after.driver_peak.0);
-    // The same tensors at the peak; the state the first job laid out
-    // among its freed activations changes where the rest lands, by a few
-    // segments either way (4 MiB less here since RMSNorm's backward takes
-    // its traced temporaries, 2026-12-04).
-    assert_eq!(after.allocated_peak, alone.allocated_peak);
+    // The state the first job laid out among its freed activations changes
+    // where the rest lands, by a few segments either way.
+    assert!(near(after.allocated_peak, alone.allocated_peak, 2 * mib));
     assert!(
         after.reserved_peak.0.abs_diff(alone.reserved_peak.0) < alone.reserved_peak.0 / 100,
         "{} after, {} alone",
@@ -75,4 +83,42 @@ fn a_bad_earlier_job_is_an_error() {
     let err =
         estimate_after(&arch, &bad, &Workload::default(), &RuntimeProfile::h200()).unwrap_err();
     assert!(err.to_string().contains("workload.batch"), "{err}");
+}
+
+/// The library workspaces belong to the process: a job after another takes
+/// the ones the earlier job created, whatever their order (a fresh
+/// process's cuBLASLt workspace, made at BERT's first `addmm` with a bias,
+/// sits between the two cuBLAS ones), and frees or makes none. The H200
+/// trace of BERT fp32 training after amp training in one process
+/// (`measurements/h200-generalization/trace-segments-29.jsonl.gz`) starts
+/// with the embedding's blocks; the replay had freed the autograd thread's
+/// workspace and made it again, 1 GB under in reserved memory.
+#[test]
+fn a_later_job_takes_the_workspaces_the_earlier_one_made() {
+    let arch = presets::find("bert-base-uncased").unwrap().arch;
+    let mut amp = Workload::default();
+    amp.mode = Mode::Training;
+    amp.batch = 32;
+    amp.seq_len = 128;
+    amp.training.precision = Precision::AmpBf16;
+    let mut fp32 = amp.clone();
+    fp32.batch = 16;
+    fp32.seq_len = 512;
+    fp32.training.precision = Precision::Fp32;
+    fp32.training.optimizer_state_resident = true;
+    let runtime = RuntimeProfile::h200();
+    let mut r = Replay::new(runtime.allocator, None);
+    replay_earlier_job(&arch, &amp, &runtime, &mut r).unwrap();
+    r.event_log = Some(Vec::new());
+    headroom_core::families::replay(&arch, &fp32, &runtime, &mut r).unwrap();
+    let events = r.event_log.take().unwrap();
+    let workspace_events: Vec<_> = events
+        .iter()
+        .filter(|(_, _, _, op)| op.name.starts_with("cuBLAS"))
+        .collect();
+    assert!(
+        workspace_events.is_empty(),
+        "the later job touched the workspaces: {workspace_events:?}"
+    );
+    assert_eq!(events[0].3.name, "embeddings");
 }

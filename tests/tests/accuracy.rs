@@ -173,11 +173,11 @@ fn validation_set_regression_guard() {
     assert_eq!(s.cases, 40);
     assert!(s.median <= 1.0, "median {:.1}%", s.median);
     assert!(s.p90 <= 4.0, "p90 {:.1}%", s.p90);
-    assert!(s.max <= 10.0, "max {:.1}%", s.max);
-    // BERT fp32 training after amp training: whether one 954 MiB logits block
-    // finds a free segment depends on where a 24 MiB norm output landed
-    // steps earlier (measured: +0.1% or -8.6% with equally faithful orders).
-    assert!(s.under_5pct <= 1, "{} under by more than 5%", s.under_5pct);
+    // BERT fp32 training after amp training was -8.7% until the earlier
+    // job was replayed as its process's first and the later one took the
+    // workspaces it left (trace 29 of the generalization set): +0.1%.
+    assert!(s.max <= 3.0, "max {:.1}%", s.max);
+    assert_eq!(s.under_5pct, 0, "under by more than 5%");
 }
 
 /// Mixtral-8x7B generation on the H200 (`measurements/h200/mixtral.jsonl`):
@@ -1537,7 +1537,10 @@ fn moe_training_keeps_the_expert_outputs_autograd_saves() {
 /// within 64 MiB and every driver-level peak within 2%, but the amp LoRA
 /// run's: +3.4% since peft's fp32 input cast lives until each LoRA layer
 /// returns (batch 27b's trace), its allocated peak within 34 MB and its
-/// reserved 3.8 GB over (a placement; -0.3% before).
+/// reserved 3.8 GB over (a placement; -0.3% before); and the checkpointed
+/// LoRA run at b1 L4608, predicted after the run that made its optimizer
+/// (b4 L2048), -3.1% (reserved 1.5 GB under; +1.0% while `check` replayed
+/// the build's first training case, from another process, before it).
 #[test]
 fn gemma2_eager_attention_keeps_its_capped_scores() {
     every_case_within("h200-generalization/measured-22.jsonl", 7, 64 << 20, 0.035);

@@ -139,7 +139,9 @@ fn infer_backward_history(
 /// and keeps one optimizer: the first training case creates the optimizer
 /// state among its freed activations, and later training cases (those
 /// that start with the state resident, see `optimizer_state_resident`) find
-/// it there. [`ProcessHistory::earlier_job`] names that first case, for
+/// it there; a training case without the state resident made a new one
+/// (it ran in a process of its own). [`ProcessHistory::earlier_job`] names
+/// the case that made the state, for
 /// [`crate::estimate::estimate_after`]. Inference cases likewise: one that
 /// starts with at least a cuBLAS workspace resident beyond its weights,
 /// in a process that ran no backward, ran after the inference case before
@@ -188,14 +190,20 @@ impl ProcessHistory {
             let kept_workspace = resident >= weights.saturating_add(workspace);
             return earlier.filter(|_| kept_workspace && !spec.runtime.process_ran_backward);
         }
-        let found = self
+        let slot = self
             .first_training
             .iter()
-            .find(|(m, w, _)| *m == model && *w == weights)
-            .map(|(_, _, first)| first.clone());
-        match found {
-            Some(first) if spec.workload.training.optimizer_state_resident => Some(first),
-            Some(_) => None,
+            .position(|(m, w, _)| *m == model && *w == weights);
+        match slot {
+            Some(i) if spec.workload.training.optimizer_state_resident => {
+                Some(self.first_training[i].2.clone())
+            }
+            // A training case without the state resident ran in a process
+            // of its own: it creates the optimizer the cases after it find.
+            Some(i) => {
+                self.first_training[i].2 = spec.workload.clone();
+                None
+            }
             None => {
                 self.first_training
                     .push((model, weights, spec.workload.clone()));
@@ -758,6 +766,27 @@ mod tests {
             !case(3000, r#", "optimizer_state_resident": false"#),
             "explicit wins"
         );
+    }
+
+    /// Batch 22 of the generalization set: a checkpointed Gemma-2-9B LoRA
+    /// job with the state resident ran after the non-resident one just
+    /// before it (a process of its own), not after the build's first
+    /// training case, which ran in another.
+    #[test]
+    fn the_latest_case_without_the_state_resident_made_the_optimizer() {
+        let mut history = ProcessHistory::default();
+        let mut earlier = |batch: u32, resident: bool| {
+            let text = format!(
+                r#"{{"case": "x", "model": "gpt2", "weight_bytes": 1000, "workload": {{"mode": "training", "batch": {batch}, "training": {{"optimizer": "adamw", "optimizer_state_resident": {resident}}}}}, "measured": {{"driver_peak": 1}}}}"#
+            );
+            let value: Value = serde_json::from_str(&text).unwrap();
+            let spec = Spec::from_value(&value).unwrap();
+            history.earlier_job(&value, &spec).map(|w| w.batch)
+        };
+        assert_eq!(earlier(2, false), None, "the first makes an optimizer");
+        assert_eq!(earlier(4, false), None, "so does the next, elsewhere");
+        assert_eq!(earlier(1, true), Some(4), "found where the last left it");
+        assert_eq!(earlier(8, true), Some(4));
     }
 
     #[test]
