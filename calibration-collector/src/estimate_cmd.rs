@@ -24,9 +24,10 @@ pub struct EstimateArgs {
     /// Also say whether the job fits this GPU of the catalog (e.g. `h200`).
     #[arg(long)]
     pub gpu: Option<String>,
-    /// A spec of the same model that ran earlier in the same process (a notebook that
-    /// trained before): its weights, optimizer state and workspaces stay where it put them;
-    /// weights of another dtype were cast in place between the jobs (`model.half()`).
+    /// A spec of the same model that ran earlier in the same process, as its first job (a
+    /// notebook that trained before): its weights, optimizer state and workspaces stay where
+    /// it put them; weights of another dtype were cast in place between the jobs
+    /// (`model.half()`).
     #[arg(long, value_name = "EARLIER_SPEC")]
     pub after: Option<String>,
     /// Several GPUs: override the spec's `workload.parallel`.
