@@ -156,3 +156,54 @@ fn gpt2_blocks_free_their_locals_as_the_trace_shows() {
     ];
     assert_eq!(events[c_attn - 1..c_attn - 1 + trace.len()], trace);
 }
+
+/// Gemma 2 alternates global and sliding-window layers, and eager
+/// attention builds a mask for each kind: the causal one (its (1, 1, s, s)
+/// boolean, the additive mask, the boolean freed), then the window's
+/// through `and_masks` (two booleans combined, the causal boolean, a second
+/// combination, the additive mask). The H200 trace of Gemma-2-9B eager
+/// LoRA, bf16, checkpointing, batch 4, 2,048 tokens
+/// (`measurements/h200-generalization/trace-segments-30.jsonl.gz`, events
+/// 3 to 14; 4 MiB booleans, 32 MiB masks).
+#[test]
+fn gemma2_builds_a_causal_and_a_sliding_window_mask() {
+    let mut workload = Workload {
+        mode: Mode::Training,
+        batch: 4,
+        seq_len: 2048,
+        attention: Attention::Eager,
+        ..Workload::default()
+    };
+    workload.training.precision = headroom_core::workload::Precision::Bf16;
+    workload.training.grad_checkpointing = true;
+    workload.training.lora = Some(headroom_core::workload::Lora {
+        rank: 16,
+        alpha: None,
+        target_modules: Vec::new(),
+        dropout: None,
+    });
+    let mut runtime = RuntimeProfile::h200();
+    runtime.process_ran_backward = false;
+    let events = events_in_mib("gemma-2-9b", &workload, &runtime, MIB + 1);
+    let first_mask = events
+        .iter()
+        .position(|&e| e == (true, 32))
+        .expect("the causal mask");
+    assert_eq!(
+        events[first_mask - 1..first_mask + 11],
+        [
+            (true, 4),
+            (true, 32),
+            (false, 4),
+            (true, 4),
+            (true, 4),
+            (false, 4),
+            (true, 4),
+            (true, 4),
+            (false, 4),
+            (false, 4),
+            (true, 32),
+            (false, 4),
+        ]
+    );
+}

@@ -223,7 +223,7 @@ pub(super) fn generate(
             generate: true,
         };
         let logits = model
-            .forward(g, cx, &call, &mut cache, &mut None, &mut None)
+            .forward(g, cx, &call, &mut cache, &mut None, &mut Vec::new())
             .returned(g);
         g.at("generate: next-token logits to fp32", None);
         let next = g.op(

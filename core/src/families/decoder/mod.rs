@@ -268,7 +268,7 @@ impl Model<'_> {
         call: &Call,
         cache: &mut Option<KvCache>,
         kept: &mut Option<(T, T)>,
-        kept_mask: &mut Option<T>,
+        kept_masks: &mut Vec<T>,
     ) -> Outputs {
         let a = self.a;
         let (b, s, h) = (call.batch, call.tokens, a.hidden_size as u64);
@@ -372,7 +372,21 @@ impl Model<'_> {
         // which lives until the additive mask exists (the H200 trace of
         // GPT-2 eager generation b4 L1008: 1,016,064 B twice, 4,064,256 B,
         // then the 8,128,512 B mask).
-        let call_mask = if self.attention == Attention::Eager && s > 1 {
+        //
+        // A model with sliding-window layers gets a second mask, built the
+        // same way through `and_masks(causal, sliding_window)` outside
+        // generation: the window's (1, 1, s, s) boolean, their combination,
+        // the causal one, a second combination, then the additive mask (the
+        // H200 trace of Gemma-2-9B eager LoRA b4 L2048, `measurements/
+        // h200-generalization/trace-segments-30.jsonl.gz`, events 6 to 14:
+        // 4 MiB booleans, then the 32 MiB mask). Gemma 2's global layers
+        // take the causal mask, its sliding ones this one; a model whose
+        // layers all slide (Phi-3) builds only this one. Both live as long.
+        let sliding_layers = (0..a.num_layers).any(|l| a.layer_sliding_window(l).is_some());
+        let global_layers = (0..a.num_layers).any(|l| a.layer_sliding_window(l).is_none());
+        let eager_masks = self.attention == Attention::Eager && s > 1;
+        let sliding_and_mask = eager_masks && sliding_layers && !call.generate && !self.padded;
+        let call_mask = if eager_masks && (global_layers || !sliding_and_mask) {
             g.at("eager causal mask", None);
             let mut boolean = g.input(s * s, Component::Transient);
             if call.generate || self.padded {
@@ -389,6 +403,8 @@ impl Model<'_> {
             };
             g.drop(boolean);
             Some(mask)
+        } else if sliding_and_mask {
+            None
         } else if self.padded && self.attention == Attention::Sdpa {
             // A mask with zeros reaches SDPA: `sdpa_mask` evaluates the
             // causal (1, 1, q, kv) boolean, the padding one, then their
@@ -413,6 +429,28 @@ impl Model<'_> {
         } else {
             None
         };
+        let sliding_eager_mask = sliding_and_mask.then(|| {
+            g.at("eager sliding-window mask", None);
+            let window = g.input(s * s, Component::Transient);
+            let first = g.input(s * s, Component::Transient);
+            g.drop(window);
+            let causal = g.input(s * s, Component::Transient);
+            let second = g.input(s * s, Component::Transient);
+            g.drop_all(&[causal, first]);
+            let elems = b * s * s;
+            let mask = T {
+                v: g.input(elems * x.dsize, Component::Transient),
+                elems,
+                dsize: x.dsize,
+            };
+            g.drop(second);
+            mask
+        });
+        // The layers see one of the masks (the same shape either way).
+        let (call_mask, second_mask) = match (call_mask, sliding_eager_mask) {
+            (None, sliding) => (sliding, None),
+            (causal, sliding) => (causal, sliding),
+        };
         // Rotary cos/sin for the positions of this call, computed in fp32 and
         // cast to the hidden states' dtype.
         let rope = if a.learned_positions == 0 {
@@ -422,11 +460,13 @@ impl Model<'_> {
         } else {
             None
         };
-        // Sliding-window layers get an explicit boolean mask (b, 1, s, kv),
-        // built once per call and kept for every layer, once their keys
-        // reach the window (`sliding_window_mask_needed`); before that
-        // `sdpa_mask` returns none and SDPA runs causal.
+        // Under SDPA, sliding-window layers get an explicit boolean mask
+        // (b, 1, s, kv), built once per call and kept for every layer, once
+        // their keys reach the window (`sliding_window_mask_needed`); before
+        // that `sdpa_mask` returns none and SDPA runs causal. (Eager
+        // attention has its own, above.)
         let sliding_mask = match self.sliding_kv_len(call, cache) {
+            _ if sliding_and_mask => None,
             Some(kv) if nn::sliding_window_mask_needed(a.sliding_window as u64, kv) => {
                 g.at("sliding-window attention mask", None);
                 Some(g.input(b * s * kv, Component::Transient))
@@ -465,9 +505,10 @@ impl Model<'_> {
         if let Some(m) = sliding_mask {
             g.drop(m);
         }
-        if let Some(m) = call_mask {
+        for m in [call_mask, second_mask].into_iter().flatten() {
             if call.checkpointing {
-                *kept_mask = Some(m);
+                // The recompute reads them: kept until backward ends.
+                kept_masks.push(m);
             } else {
                 g.drop(m.v);
             }
@@ -748,7 +789,7 @@ pub fn replay(
                     };
                     let mut cache = None;
                     model
-                        .forward(g, &mut cx, &call, &mut cache, &mut None, &mut None)
+                        .forward(g, &mut cx, &call, &mut cache, &mut None, &mut Vec::new())
                         .returned(g)
                         .v
                 }

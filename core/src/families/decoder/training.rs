@@ -134,8 +134,9 @@ fn forward_backward(
     } else {
         None
     };
-    let mut mask = None;
-    let outputs = model.forward(g, &mut cx, &call, &mut train_cache, &mut rope, &mut mask);
+    let mut masks = Vec::new();
+    let outputs = model.forward(g, &mut cx, &call, &mut train_cache, &mut rope, &mut masks);
+    let mask = masks.first().copied();
     let logits = outputs.logits;
     let loss = match model.classify {
         None => {
@@ -223,7 +224,7 @@ fn forward_backward(
     if let Some((cos, sin)) = rope {
         g.drop_all(&[cos.v, sin.v]);
     }
-    if let Some(m) = mask {
+    for m in masks {
         g.drop(m.v);
     }
     g.drop(loss.v);
