@@ -1539,7 +1539,7 @@ fn moe_training_keeps_the_expert_outputs_autograd_saves() {
 /// returns (batch 27b's trace), its allocated peak within 34 MB and its
 /// reserved 3.8 GB over (a placement; -0.3% before); and the checkpointed
 /// LoRA run at b1 L4608, predicted after the run that made its optimizer
-/// (b4 L2048), -2.9% (reserved 1.3 GB under; +1.0% while `check` replayed
+/// (b4 L2048), -2.9% (allocated within 75 KB, reserved 1.4 GB under; +1.0% while `check` replayed
 /// the build's first training case, from another process, before it;
 /// -3.1% before Gemma 2's second eager mask, trace 30).
 #[test]
