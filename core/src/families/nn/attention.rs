@@ -63,7 +63,7 @@ fn sdpa_inputs(g: &mut Graph, cx: &Ctx, q: T, k: T, v: T) -> (T, T, T) {
 /// takes grouped keys and values itself (`enable_gqa`), the row sums of
 /// `grad_out * out` (one per query and head) and 256 bytes. The H200
 /// traces, one block per layer: BERT-base amp b32 L128, 12.19 MiB (12 MiB
-/// + 192 KiB; `measurements/h200-segments/training-segments.jsonl`);
+/// and 192 KiB; `measurements/h200-segments/training-segments.jsonl`);
 /// GPT-2 bf16 b16 L1024, 48.75 MiB (`trace-segments.jsonl`); with grouped
 /// heads twice the accumulator: Qwen3-0.6B amp b2 L512, 16.06 MiB
 /// (`trace-segments-24.jsonl.gz`); Llama-3.2-1B bf16 b4 L2048, 129 MiB
