@@ -1,4 +1,5 @@
-//! Bundles `calibration/profiles/*.json` (repository root) into the page.
+//! Bundles `calibration/profiles/*.json` (repository root) into the page,
+//! and the public H200 measurements with only the fields the page reads.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -31,6 +32,45 @@ fn main() {
         .expect("writing to a String");
     }
     out.push_str("];\n");
-    let dest = PathBuf::from(std::env::var("OUT_DIR").expect("set by cargo")).join("profiles.rs");
-    std::fs::write(dest, out).expect("OUT_DIR is writable");
+    let out_dir = PathBuf::from(std::env::var("OUT_DIR").expect("set by cargo"));
+    std::fs::write(out_dir.join("profiles.rs"), out).expect("OUT_DIR is writable");
+
+    let public = manifest.join("../measurements/public/h200-public.jsonl");
+    println!("cargo:rerun-if-changed={}", public.display());
+    let text = std::fs::read_to_string(&public).expect("the public measurements");
+    std::fs::write(out_dir.join("h200-public.jsonl"), page_points(&text))
+        .expect("OUT_DIR is writable");
+}
+
+/// Each measured case as the page reads it (`calib::parse_case`): its name,
+/// model, workload, allocator and driver-level peak; every other field (the
+/// versions, the other peaks, parameter counts) left out of the bundle.
+fn page_points(text: &str) -> String {
+    use serde_json::{Map, Value};
+    let mut out = String::new();
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let case: Value = serde_json::from_str(line).expect("the public file is valid JSON");
+        let Some(case) = case.as_object() else {
+            continue;
+        };
+        let mut kept = Map::new();
+        for key in ["case", "model", "workload"] {
+            if let Some(v) = case.get(key) {
+                kept.insert(key.into(), v.clone());
+            }
+        }
+        if let Some(allocator) = case.get("runtime").and_then(|r| r.get("allocator")) {
+            let mut runtime = Map::new();
+            runtime.insert("allocator".into(), allocator.clone());
+            kept.insert("runtime".into(), Value::Object(runtime));
+        }
+        if let Some(peak) = case.get("measured").and_then(|m| m.get("driver_peak")) {
+            let mut measured = Map::new();
+            measured.insert("driver_peak".into(), peak.clone());
+            kept.insert("measured".into(), Value::Object(measured));
+        }
+        out.push_str(&Value::Object(kept).to_string());
+        out.push('\n');
+    }
+    out
 }

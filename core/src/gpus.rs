@@ -19,7 +19,7 @@
 //! from a public `cudaMemGetInfo`-style figure (a CUDA `deviceQuery`, a
 //! PyTorch device-properties print or out-of-memory message, which rounds
 //! to 0.01 GiB, i.e. within ±5 MiB), or else from NVML's total less the
-//! H200's measured reservation ratio. Each `source` says which, and where.
+//! H200's measured reservation ratio. [`source`] says which, and where.
 //! These figures move by a few hundred MiB with the driver and with ECC.
 
 /// A GPU model.
@@ -38,9 +38,6 @@ pub struct Gpu {
     /// Memory a CUDA process can allocate: NVML's total minus what the
     /// driver keeps before any process starts (= `cudaMemGetInfo`'s total).
     pub usable_bytes: u64,
-    /// Where `usable_bytes` (and the NVML total) come from: starts with
-    /// `measured:`, `reported:` (a public figure, named) or `derived:`.
-    pub source: &'static str,
 }
 
 /// H200 total as NVML reports it (`measurements/public/`, runtime_overheads).
@@ -72,7 +69,6 @@ pub const CATALOG: &[Gpu] = &[
         total_bytes: 12 * GIB,
         nvml_total_bytes: 12_288 * MIB,
         usable_bytes: gib_2dp(1175),
-        source: "reported: PyTorch OOM message \"11.75 GiB total capacity\" (smy20011/dreambooth-gui#78); nvidia-smi 12288MiB (geerlingguy/raspberry-pi-pcie-devices#790, driver 580.95.05)",
     },
     Gpu {
         id: "rtx-3090",
@@ -80,7 +76,6 @@ pub const CATALOG: &[Gpu] = &[
         total_bytes: 24 * GIB,
         nvml_total_bytes: 24_576 * MIB,
         usable_bytes: 24_268 * MIB,
-        source: "reported: torch.cuda.get_device_properties total_memory=24268MB (Hugging Face transformers docs, DeepSpeed/debugging guide); NVML total 24576 MB (develsoftware/GMinerRelease#936)",
     },
     Gpu {
         id: "rtx-4090",
@@ -88,7 +83,6 @@ pub const CATALOG: &[Gpu] = &[
         total_bytes: 24 * GIB,
         nvml_total_bytes: 24_564 * MIB,
         usable_bytes: gib_2dp(2364),
-        source: "reported: PyTorch OOM message \"total capacity of 23.64 GiB\" (3DTopia/Phidias-Diffusion#8, ali-vilab/VGen#104); nvidia-smi 24564MiB (RLinf/RLinf#255, driver 550.163.01)",
     },
     Gpu {
         id: "rtx-5090",
@@ -96,7 +90,6 @@ pub const CATALOG: &[Gpu] = &[
         total_bytes: 32 * GIB,
         nvml_total_bytes: 32_607 * MIB,
         usable_bytes: gib_2dp(3136),
-        source: "reported: PyTorch OOM message \"total capacity of 31.36 GiB\" (TrajectoryCrafter/TrajectoryCrafter#20; 31.37 in Wan-Video/Wan2.1#465); nvidia-smi 32607MiB (noonghunna/club-3090#617, driver 595.71.05)",
     },
     Gpu {
         id: "rtx-6000-ada",
@@ -104,7 +97,6 @@ pub const CATALOG: &[Gpu] = &[
         total_bytes: 48 * GIB,
         nvml_total_bytes: 46_068 * MIB,
         usable_bytes: gib_2dp(4443),
-        source: "reported, ECC on: PyTorch OOM message \"total capacity of 44.43 GiB\" with nvidia-smi 46068MiB (DINGYANB/MTVCrafter#21); with ECC off the card shows about 3 GiB more",
     },
     Gpu {
         id: "l4",
@@ -112,7 +104,6 @@ pub const CATALOG: &[Gpu] = &[
         total_bytes: 24 * GIB,
         nvml_total_bytes: 23_034 * MIB,
         usable_bytes: gib_2dp(2203),
-        source: "reported: PyTorch OOM message \"total capacity of 22.03 GiB\" (ArcInstitute/evo2#190); nvidia-smi 23034MiB (modal-labs/modal-client#2797)",
     },
     Gpu {
         id: "l40s",
@@ -120,7 +111,6 @@ pub const CATALOG: &[Gpu] = &[
         total_bytes: 48 * GIB,
         nvml_total_bytes: 46_068 * MIB,
         usable_bytes: gib_2dp(4442),
-        source: "reported: PyTorch OOM message \"total capacity of 44.42 GiB\" on 8x L40S (stepfun-ai/Step-Video-T2V#8); nvidia-smi 46068MiB (modal-labs/modal-client#2797)",
     },
     Gpu {
         id: "t4",
@@ -128,7 +118,6 @@ pub const CATALOG: &[Gpu] = &[
         total_bytes: 16 * GIB,
         nvml_total_bytes: 15_360 * MIB,
         usable_bytes: gib_2dp(1456),
-        source: "reported: PyTorch OOM message \"total capacity of 14.56 GiB\" (Zheng-Chong/CatVTON#133, AlphaGPU/leetgpu-challenges#52; Colab's driver shows 14.75 GiB); nvidia-smi 15360MiB (modal-labs/modal-client#2797)",
     },
     Gpu {
         id: "a10",
@@ -136,7 +125,6 @@ pub const CATALOG: &[Gpu] = &[
         total_bytes: 24 * GIB,
         nvml_total_bytes: 23_028 * MIB,
         usable_bytes: less_h200_reservation(23_028 * MIB),
-        source: "derived: nvidia-smi 23028MiB (modal-labs/modal-client#2797) less the measured H200's driver reservation ratio (0.43%); no public cudaMemGetInfo figure found, cards of this size usually lose 300-600 MiB",
     },
     Gpu {
         id: "a100-40gb",
@@ -144,7 +132,6 @@ pub const CATALOG: &[Gpu] = &[
         total_bytes: 40 * GIB,
         nvml_total_bytes: 40_960 * MIB,
         usable_bytes: 42_298_834_944,
-        source: "reported: CUDA deviceQuery \"40339 MBytes (42298834944 bytes)\" on A100-SXM4-40GB, driver 535 (bottlerocket-os/bottlerocket#3873); nvidia-smi 40960MiB (modal-labs/modal-client#2797)",
     },
     Gpu {
         id: "a100-80gb",
@@ -152,7 +139,6 @@ pub const CATALOG: &[Gpu] = &[
         total_bytes: 80 * GIB,
         nvml_total_bytes: 81_920 * MIB,
         usable_bytes: gib_2dp(7925),
-        source: "reported: PyTorch OOM message \"total capacity of 79.25 GiB\" (HiDream-ai/VAREdit#6, levihsu/OOTDiffusion#235); nvidia-smi 81920MiB (modal-labs/modal-client#2797)",
     },
     Gpu {
         id: "h100-80gb",
@@ -160,7 +146,6 @@ pub const CATALOG: &[Gpu] = &[
         total_bytes: 80 * GIB,
         nvml_total_bytes: 81_559 * MIB,
         usable_bytes: gib_2dp(7911),
-        source: "reported: PyTorch OOM message \"total capacity of 79.11 GiB\" (vllm-project/vllm#27508); nvidia-smi 81559MiB on H100 80GB HBM3 (modal-labs/modal-client#2797, huggingface/text-embeddings-inference#350)",
     },
     Gpu {
         id: "h200",
@@ -168,7 +153,6 @@ pub const CATALOG: &[Gpu] = &[
         total_bytes: 141 * GIB,
         nvml_total_bytes: H200_TOTAL_BYTES,
         usable_bytes: H200_TOTAL_BYTES - H200_DRIVER_RESERVED_BYTES,
-        source: "measured: NVML total 150,754,820,096 B minus 644,939,776 B used before any process (measurements/public/h200-public.jsonl); cuMemGetInfo total 150,109,880,320 B on the same card and driver",
     },
     Gpu {
         id: "b200",
@@ -176,7 +160,6 @@ pub const CATALOG: &[Gpu] = &[
         total_bytes: 180 * GIB,
         nvml_total_bytes: 183_359 * MIB,
         usable_bytes: gib_2dp(17835),
-        source: "reported: cudaDeviceProp totalGlobalMem 178.35 GiB (printed as GB) (pytorch/ao#4002); nvidia-smi 183359MiB (NVIDIA/TensorRT-LLM#10278, driver 580.95.05); board 180 GB as sold in HGX/DGX B200 (192 GB on the chip)",
     },
     Gpu {
         id: "mi300x",
@@ -184,9 +167,33 @@ pub const CATALOG: &[Gpu] = &[
         total_bytes: 192 * GIB,
         nvml_total_bytes: 205_822_885_888,
         usable_bytes: 205_822_885_888 - 299_687_936,
-        source: "reported: rocm-smi --showmeminfo vram \"VRAM Total Memory (B): 205822885888\" with 299,687,936 B used before any process, as captured in public rocm-smi outputs on GitHub (ROCm has no NVML; HIP's total is the VRAM total)",
     },
 ];
+
+/// Where a card's `usable_bytes` (and NVML total) come from: starts with
+/// `measured:`, `reported` (a public figure, named) or `derived:`. Apart
+/// from [`CATALOG`], so that the page, which shows none of them, carries
+/// none.
+pub fn source(id: &str) -> Option<&'static str> {
+    Some(match id {
+        "rtx-3060-12gb" => "reported: PyTorch OOM message \"11.75 GiB total capacity\" (smy20011/dreambooth-gui#78); nvidia-smi 12288MiB (geerlingguy/raspberry-pi-pcie-devices#790, driver 580.95.05)",
+        "rtx-3090" => "reported: torch.cuda.get_device_properties total_memory=24268MB (Hugging Face transformers docs, DeepSpeed/debugging guide); NVML total 24576 MB (develsoftware/GMinerRelease#936)",
+        "rtx-4090" => "reported: PyTorch OOM message \"total capacity of 23.64 GiB\" (3DTopia/Phidias-Diffusion#8, ali-vilab/VGen#104); nvidia-smi 24564MiB (RLinf/RLinf#255, driver 550.163.01)",
+        "rtx-5090" => "reported: PyTorch OOM message \"total capacity of 31.36 GiB\" (TrajectoryCrafter/TrajectoryCrafter#20; 31.37 in Wan-Video/Wan2.1#465); nvidia-smi 32607MiB (noonghunna/club-3090#617, driver 595.71.05)",
+        "rtx-6000-ada" => "reported, ECC on: PyTorch OOM message \"total capacity of 44.43 GiB\" with nvidia-smi 46068MiB (DINGYANB/MTVCrafter#21); with ECC off the card shows about 3 GiB more",
+        "l4" => "reported: PyTorch OOM message \"total capacity of 22.03 GiB\" (ArcInstitute/evo2#190); nvidia-smi 23034MiB (modal-labs/modal-client#2797)",
+        "l40s" => "reported: PyTorch OOM message \"total capacity of 44.42 GiB\" on 8x L40S (stepfun-ai/Step-Video-T2V#8); nvidia-smi 46068MiB (modal-labs/modal-client#2797)",
+        "t4" => "reported: PyTorch OOM message \"total capacity of 14.56 GiB\" (Zheng-Chong/CatVTON#133, AlphaGPU/leetgpu-challenges#52; Colab's driver shows 14.75 GiB); nvidia-smi 15360MiB (modal-labs/modal-client#2797)",
+        "a10" => "derived: nvidia-smi 23028MiB (modal-labs/modal-client#2797) less the measured H200's driver reservation ratio (0.43%); no public cudaMemGetInfo figure found, cards of this size usually lose 300-600 MiB",
+        "a100-40gb" => "reported: CUDA deviceQuery \"40339 MBytes (42298834944 bytes)\" on A100-SXM4-40GB, driver 535 (bottlerocket-os/bottlerocket#3873); nvidia-smi 40960MiB (modal-labs/modal-client#2797)",
+        "a100-80gb" => "reported: PyTorch OOM message \"total capacity of 79.25 GiB\" (HiDream-ai/VAREdit#6, levihsu/OOTDiffusion#235); nvidia-smi 81920MiB (modal-labs/modal-client#2797)",
+        "h100-80gb" => "reported: PyTorch OOM message \"total capacity of 79.11 GiB\" (vllm-project/vllm#27508); nvidia-smi 81559MiB on H100 80GB HBM3 (modal-labs/modal-client#2797, huggingface/text-embeddings-inference#350)",
+        "h200" => "measured: NVML total 150,754,820,096 B minus 644,939,776 B used before any process (measurements/public/h200-public.jsonl); cuMemGetInfo total 150,109,880,320 B on the same card and driver",
+        "b200" => "reported: cudaDeviceProp totalGlobalMem 178.35 GiB (printed as GB) (pytorch/ao#4002); nvidia-smi 183359MiB (NVIDIA/TensorRT-LLM#10278, driver 580.95.05); board 180 GB as sold in HGX/DGX B200 (192 GB on the chip)",
+        "mi300x" => "reported: rocm-smi --showmeminfo vram \"VRAM Total Memory (B): 205822885888\" with 299,687,936 B used before any process, as captured in public rocm-smi outputs on GitHub (ROCm has no NVML; HIP's total is the VRAM total)",
+        _ => return None,
+    })
+}
 
 /// Finds a GPU by id.
 pub fn find(id: &str) -> Option<&'static Gpu> {
@@ -201,11 +208,11 @@ mod tests {
     fn every_entry_is_consistent_and_sourced() {
         let mut ids = alloc::vec::Vec::new();
         for g in CATALOG {
-            assert!(!g.source.is_empty(), "{}", g.id);
+            let source = source(g.id).unwrap_or_default();
             assert!(
                 ["measured:", "reported", "derived:"]
                     .iter()
-                    .any(|p| g.source.starts_with(p)),
+                    .any(|p| source.starts_with(p)),
                 "{}: source must say measured/reported/derived",
                 g.id
             );

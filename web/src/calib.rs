@@ -9,8 +9,8 @@ use headroom_core::RuntimeProfile;
 use serde_json::Value;
 
 /// The public H200 measurements (`measurements/public/h200-public.jsonl`),
-/// bundled.
-pub const H200_PUBLIC: &str = include_str!("../../measurements/public/h200-public.jsonl");
+/// bundled with only the fields the page reads (`build.rs`).
+pub const H200_PUBLIC: &str = include_str!(concat!(env!("OUT_DIR"), "/h200-public.jsonl"));
 
 /// Id of the built-in profile.
 pub const BUILTIN_ID: &str = "h200";
