@@ -382,6 +382,13 @@ impl Model<'_> {
         // 4 MiB booleans, then the 32 MiB mask). Gemma 2's global layers
         // take the causal mask, its sliding ones this one; a model whose
         // layers all slide (Phi-3) builds only this one. Both live as long.
+        // `eager_mask`'s additive (b, 1, s, s) mask in the activations' dtype.
+        let dsize = x.dsize;
+        let additive_mask = |g: &mut Graph| T {
+            v: g.input(b * s * s * dsize, Component::Transient),
+            elems: b * s * s,
+            dsize,
+        };
         let sliding_layers = (0..a.num_layers).any(|l| a.layer_sliding_window(l).is_some());
         let global_layers = (0..a.num_layers).any(|l| a.layer_sliding_window(l).is_none());
         let eager_masks = self.attention == Attention::Eager && s > 1;
@@ -395,12 +402,7 @@ impl Model<'_> {
                 boolean = g.input(b * s * s, Component::Transient);
                 g.drop(padded);
             }
-            let elems = b * s * s;
-            let mask = T {
-                v: g.input(elems * x.dsize, Component::Transient),
-                elems,
-                dsize: x.dsize,
-            };
+            let mask = additive_mask(g);
             g.drop(boolean);
             Some(mask)
         } else if sliding_and_mask {
@@ -437,12 +439,7 @@ impl Model<'_> {
             let causal = g.input(s * s, Component::Transient);
             let second = g.input(s * s, Component::Transient);
             g.drop_all(&[causal, first]);
-            let elems = b * s * s;
-            let mask = T {
-                v: g.input(elems * x.dsize, Component::Transient),
-                elems,
-                dsize: x.dsize,
-            };
+            let mask = additive_mask(g);
             g.drop(second);
             mask
         });
