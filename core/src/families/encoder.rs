@@ -566,7 +566,7 @@ fn self_attention(
                     dropout: g.grad_mode && !esm,
                     dropout_before_cast: true,
                     half_to_float: cx.fp16,
-                    strided_key: true,
+                    strided: nn::Operands::all(true),
                     softcap: false,
                     autocast: cx.autocast,
                 },

@@ -1,5 +1,6 @@
 //! Helpers shared by the tests that pin a replay's events to a trace.
 
+use headroom_core::arch::Architecture;
 use headroom_core::families::replay;
 use headroom_core::trace::Replay;
 use headroom_core::{presets, RuntimeProfile, Workload};
@@ -30,11 +31,21 @@ pub fn named_events(
     runtime: &RuntimeProfile,
     min: u64,
 ) -> Vec<(bool, u64, &'static str)> {
-    let arch = presets::find(id).unwrap().arch;
+    named_events_of(&presets::find(id).unwrap().arch, workload, runtime, min)
+}
+
+/// [`named_events`] of an architecture (a spec's, a preset changed).
+#[allow(dead_code)]
+pub fn named_events_of(
+    arch: &Architecture,
+    workload: &Workload,
+    runtime: &RuntimeProfile,
+    min: u64,
+) -> Vec<(bool, u64, &'static str)> {
     let mut r = Replay::new(runtime.allocator, None);
     r.event_log = Some(Vec::new());
     r.event_log_min = min;
-    replay(&arch, workload, runtime, &mut r).unwrap();
+    replay(arch, workload, runtime, &mut r).unwrap();
     r.event_log
         .take()
         .unwrap()

@@ -34,6 +34,10 @@ impl Model<'_> {
         // Phi-3's attention keeps its fused output in the `qkv` local
         // until it returns.
         let mut qkv_local: Option<Value> = None;
+        // Eager attention hands the values their gradient contiguous in
+        // (b, heads, s, hd) (out of its products' copies, `repeat_kv`'s
+        // sum or the cache's `cat`), so their view copies it too.
+        let eager = matches!(self.attention, Attention::Eager);
         let (q, k, v) = if fused_qkv(a) {
             // GPT-2's c_attn(x).split(h, dim=2), Phi-3's slices of
             // qkv_proj(x): three views of one fused output.
@@ -77,6 +81,7 @@ impl Model<'_> {
             g.drop(k.v);
             let kn = heads_first(g, kn, rope.is_some());
             let v = nn::linear(g, cx, h1, &lw.v, "attention: v_proj");
+            let v = heads_first(g, v, eager);
             (qn, kn, v)
         } else {
             let q = nn::linear(g, cx, h1, &lw.q, "attention: q_proj");
@@ -84,6 +89,7 @@ impl Model<'_> {
             let k = nn::linear(g, cx, h1, &lw.k, "attention: k_proj");
             let k = heads_first(g, k, rope.is_some());
             let v = nn::linear(g, cx, h1, &lw.v, "attention: v_proj");
+            let v = heads_first(g, v, eager);
             (q, k, v)
         };
         let (q, k) = match rope {
@@ -177,13 +183,23 @@ impl Model<'_> {
                 // GPT-2's eager attention: a plain softmax, then dropout on
                 // the probabilities in training (transformers 5.17's
                 // `modeling_gpt2.eager_attention_forward`).
+                // Which operands are transposed views of their projection:
+                // the cache's `cat` and `repeat_kv` return contiguous keys
+                // and values, and Phi-3's rotary `cat` contiguous queries
+                // and keys (see `nn::EagerSoftmax::strided`).
+                let projected_kv = cache.is_none() && kvh == nh;
+                let strided = nn::Operands {
+                    query: !a.fused_projections,
+                    key: projected_kv && !a.fused_projections,
+                    value: projected_kv,
+                };
                 let style = if self.a.norm == NormKind::LayerNorm {
                     nn::EagerSoftmax {
                         fp32: cx.autocast,
                         dropout: call.gpt2_dropout,
                         dropout_before_cast: false,
                         half_to_float: cx.fp16,
-                        strided_key: false,
+                        strided,
                         softcap: false,
                         autocast: cx.autocast,
                     }
@@ -193,7 +209,7 @@ impl Model<'_> {
                         dropout: false,
                         dropout_before_cast: false,
                         half_to_float: cx.fp16,
-                        strided_key: false,
+                        strided,
                         softcap: self.a.attn_logit_softcapping,
                         autocast: cx.autocast,
                     }
@@ -288,9 +304,12 @@ impl Model<'_> {
 }
 
 /// `proj(x).view(b, s, heads, hd).transpose(1, 2)` ahead of rotary
-/// embeddings: a view, but the gradient the rotary hands back is
-/// contiguous in (b, heads, s, hd), so the view's backward (`reshape` to
-/// the projection's shape) copies it. Recorded right after its
+/// embeddings (and for eager attention's values): a view, but the
+/// gradient handed back to it is contiguous in (b, heads, s, hd), so the
+/// view's backward (`reshape` to the projection's shape) copies it (the
+/// values' too: the H200 trace of checkpointed Llama-3.2-1B eager amp
+/// training, `trace-segments-28.jsonl.gz`, event 1,865: a 4 MiB copy
+/// before `v_proj`'s backward). Recorded right after its
 /// projection, as transformers writes it, so backward copies the keys'
 /// gradient after `v_proj`'s backward and the queries' after `k_proj`'s:
 /// the H200 trace of Llama-3.2-1B bf16 training
@@ -298,8 +317,8 @@ impl Model<'_> {
 /// 1,185: an 8 MiB key gradient, the rotary's freed, then `k_proj`). The
 /// returned value is the view; the projection's output stays held until
 /// the view is dropped ([`release_heads_first`]).
-fn heads_first(g: &mut Graph, x: T, rotary: bool) -> T {
-    if !rotary {
+fn heads_first(g: &mut Graph, x: T, copied_grad: bool) -> T {
+    if !copied_grad {
         return x;
     }
     let view = g.slice("attention: view + transpose(1, 2)", x.v, x.bytes());

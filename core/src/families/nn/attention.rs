@@ -3,7 +3,7 @@
 
 use super::{add, cast, dropout, mul, tanh, unary, Ctx, BF16, FP32, T};
 use crate::component::Component;
-use crate::graph::{Graph, Saves, Value};
+use crate::graph::{GradOrder, Graph, Saves, Value};
 
 /// Attention shapes.
 #[derive(Clone, Copy, Debug)]
@@ -317,6 +317,28 @@ pub fn sdpa_math(g: &mut Graph, q: T, k: T, v: T, s: AttnShape) -> T {
     }
 }
 
+/// One flag for each of attention's query, key and value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Operands {
+    /// The query.
+    pub query: bool,
+    /// The key.
+    pub key: bool,
+    /// The value.
+    pub value: bool,
+}
+
+impl Operands {
+    /// The same flag for all three.
+    pub const fn all(flag: bool) -> Operands {
+        Operands {
+            query: flag,
+            key: flag,
+            value: flag,
+        }
+    }
+}
+
 /// How a model's eager attention turns scores into probabilities.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct EagerSoftmax {
@@ -335,10 +357,15 @@ pub struct EagerSoftmax {
     /// The scores are IEEE fp16 (not bf16): an fp32 softmax reads them
     /// without a converted copy.
     pub half_to_float: bool,
-    /// The key is a transposed view of its projection (BERT's and ESM's
-    /// `transpose_for_scores`, no cache and no `repeat_kv` copy), so
-    /// `torch.matmul` copies it too when it folds batch and heads.
-    pub strided_key: bool,
+    /// The query, the key and the value: each a transposed view of its
+    /// projection (`view(b, s, heads, d).transpose(1, 2)`, also after a
+    /// rotary embedding, which keeps its input's layout) rather than
+    /// contiguous in (batch, heads, tokens, head_dim) (the output of the
+    /// cache's `torch.cat`, of `repeat_kv`, of Phi-3's rotary `cat`).
+    /// `torch.matmul` folds batch and heads for `bmm` with `reshape`,
+    /// which copies such an operand when the batch is above 1, and in
+    /// training `bmm` saves the copy, not the view.
+    pub strided: Operands,
     /// `tanh(scores / cap) * cap` after the scaling (Gemma 2's
     /// `attn_logit_softcapping`, `modeling_gemma2.eager_attention_forward`):
     /// each step a new score-sized tensor, and `tanh` keeps its output for
@@ -403,12 +430,12 @@ pub fn eager_attention(
     let q_in = cast(g, q, product_dsize, "attention scores: autocast cast");
     let k_in = cast(g, kr, product_dsize, "attention scores: autocast cast");
     // `torch.matmul` folds the batch and head dims into one for `bmm` with
-    // `reshape`: the query (a transposed view of the projection) cannot be
-    // viewed that way when batch > 1 and is copied (a q-sized temporary
-    // around the scores' allocation in the H200 trace); with batch 1 the
-    // fold is a view (no copy in the trace of Mistral-7B eager, b1 L8192,
+    // `reshape`: a strided query cannot be viewed that way when batch > 1
+    // and is copied (a q-sized temporary around the scores' allocation in
+    // the H200 trace); with batch 1 the fold is a view (no copy in the
+    // trace of Mistral-7B eager, b1 L8192,
     // `measurements/h200-generalization/trace-segments-5.jsonl`).
-    let operand = (s.batch > 1).then(|| {
+    let operand = (s.batch > 1 && style.strided.query).then(|| {
         g.op(
             "attention scores: matmul operand copy",
             &[q_in.v],
@@ -421,7 +448,7 @@ pub fn eager_attention(
     // scores, and freed first (the H200 trace of BERT-base eager fp32 b16
     // L512: two 24 MiB copies, the 192 MiB scores, then both freed;
     // `measurements/h200-bert-eager/`).
-    let key_operand = (s.batch > 1 && style.strided_key).then(|| {
+    let key_operand = (s.batch > 1 && style.strided.key).then(|| {
         g.op(
             "attention scores: matmul key copy",
             &[k_in.v],
@@ -430,13 +457,20 @@ pub fn eager_attention(
             Saves::NOTHING,
         )
     });
+    // `bmm` saves the operands it multiplies: the copies where there are
+    // copies, not the views they were made from. A view would hold its
+    // whole base (GPT-2's fused q/k/v projection) until backward.
+    let saved = [operand.unwrap_or(q_in.v), key_operand.unwrap_or(k_in.v)];
     let scores = g.op(
         "attention scores QK^T",
         &[q_in.v, k_in.v],
         score_elems * product_dsize,
         Component::Transient,
-        Saves::inputs(&[q_in.v, k_in.v]),
+        Saves::inputs(&saved),
     );
+    // `bmm`'s backward computes `mat2`'s gradient (the key's) before
+    // `self`'s (the query's): see `GradOrder`.
+    g.mark_gemm(scores, GradOrder::WeightFirst);
     g.drop_all(&[q_in.v, k_in.v]);
     if let Some(copy) = key_operand {
         g.drop(copy);
@@ -493,6 +527,14 @@ pub fn eager_attention(
         Component::Transient,
         Saves::output(),
     );
+    // Its backward (`softmax_backward_cuda_out`) computes `grad * output`
+    // into a temporary once the input's gradient is allocated (the H200
+    // traces of Llama-3.2-1B eager amp training: a second scores-sized
+    // fp32 block, freed at once, at each softmax backward;
+    // `measurements/padding/eager-train-none.events.txt` and
+    // `measurements/h200-generalization/trace-segments-28.jsonl.gz`,
+    // event 1,816).
+    g.set_backward_scratch(sm, [score_elems * sm_dsize, 0]);
     g.drop(up.v);
     let sm = T {
         v: sm,
@@ -530,14 +572,34 @@ pub fn eager_attention(
     let probs_in = cast(g, operand, product_dsize, "attention probs: autocast cast");
     g.drop(operand.v);
     let v_in = cast(g, vr, product_dsize, "attention values: autocast cast");
+    // A strided value is copied for `bmm` the same way (the H200 trace of
+    // BERT-base eager fp32 b16 L512: a 24 MiB copy before the product,
+    // freed after it; `measurements/h200-bert-eager/`).
+    let value_operand = (s.batch > 1 && style.strided.value).then(|| {
+        g.op(
+            "attention probs @ V: matmul value copy",
+            &[v_in.v],
+            v_in.bytes(),
+            Component::Transient,
+            Saves::NOTHING,
+        )
+    });
     let out = g.op(
         "attention probs @ V",
         &[probs_in.v, v_in.v],
         out_elems * product_dsize,
         Component::Transient,
-        Saves::inputs(&[probs_in.v, v_in.v]),
+        Saves::inputs(&[probs_in.v, value_operand.unwrap_or(v_in.v)]),
     );
+    // The value's gradient first, then the probabilities' (the H200 trace
+    // of checkpointed Llama-3.2-1B eager amp training,
+    // `measurements/h200-generalization/trace-segments-28.jsonl.gz`,
+    // events 1,808 and 1,809: 16 MiB, then 512 MiB).
+    g.mark_gemm(out, GradOrder::WeightFirst);
     g.drop_all(&[probs_in.v, v_in.v]);
+    if let Some(copy) = value_operand {
+        g.drop(copy);
+    }
     let t = g.op(
         "attention output transpose",
         &[out],

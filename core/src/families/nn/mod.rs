@@ -20,6 +20,7 @@ mod norm;
 pub use attention::{
     eager_attention, repeat_kv, rotary, rotary_tables, rotate_half, sdpa, sdpa_math,
     sdpa_on_every_head, sdpa_with_mask, sliding_window_mask_needed, AttnShape, EagerSoftmax,
+    Operands,
 };
 pub use linear::{
     column_sum_buffer, embedding_backward_scratch, linear, linear_by, Kernel, Linear,
