@@ -271,3 +271,59 @@ fn eager_products_save_the_copies_of_strided_operands() {
         "allocated {allocated} against {measured}"
     );
 }
+
+/// The backward of peft's `result + lora_B(lora_A(x)) * scaling` (a bf16
+/// base output plus an fp32 delta, then cast back): the sum hands the
+/// delta its gradient as is and the base output a bf16 cast, then the
+/// scaling allocates its own. The H200 trace of Gemma-2-9B eager LoRA,
+/// bf16, checkpointing, batch 4, 2,048 tokens
+/// (`measurements/h200-generalization/trace-segments-30.jsonl.gz`, first
+/// job, events 5,739 to 5,750 of those above 1 MiB: the last layer's
+/// `v_proj`; the replay's order matches the trace's through event 5,788).
+#[test]
+fn lora_sum_backward_passes_the_delta_its_gradient() {
+    let json = r#"{"model": "gemma-2-9b", "workload": {"mode": "training", "batch": 4,
+        "seq_len": 2048, "attention": "eager", "training": {"precision": "bf16",
+        "grad_checkpointing": true, "lora": {"rank": 16}}},
+        "runtime": {"process_ran_backward": false}}"#;
+    let spec = headroom_core::spec::Spec::from_json(json).unwrap();
+    let events: Vec<(bool, u64)> =
+        common::named_events_of(&spec.model.arch, &spec.workload, &spec.runtime, MIB + 1)
+            .into_iter()
+            .filter(|(_, _, name)| !name.contains("load weights"))
+            .map(|(alloc, size, _)| (alloc, size / MIB))
+            .collect();
+    #[rustfmt::skip]
+    let v_proj = [
+        (true, 64), (false, 32), (true, 32), (true, 64), (false, 64), (false, 64),
+        (true, 112), (false, 112), (true, 56), (false, 112), (true, 56), (false, 32),
+    ];
+    assert_eq!(events[5739..5751], v_proj);
+}
+
+/// Eager attention's output `transpose(1, 2)`: its gradient is reshaped
+/// for `bmm`, a copy above batch 1 (trace 28, batch 2: a 16 MiB block at
+/// event 1,806 before the value's gradient) and a view at batch 1 (trace
+/// 30's second job, batch 1: none at event 5,599). Counted over a
+/// training job: one copy per layer and step in forward, and at batch 2
+/// one more in backward.
+#[test]
+fn the_output_transpose_gradient_is_copied_only_above_batch_one() {
+    let copies = |batch: u32| {
+        let mut workload = Workload {
+            mode: Mode::Training,
+            batch,
+            seq_len: 1024,
+            attention: Attention::Eager,
+            ..Workload::default()
+        };
+        workload.training.precision = headroom_core::workload::Precision::AmpBf16;
+        common::named_events("llama-3.2-1b", &workload, &RuntimeProfile::h200(), 1)
+            .into_iter()
+            .filter(|&(alloc, _, name)| alloc && name == "attention output transpose")
+            .count()
+    };
+    let forward = 16 * 2;
+    assert_eq!(copies(1), forward);
+    assert_eq!(copies(2), 2 * forward);
+}

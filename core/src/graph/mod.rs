@@ -99,7 +99,7 @@ struct Node {
     /// the engine casts it to the operand's (zero: none).
     wide_grads: [u64; 2],
     /// Each input's gradient is a view of the incoming one (see
-    /// [`Graph::mark_concatenation`]).
+    /// [`Graph::mark_view_grads`]).
     grads_are_views: bool,
     /// Recorded in a checkpoint's recompute: its saved tensors are
     /// released as its backward function returns, before its broadcast

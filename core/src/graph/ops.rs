@@ -368,12 +368,13 @@ impl Graph<'_> {
         }
     }
 
-    /// Marks the node that produced `output` (the most recent one) as a
-    /// concatenation: `CatBackward` hands each input a slice of the
-    /// incoming gradient, a view, so nothing is allocated and the incoming
-    /// gradient lives until the last slice is consumed. No-op when no node
-    /// was recorded.
-    pub fn mark_concatenation(&mut self, output: Value) {
+    /// Marks the node that produced `output` (the most recent one) as one
+    /// whose backward hands each input a view of the incoming gradient,
+    /// so nothing is allocated and the incoming gradient lives until the
+    /// last view is consumed: a concatenation (`CatBackward`'s slices), or
+    /// a copy whose backward reshapes the gradient where that is a view.
+    /// No-op when no node was recorded.
+    pub fn mark_view_grads(&mut self, output: Value) {
         if let Some(node) = self.nodes.last_mut() {
             if node.output == output {
                 node.grads_are_views = true;

@@ -607,6 +607,15 @@ pub fn eager_attention(
         Component::Transient,
         Saves::NOTHING,
     );
+    // Backward: the transposed gradient is reshaped for `bmm`, which
+    // copies it when the batch is above 1 (as the forward's operands) and
+    // is a view at batch 1 (the H200 trace of Gemma-2-9B eager LoRA, b1
+    // L4608, `measurements/h200-generalization/trace-segments-30.jsonl.gz`,
+    // second job, event 5,599: no copy before the value's gradient; trace
+    // 28, b2, event 1,806: a 16 MiB copy).
+    if s.batch == 1 {
+        g.mark_view_grads(t);
+    }
     g.drop(out);
     // The repeated keys and values are locals of the function: freed on return.
     g.drop_all(&[kr.v, vr.v]);
@@ -692,7 +701,7 @@ pub fn rotate_half(g: &mut Graph, x: T) -> T {
         Component::Transient,
         Saves::NOTHING,
     );
-    g.mark_concatenation(rot);
+    g.mark_view_grads(rot);
     g.drop_all(&[neg, x1]);
     T { v: rot, ..x }
 }

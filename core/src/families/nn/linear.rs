@@ -259,6 +259,12 @@ fn lora_branch(
         Component::Transient,
         Saves::NOTHING,
     );
+    // Its backward hands the delta the incoming gradient as is and the
+    // base output a cast of it (the H200 trace of Gemma-2-9B eager LoRA,
+    // `measurements/h200-generalization/trace-segments-30.jsonl.gz`,
+    // events 5,741 to 5,745: a 32 MiB bf16 cast, then the scaling's 64 MiB
+    // gradient).
+    g.mark_addition(sum);
     // The expression's temporary goes first, then the rebound `result`.
     g.drop_all(&[scaled, out.v]);
     let sum = T {
