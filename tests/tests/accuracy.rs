@@ -1716,6 +1716,16 @@ fn classification_jobs_through_the_trainer_are_within_half_a_percent() {
     every_driver_peak_within("real-jobs-2/measured-6.jsonl", 3, |_| 0.005);
 }
 
+/// Eager attention in training (batch 31: GPT-2 with a cache, Llama-3.2-1B
+/// and Qwen3 checkpointed and with a cache, Mistral-7B and Gemma-2-9B
+/// LoRA, Phi-3-mini, BERT), predicted at 2f4d492 before they ran, each in
+/// a fresh process: allocated peaks within 17 MB, driver-level peaks
+/// within 1% (`measurements/h200-generalization/README.md`, batch 31).
+#[test]
+fn eager_training_jobs_predicted_before_measuring_are_within_one_percent() {
+    every_case_within("h200-generalization/measured-31.jsonl", 9, 20_000_000, 0.01);
+}
+
 /// Decoders as sequence classifiers (batch 27 and 27b, the `Trainer`'s
 /// reward model of `real-jobs-2/measured-7.jsonl`), predicted at 45d46b6
 /// and 7ed860e before they ran. Full training, a forward and GPT-2 are
