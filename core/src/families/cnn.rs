@@ -68,10 +68,8 @@ impl ConvCall {
     }
 
     /// A patch embedding: non-overlapping k x k patches with stride k
-    /// (ViT's `conv_proj`). In half precision its forward takes no
-    /// workspace (the H200 trace of ViT-B/16 fp16 inference b128 at 384
-    /// pixels: the 108 MiB output, then the class-token `cat`,
-    /// `trace-segments-5.jsonl`); in fp32 it copies its input.
+    /// (ViT's `conv_proj`). Its blocks: [`forward_workspace`] and
+    /// [`patchify_weight_gradient_workspace`].
     fn is_patchify(&self) -> bool {
         self.k > 1 && self.out_hw * self.k == self.in_hw
     }
@@ -217,7 +215,7 @@ pub fn forward_workspace(runtime: &RuntimeProfile, c: &ConvCall) -> u64 {
             c.input_copy_bytes() + c.filter_copy_bytes() + CUDNN_PLAN_HEADER,
         );
     }
-    if c.dsize == 2 && c.is_patchify() {
+    if c.dsize == 2 && c.is_patchify() && c.input_copy_bytes() > CUDNN_PATCHIFY_COPY_LIMIT {
         return 0;
     }
     let filter = if c.k > 1 { c.filter_copy_bytes() } else { 0 };
@@ -226,6 +224,49 @@ pub fn forward_workspace(runtime: &RuntimeProfile, c: &ConvCall) -> u64 {
         c.input_copy_bytes() + c.output_bytes() + filter + CUDNN_PLAN_HEADER,
     )
 }
+
+/// A half-precision patch embedding's forward copies its input (channels
+/// padded to 8), output and filter, as the other transforming kernels do,
+/// while the input's copy is at most this many bytes, and takes nothing
+/// above. The H200 sweep of ViT-B/16's `conv_proj`
+/// (`measurements/h200-cudnn/stem_sweep.jsonl`, fp16 and bf16 alike): the
+/// copies at 224 px for batches 16 to 256 (input copies up to 205,520,896
+/// B; b128: 144,703,488, the trace of amp training asks 144,441,360 =
+/// 102,760,448 + 38,535,168 + 3,145,728 + 16,
+/// `measurements/h200-generalization/trace-segments-32.jsonl.gz`, event 4)
+/// and at 288 px up to batch 128 (169,869,312); nothing at 288 px batch 256
+/// (339,738,624) or 384 px batch 128 (301,989,888, the trace of fp16
+/// inference, `trace-segments-5.jsonl`). The bound lies between 205.5 and
+/// 302 MB; 2^28 B is taken.
+pub const CUDNN_PATCHIFY_COPY_LIMIT: u64 = 1 << 28;
+
+/// The weight gradient of a half-precision patch embedding (its images
+/// need no gradient): as the ResNet stem's, copies of the input (padded to
+/// 8 channels) and of the output gradient, the filter in half and in fp32,
+/// and fp32 split-K partial sums of the filter, as many as
+/// [`CUDNN_PATCHIFY_WGRAD_PARTIALS`] says for the GEMM's rows (batch x
+/// patches). The trace of ViT-B/16 amp training b128 at 224 px asks
+/// 169,607,168 B = 102,760,448 + 38,535,168 + 3,145,728 + 6,291,456 + 3 x
+/// 6,291,456 (`trace-segments-32.jsonl.gz`, event 1,323); the sweep's
+/// blocks agree at every batch and both image sizes, to block rounding.
+fn patchify_weight_gradient_workspace(c: &ConvCall) -> u64 {
+    let rows = c.batch * c.out_hw * c.out_hw;
+    let partials = CUDNN_PATCHIFY_WGRAD_PARTIALS
+        .iter()
+        .find(|&&(most_rows, _)| rows <= most_rows)
+        .map_or(0, |&(_, partials)| partials);
+    let filter = c.cout * c.padded_cin() * c.k * c.k;
+    c.input_copy_bytes() + c.output_bytes() + filter * (2 + FP32) + partials * filter * FP32
+}
+
+/// The split-K partial sums cuDNN keeps for a half-precision patch
+/// embedding's weight gradient, by the GEMM's rows (batch x patches): up
+/// to the first bound, the count beside it, and so on; none above the
+/// last. Measured (`stem_sweep.jsonl`, ViT-B/16): 2 at 3,136 to 20,736
+/// rows (224 px b16 to b64, 288 px b16 to b64), 3 at 25,088 to 50,176
+/// (224 px b128 and b256, 288 px b128), none at 82,944 (288 px b256).
+/// cuDNN's heuristics set the steps somewhere between the measured rows.
+pub const CUDNN_PATCHIFY_WGRAD_PARTIALS: [(u64, u64); 2] = [(20_736, 2), (50_176, 3)];
 
 /// In `channels_last` the kernels read NHWC tensors as they are: no layout
 /// copies (`measurements/channels-last/conv_workspaces_*_sweep_cl.jsonl`:
@@ -296,6 +337,9 @@ pub fn backward_workspace(runtime: &RuntimeProfile, c: &ConvCall) -> [u64; 2] {
     }
     if c.channels_last {
         return [0, scaled(runtime, split_k_bytes(c).unwrap_or(0))];
+    }
+    if c.is_patchify() && c.dsize == 2 && !c.channels_last {
+        return [0, scaled(runtime, patchify_weight_gradient_workspace(c))];
     }
     if let Some(blocks) = measured_nchw_backward(c) {
         return blocks.map(|bytes| scaled(runtime, bytes));

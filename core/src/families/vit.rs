@@ -190,6 +190,44 @@ struct Net {
     conv_workspace: (u64, [u64; 2]),
 }
 
+/// `nn.LayerNorm` on the residual stream. In training
+/// `nn.MultiheadAttention` (batch first, its slow path) returns its output
+/// transposed, a view, and `x + input` takes that layout, as does every
+/// sum after it; `native_layer_norm` then makes its input contiguous, a
+/// copy alive until its output exists (the H200 trace of ViT-B/16 amp
+/// training, `measurements/h200-generalization/trace-segments-32.jsonl.gz`,
+/// events 36 to 39: a 73.88 MiB copy, the 73.88 MiB output, the copy
+/// freed; at every norm but the first layer's `ln_1`). Autograd saves the
+/// sum itself, not the copy, and the backward copies it again.
+fn layer_norm_of_residual(
+    g: &mut Graph,
+    cx: &mut Ctx,
+    x: T,
+    weight: Value,
+    hidden: u64,
+    name: &'static str,
+    transposed: bool,
+) -> T {
+    let copy = transposed.then(|| {
+        g.op(
+            "layer norm: contiguous copy of its input",
+            &[x.v],
+            x.bytes(),
+            Component::Transient,
+            Saves::NOTHING,
+        )
+    });
+    let y = nn::layer_norm(g, cx, x, weight, hidden, name);
+    if let Some(copy) = copy {
+        g.drop(copy);
+        // Its backward makes the same copy of the saved sum before the
+        // input's gradient (events 367 to 372: the copy, the gradient,
+        // then the copy freed).
+        g.set_backward_temporaries(y.v, 1);
+    }
+    y
+}
+
 impl Net {
     fn forward(&self, g: &mut Graph, cx: &mut Ctx, training: bool, images: Value) -> T {
         let (b, h, n) = (self.b, self.h, self.n);
@@ -249,14 +287,14 @@ impl Net {
         for (l, blk) in self.blocks.iter().enumerate() {
             let layer = Some(l as u32);
             g.at("ln_1", layer);
-            let y = nn::layer_norm(g, cx, x, blk.ln1, h, "ln_1");
+            let y = layer_norm_of_residual(g, cx, x, blk.ln1, h, "ln_1", training && l > 0);
             g.at("self_attention", layer);
             let a = self.attention(g, cx, y, blk, training, layer);
             g.drop(y.v);
             let x2 = nn::add(g, a, x, "residual add (attention)");
             g.drop(a.v);
             g.at("ln_2", layer);
-            let y2 = nn::layer_norm(g, cx, x2, blk.ln2, h, "ln_2");
+            let y2 = layer_norm_of_residual(g, cx, x2, blk.ln2, h, "ln_2", training);
             g.at("mlp: fc1", layer);
             let f = nn::linear(g, cx, y2, &blk.fc1, "mlp: fc1");
             g.at("mlp: gelu", layer);
@@ -274,17 +312,15 @@ impl Net {
             x = out;
         }
         g.at("final ln", None);
-        let y = nn::layer_norm(g, cx, x, self.ln, h, "final ln");
+        let y = layer_norm_of_residual(g, cx, x, self.ln, h, "final ln", training);
         g.drop(x.v);
         g.drop(encoder_input);
         g.drop(with_cls.v);
-        let cls = g.op(
-            "class token x[:, 0]",
-            &[y.v],
-            b * h * y.dsize,
-            Component::Transient,
-            Saves::NOTHING,
-        );
+        // `x = x[:, 0]` is a view: the norm's output lives until `heads`
+        // returns and `x` is rebound (the H200 trace of ViT-B/16 amp
+        // training, `trace-segments-32.jsonl.gz`, events 360 and 361: the
+        // head's weight cast, then the 73.88 MiB norm output freed).
+        let cls = g.slice("class token x[:, 0]", y.v, b * h * y.dsize);
         g.drop(y.v);
         let cls = T {
             v: cls,
@@ -330,12 +366,22 @@ impl Net {
                 Saves::NOTHING,
             );
             g.drop(proj.v);
-            g.hold(packed);
-            g.hold(packed);
+            // `q, k, v = proj[0], proj[1], proj[2]`: views, each of whose
+            // backward (`SelectBackward`) makes a zeroed gradient of the
+            // packed size (the H200 trace of ViT-B/16 amp training,
+            // `trace-segments-32.jsonl.gz`, events 414 to 433: SDPA's three
+            // 36.94 MiB gradients, then 110.81 MiB blocks summed).
+            let [q, k, v] = [
+                "self_attention: q = proj[0]",
+                "self_attention: k = proj[1]",
+                "self_attention: v = proj[2]",
+            ]
+            .map(|name| g.slice(name, packed, third.bytes()));
+            g.drop(packed);
             (
-                T { v: packed, ..third },
-                T { v: packed, ..third },
-                T { v: packed, ..third },
+                T { v: q, ..third },
+                T { v: k, ..third },
+                T { v: v, ..third },
             )
         } else {
             // Inference takes `_native_multi_head_attention`'s SDPA path:
@@ -395,7 +441,18 @@ impl Net {
         g.drop(merged.v);
         if !training {
             g.drop(proj.v);
+            return out;
         }
-        out
+        // `attn_output.view(L, N, E)` returned as `.transpose(1, 0)`: a
+        // view, whose gradient arrives batch-major and is copied for
+        // `out_proj`'s backward (the H200 trace of ViT-B/16 amp training,
+        // `trace-segments-32.jsonl.gz`, events 404 and 405: a 36.94 MiB
+        // copy, the incoming gradient freed, then `out_proj`'s gradients).
+        let transposed = g.slice("self_attention: output transpose(1, 0)", out.v, out.bytes());
+        g.drop(out.v);
+        T {
+            v: transposed,
+            ..out
+        }
     }
 }

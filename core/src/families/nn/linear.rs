@@ -83,12 +83,20 @@ pub fn linear_by(
         };
         (x, w)
     };
-    let xin = if kernel == Kernel::GemmOfTransposedInput {
+    // The copy is `matmul`'s temporary and what it saves; the tensor it
+    // was copied from (autocast's cast) lives until the call returns (the
+    // H200 trace of ViT-B/16 amp training, `trace-segments-32.jsonl.gz`,
+    // events 11 to 15: the cast, the copy, `in_proj`'s output and the
+    // cuBLAS workspace, then the cast freed).
+    let (xin, copied_from) = if kernel == Kernel::GemmOfTransposedInput {
         let c = unary(g, xin, "reshape: contiguous copy of the input", xin.dsize);
-        g.drop(xin.v);
-        c
+        // Its backward hands the gradient on as a view (a clone's and a
+        // reshape's): the next block is the input cast's (trace 32,
+        // event 440: the 73.88 MiB fp32 gradient of autocast's cast).
+        g.mark_view_grads(c.v);
+        (c, Some(xin.v))
     } else {
-        xin
+        (xin, None)
     };
     let out_dsize = if cx.autocast { BF16 } else { cx.compute_dsize };
     if l.quantized {
@@ -97,7 +105,16 @@ pub fn linear_by(
     }
     // The input is saved for the weight's gradient, the weight for the
     // input's (in that order).
-    let (saved_buf, saved_len) = match (g.requires_grad(w.v), g.requires_grad(xin.v)) {
+    // A convolution's node saves both whatever needs a gradient: one
+    // `convolution_backward` formula reads both (ViT's `conv_proj`, whose
+    // images need none, keeps its weight's autocast cast through backward
+    // in the H200 trace of amp training, `trace-segments-32.jsonl.gz`).
+    let needs = (g.requires_grad(w.v), g.requires_grad(xin.v));
+    let needs = match needs {
+        (true, false) | (false, true) if kernel == Kernel::Convolution => (true, true),
+        other => other,
+    };
+    let (saved_buf, saved_len) = match needs {
         (true, true) => ([xin.v, w.v], 2),
         (true, false) => ([xin.v, xin.v], 1),
         (false, true) => ([w.v, w.v], 1),
@@ -151,6 +168,9 @@ pub fn linear_by(
         }
     }
     g.drop(xin.v);
+    if let Some(original) = copied_from {
+        g.drop(original);
+    }
     if drop_weight_copy {
         g.drop(w.v);
     }
