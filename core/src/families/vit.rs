@@ -376,13 +376,12 @@ impl Net {
                 "self_attention: k = proj[1]",
                 "self_attention: v = proj[2]",
             ]
-            .map(|name| g.slice(name, packed, third.bytes()));
+            .map(|name| T {
+                v: g.slice(name, packed, third.bytes()),
+                ..third
+            });
             g.drop(packed);
-            (
-                T { v: q, ..third },
-                T { v: k, ..third },
-                T { v: v, ..third },
-            )
+            (q, k, v)
         } else {
             // Inference takes `_native_multi_head_attention`'s SDPA path:
             // `qkv.chunk(3, -1)` views go straight to the kernel, and the
