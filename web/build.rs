@@ -42,9 +42,10 @@ fn main() {
         .expect("OUT_DIR is writable");
 }
 
-/// Each measured case as the page reads it (`calib::parse_case`): its name,
-/// model, workload, allocator and driver-level peak; every other field (the
-/// versions, the other peaks, parameter counts) left out of the bundle.
+/// Each measured case as the page reads it (`calib::parse_case`): its
+/// model, workload, allocator (unless the default) and driver-level peak;
+/// every other field (its name, the versions, the other peaks, parameter
+/// counts) left out of the bundle.
 fn page_points(text: &str) -> String {
     use serde_json::{Map, Value};
     let mut out = String::new();
@@ -54,12 +55,21 @@ fn page_points(text: &str) -> String {
             continue;
         };
         let mut kept = Map::new();
-        for key in ["case", "model", "workload"] {
+        // The case's name is not shown: left out.
+        for key in ["model", "workload"] {
             if let Some(v) = case.get(key) {
                 kept.insert(key.into(), v.clone());
             }
         }
-        if let Some(allocator) = case.get("runtime").and_then(|r| r.get("allocator")) {
+        if let Some(Value::Object(workload)) = kept.get_mut("workload") {
+            drop_defaults(workload);
+        }
+        // The default allocator is what a case without `runtime` reads as.
+        if let Some(allocator) = case
+            .get("runtime")
+            .and_then(|r| r.get("allocator"))
+            .filter(|a| a.as_str() != Some("default"))
+        {
             let mut runtime = Map::new();
             runtime.insert("allocator".into(), allocator.clone());
             kept.insert("runtime".into(), Value::Object(runtime));
@@ -73,4 +83,32 @@ fn page_points(text: &str) -> String {
         out.push('\n');
     }
     out
+}
+
+/// Workload fields whose value is the one the page's parser takes when the
+/// field is absent (a test in `web/src/calib.rs` checks that the bundled
+/// points parse exactly as the public file's).
+const DEFAULTS: [(&str, &str); 7] = [
+    ("attention", "\"sdpa\""),
+    ("loss", "\"cross_entropy_on_all_tokens\""),
+    ("training.steps", "2"),
+    ("training.grad_checkpointing", "false"),
+    ("training.optimizer", "\"adamw\""),
+    ("training.zero_grad", "\"set_to_none\""),
+    ("esmfold.chunk_size", "null"),
+];
+
+fn drop_defaults(workload: &mut serde_json::Map<String, serde_json::Value>) {
+    for (path, value) in DEFAULTS {
+        let (object, key) = match path.split_once('.') {
+            Some((outer, key)) => match workload.get_mut(outer) {
+                Some(serde_json::Value::Object(inner)) => (inner, key),
+                _ => continue,
+            },
+            None => (&mut *workload, path),
+        };
+        if object.get(key).map(|v| v.to_string()).as_deref() == Some(value) {
+            object.remove(key);
+        }
+    }
 }

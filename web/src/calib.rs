@@ -205,6 +205,26 @@ mod tests {
     use crate::defaults::workload_for;
     use headroom_core::presets;
 
+    /// The bundle keeps only what the page reads of the public file
+    /// (`web/build.rs`): each point parses as the full line does, bar the
+    /// case's name.
+    #[test]
+    fn bundled_points_parse_as_the_public_file() {
+        let full = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../measurements/public/h200-public.jsonl"
+        ))
+        .unwrap();
+        let unnamed: Vec<MeasuredPoint> = parse_jsonl(&full)
+            .into_iter()
+            .map(|p| MeasuredPoint {
+                case: String::new(),
+                ..p
+            })
+            .collect();
+        assert_eq!(builtin().points, unnamed);
+    }
+
     #[test]
     fn bundled_h200_points_parse() {
         let p = builtin();

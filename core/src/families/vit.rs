@@ -210,7 +210,7 @@ fn layer_norm_of_residual(
 ) -> T {
     let copy = transposed.then(|| {
         g.op(
-            "layer norm: contiguous copy of its input",
+            "layer norm: input copy",
             &[x.v],
             x.bytes(),
             Component::Transient,
@@ -371,13 +371,8 @@ impl Net {
             // packed size (the H200 trace of ViT-B/16 amp training,
             // `trace-segments-32.jsonl.gz`, events 414 to 433: SDPA's three
             // 36.94 MiB gradients, then 110.81 MiB blocks summed).
-            let [q, k, v] = [
-                "self_attention: q = proj[0]",
-                "self_attention: k = proj[1]",
-                "self_attention: v = proj[2]",
-            ]
-            .map(|name| T {
-                v: g.slice(name, packed, third.bytes()),
+            let [q, k, v] = [(); 3].map(|_| T {
+                v: g.slice("self_attention: q/k/v view", packed, third.bytes()),
                 ..third
             });
             g.drop(packed);
@@ -447,7 +442,7 @@ impl Net {
         // `out_proj`'s backward (the H200 trace of ViT-B/16 amp training,
         // `trace-segments-32.jsonl.gz`, events 404 and 405: a 36.94 MiB
         // copy, the incoming gradient freed, then `out_proj`'s gradients).
-        let transposed = g.slice("self_attention: output transpose(1, 0)", out.v, out.bytes());
+        let transposed = g.slice("self_attention: transpose(1, 0)", out.v, out.bytes());
         g.drop(out.v);
         T {
             v: transposed,

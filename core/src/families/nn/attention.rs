@@ -577,7 +577,7 @@ pub fn eager_attention(
     // freed after it; `measurements/h200-bert-eager/`).
     let value_operand = (s.batch > 1 && style.strided.value).then(|| {
         g.op(
-            "attention probs @ V: matmul value copy",
+            "attention probs @ V: value copy",
             &[v_in.v],
             v_in.bytes(),
             Component::Transient,

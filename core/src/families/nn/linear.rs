@@ -109,12 +109,12 @@ pub fn linear_by(
     // `convolution_backward` formula reads both (ViT's `conv_proj`, whose
     // images need none, keeps its weight's autocast cast through backward
     // in the H200 trace of amp training, `trace-segments-32.jsonl.gz`).
-    let needs = (g.requires_grad(w.v), g.requires_grad(xin.v));
-    let needs = match needs {
-        (true, false) | (false, true) if kernel == Kernel::Convolution => (true, true),
-        other => other,
-    };
-    let (saved_buf, saved_len) = match needs {
+    let (mut weight_needs, mut input_needs) = (g.requires_grad(w.v), g.requires_grad(xin.v));
+    if kernel == Kernel::Convolution {
+        weight_needs |= input_needs;
+        input_needs = weight_needs;
+    }
+    let (saved_buf, saved_len) = match (weight_needs, input_needs) {
         (true, true) => ([xin.v, w.v], 2),
         (true, false) => ([xin.v, xin.v], 1),
         (false, true) => ([w.v, w.v], 1),
