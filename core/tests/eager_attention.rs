@@ -226,13 +226,10 @@ fn checkpointed_eager_attention_backward_follows_the_trace() {
     let json = r#"{"model": "llama-3.2-1b", "workload": {"mode": "training", "batch": 2,
         "seq_len": 2048, "attention": "eager", "training": {"precision": "amp_bf16",
         "grad_checkpointing": true}}, "runtime": {"process_ran_backward": false}}"#;
-    let spec = headroom_core::spec::Spec::from_json(json).unwrap();
-    let events: Vec<(bool, u64)> =
-        common::named_events_of(&spec.model.arch, &spec.workload, &spec.runtime, MIB + 1)
-            .into_iter()
-            .filter(|(_, _, name)| !name.contains("load weights"))
-            .map(|(alloc, size, _)| (alloc, size / MIB))
-            .collect();
+    let events: Vec<(bool, u64)> = common::spec_events_above_one_mib(json)
+        .into_iter()
+        .map(|(alloc, size)| (alloc, size / MIB))
+        .collect();
     #[rustfmt::skip]
     let attention = [
         (true, 16), (false, 16), (true, 16), (true, 512), (false, 512), (false, 16),
@@ -286,13 +283,10 @@ fn lora_sum_backward_passes_the_delta_its_gradient() {
         "seq_len": 2048, "attention": "eager", "training": {"precision": "bf16",
         "grad_checkpointing": true, "lora": {"rank": 16}}},
         "runtime": {"process_ran_backward": false}}"#;
-    let spec = headroom_core::spec::Spec::from_json(json).unwrap();
-    let events: Vec<(bool, u64)> =
-        common::named_events_of(&spec.model.arch, &spec.workload, &spec.runtime, MIB + 1)
-            .into_iter()
-            .filter(|(_, _, name)| !name.contains("load weights"))
-            .map(|(alloc, size, _)| (alloc, size / MIB))
-            .collect();
+    let events: Vec<(bool, u64)> = common::spec_events_above_one_mib(json)
+        .into_iter()
+        .map(|(alloc, size)| (alloc, size / MIB))
+        .collect();
     #[rustfmt::skip]
     let v_proj = [
         (true, 64), (false, 32), (true, 32), (true, 64), (false, 64), (false, 64),

@@ -29,11 +29,9 @@ fn replay_events() -> Vec<(bool, f64)> {
         "image_size": 224, "training": {"optimizer": "sgd", "momentum": 0.9,
         "precision": "amp_bf16"}, "loss": "cross_entropy"},
         "runtime": {"process_ran_backward": false}}"#;
-    let spec = headroom_core::spec::Spec::from_json(json).unwrap();
-    common::named_events_of(&spec.model.arch, &spec.workload, &spec.runtime, MIB + 1)
+    common::spec_events_above_one_mib(json)
         .into_iter()
-        .filter(|(_, _, name)| !name.contains("load weights"))
-        .map(|(alloc, size, _)| (alloc, size as f64 / MIB as f64))
+        .map(|(alloc, size)| (alloc, size as f64 / MIB as f64))
         .collect()
 }
 

@@ -53,3 +53,16 @@ pub fn named_events_of(
         .map(|(alloc, size, _, op)| (alloc, size, op.name))
         .collect()
 }
+
+/// The events of a spec's replay as the alignment scripts compare them
+/// with a trace: blocks above 1 MiB, the weights' loading left out;
+/// (allocation, size in bytes).
+#[allow(dead_code)]
+pub fn spec_events_above_one_mib(json: &str) -> Vec<(bool, u64)> {
+    let spec = headroom_core::spec::Spec::from_json(json).unwrap();
+    named_events_of(&spec.model.arch, &spec.workload, &spec.runtime, MIB + 1)
+        .into_iter()
+        .filter(|(_, _, name)| !name.contains("load weights"))
+        .map(|(alloc, size, _)| (alloc, size))
+        .collect()
+}
