@@ -168,6 +168,20 @@ HF_PRESETS = {
         vocab_size=33, hidden_size=1280, num_hidden_layers=33, num_attention_heads=20,
         intermediate_size=5120, position_embedding_type="rotary", token_dropout=True,
         **ESM_TOKENS), 649400981),
+    # Measured from 2026-12-04: the published ESM-2 configs' shapes, random
+    # weights (parameter counts as the core's presets count them, with buffers).
+    "esm2-t36-3b": ("EsmConfig", "EsmModel", dict(
+        vocab_size=33, hidden_size=2560, num_hidden_layers=36, num_attention_heads=40,
+        intermediate_size=10240, position_embedding_type="rotary", token_dropout=True,
+        **ESM_TOKENS), 2870193280),
+    "esm2-t30-150m": ("EsmConfig", "EsmModel", dict(
+        vocab_size=33, hidden_size=640, num_hidden_layers=30, num_attention_heads=20,
+        intermediate_size=2560, position_embedding_type="rotary", token_dropout=True,
+        **ESM_TOKENS), 147728768),
+    "esm2-t12-35m": ("EsmConfig", "EsmModel", dict(
+        vocab_size=33, hidden_size=480, num_hidden_layers=12, num_attention_heads=20,
+        intermediate_size=1920, position_embedding_type="rotary", token_dropout=True,
+        **ESM_TOKENS), 33273216),
     "esmfold-v1": ("EsmConfig", "EsmForProteinFolding", dict(
         vocab_size=33, hidden_size=2560, num_hidden_layers=36, num_attention_heads=40,
         intermediate_size=10240, max_position_embeddings=1026, position_embedding_type="rotary",
@@ -181,13 +195,18 @@ VISION_PRESETS = {  # id -> (torchvision.models function, expected params)
     "resnet-101": ("resnet101", 44549160),
     "mobilenetv2": ("mobilenet_v2", 3504872),
     "vit-b-16": ("vit_b_16", 86567656),
+    "vit-l-16": ("vit_l_16", 304326632),
+    "resnet-34": ("resnet34", 21797672),
+    "resnet-152": ("resnet152", 60192808),
 }
 
 # The model-class prefix of each encoder with classification heads.
-HEAD_CLASSES = {"bert-base-uncased": "Bert", "bert-large-uncased": "Bert", "esm2-t33-650m": "Esm"}
+HEAD_CLASSES = {"bert-base-uncased": "Bert", "bert-large-uncased": "Bert", "esm2-t33-650m": "Esm",
+                "esm2-t36-3b": "Esm", "esm2-t30-150m": "Esm", "esm2-t12-35m": "Esm"}
 
 # Token ids drawn for random inputs: (low, high) per model family.
-TOKEN_RANGE = {"esm2-t33-650m": (4, 24), "bert-base-uncased": (1000, 30000),
+TOKEN_RANGE = {"esm2-t33-650m": (4, 24), "esm2-t36-3b": (4, 24), "esm2-t30-150m": (4, 24),
+               "esm2-t12-35m": (4, 24), "bert-base-uncased": (1000, 30000),
                "bert-large-uncased": (1000, 30000)}
 
 # Where the repeated blocks live, tried in order (for snapshot markers).
