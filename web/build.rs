@@ -1,5 +1,6 @@
-//! Bundles `calibration/profiles/*.json` (repository root) into the page,
-//! and the public H200 measurements with only the fields the page reads.
+//! Bundles `calibration/profiles/*.json` (repository root) and the public
+//! H200 measurements into the page, each with only the fields the page
+//! reads.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -18,21 +19,23 @@ fn main() {
         })
         .unwrap_or_default();
     files.sort();
-    let mut out = String::from("/// Bundled profiles: (file stem, contents).\n");
+    let out_dir = PathBuf::from(std::env::var("OUT_DIR").expect("set by cargo"));
+    let mut out = String::from("/// Bundled profiles: (file stem, the fields the page reads).\n");
     out.push_str("pub const PROFILES: &[(&str, &str)] = &[\n");
     for f in &files {
         println!("cargo:rerun-if-changed={}", f.display());
         let stem = f.file_stem().and_then(|s| s.to_str()).unwrap_or("profile");
-        let path = f.canonicalize().expect("listed file exists");
+        let text = std::fs::read_to_string(f).expect("listed file exists");
+        let trimmed = out_dir.join(format!("profile-{stem}.json"));
+        std::fs::write(&trimmed, page_profile(&text)).expect("OUT_DIR is writable");
         writeln!(
             out,
             "    ({stem:?}, include_str!({:?})),",
-            path.display().to_string()
+            trimmed.display().to_string()
         )
         .expect("writing to a String");
     }
     out.push_str("];\n");
-    let out_dir = PathBuf::from(std::env::var("OUT_DIR").expect("set by cargo"));
     std::fs::write(out_dir.join("profiles.rs"), out).expect("OUT_DIR is writable");
 
     let public = manifest.join("../measurements/public/h200-public.jsonl");
@@ -42,47 +45,72 @@ fn main() {
         .expect("OUT_DIR is writable");
 }
 
-/// Each measured case as the page reads it (`calib::parse_case`): its
+/// Each measured case of a JSON-lines file as [`page_case`] keeps it.
+fn page_points(text: &str) -> String {
+    let mut out = String::new();
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let case: serde_json::Value =
+            serde_json::from_str(line).expect("the public file is valid JSON");
+        if let Some(case) = page_case(&case) {
+            out.push_str(&case.to_string());
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// A calibration profile as the page reads it (`calib::parse_profile`):
+/// its name, runtime and points (each as [`page_case`] keeps it); the
+/// fitted coefficients' provenance, the fit and the versions left out.
+fn page_profile(text: &str) -> String {
+    use serde_json::{Map, Value};
+    let profile: Value = serde_json::from_str(text).expect("a bundled profile is valid JSON");
+    let mut kept = Map::new();
+    for key in ["name", "runtime"] {
+        if let Some(v) = profile.get(key) {
+            kept.insert(key.into(), v.clone());
+        }
+    }
+    if let Some(Value::Array(points)) = profile.get("points") {
+        let points = points.iter().filter_map(page_case).collect();
+        kept.insert("points".into(), Value::Array(points));
+    }
+    Value::Object(kept).to_string()
+}
+
+/// One measured case as the page reads it (`calib::parse_case`): its
 /// model, workload, allocator (unless the default) and driver-level peak;
 /// every other field (its name, the versions, the other peaks, parameter
 /// counts) left out of the bundle.
-fn page_points(text: &str) -> String {
+fn page_case(case: &serde_json::Value) -> Option<serde_json::Value> {
     use serde_json::{Map, Value};
-    let mut out = String::new();
-    for line in text.lines().filter(|l| !l.trim().is_empty()) {
-        let case: Value = serde_json::from_str(line).expect("the public file is valid JSON");
-        let Some(case) = case.as_object() else {
-            continue;
-        };
-        let mut kept = Map::new();
-        // The case's name is not shown: left out.
-        for key in ["model", "workload"] {
-            if let Some(v) = case.get(key) {
-                kept.insert(key.into(), v.clone());
-            }
+    let case = case.as_object()?;
+    let mut kept = Map::new();
+    // The case's name is not shown: left out.
+    for key in ["model", "workload"] {
+        if let Some(v) = case.get(key) {
+            kept.insert(key.into(), v.clone());
         }
-        if let Some(Value::Object(workload)) = kept.get_mut("workload") {
-            drop_defaults(workload);
-        }
-        // The default allocator is what a case without `runtime` reads as.
-        if let Some(allocator) = case
-            .get("runtime")
-            .and_then(|r| r.get("allocator"))
-            .filter(|a| a.as_str() != Some("default"))
-        {
-            let mut runtime = Map::new();
-            runtime.insert("allocator".into(), allocator.clone());
-            kept.insert("runtime".into(), Value::Object(runtime));
-        }
-        if let Some(peak) = case.get("measured").and_then(|m| m.get("driver_peak")) {
-            let mut measured = Map::new();
-            measured.insert("driver_peak".into(), peak.clone());
-            kept.insert("measured".into(), Value::Object(measured));
-        }
-        out.push_str(&Value::Object(kept).to_string());
-        out.push('\n');
     }
-    out
+    if let Some(Value::Object(workload)) = kept.get_mut("workload") {
+        drop_defaults(workload);
+    }
+    // The default allocator is what a case without `runtime` reads as.
+    if let Some(allocator) = case
+        .get("runtime")
+        .and_then(|r| r.get("allocator"))
+        .filter(|a| a.as_str() != Some("default"))
+    {
+        let mut runtime = Map::new();
+        runtime.insert("allocator".into(), allocator.clone());
+        kept.insert("runtime".into(), Value::Object(runtime));
+    }
+    if let Some(peak) = case.get("measured").and_then(|m| m.get("driver_peak")) {
+        let mut measured = Map::new();
+        measured.insert("driver_peak".into(), peak.clone());
+        kept.insert("measured".into(), Value::Object(measured));
+    }
+    Some(Value::Object(kept))
 }
 
 /// Workload fields whose value is the one the page's parser takes when the

@@ -468,11 +468,31 @@ impl EncoderArch {
     }
 }
 
-/// torchvision's `VisionTransformer`.
+/// Which library's vision transformer a job runs. Their blocks run the
+/// same kernels; around the blocks they hold different tensors.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+pub enum VitLibrary {
+    /// torchvision's `VisionTransformer` (`vit_b_16`, `vit_l_16`):
+    /// `nn.MultiheadAttention`, and the class-token concatenation held
+    /// beside the position-embedded input through the encoder.
+    #[default]
+    Torchvision,
+    /// timm's `VisionTransformer` (`vit_base_patch16_224`, ...): its own
+    /// attention (`qkv` views straight into SDPA) and only the
+    /// position-embedded input held through the blocks.
+    Timm,
+}
+
+/// A vision transformer (torchvision's or timm's `VisionTransformer`).
 #[derive(Clone, Debug, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(deny_unknown_fields))]
 pub struct VitArch {
+    /// The library whose model the job builds (default torchvision).
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub library: VitLibrary,
     /// Image size the position embedding was built for.
     pub image_size: u32,
     /// Patch edge in pixels.

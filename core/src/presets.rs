@@ -184,6 +184,7 @@ pub fn vit(
     num_heads: u32,
 ) -> VitArch {
     VitArch {
+        library: VitLibrary::Torchvision,
         image_size: 224,
         patch_size,
         hidden_size,
@@ -191,6 +192,14 @@ pub fn vit(
         num_layers,
         num_heads,
         num_classes: 1000,
+    }
+}
+
+/// The same shapes as timm builds them (`timm.create_model`).
+fn timm(arch: VitArch) -> VitArch {
+    VitArch {
+        library: VitLibrary::Timm,
+        ..arch
     }
 }
 
@@ -496,6 +505,21 @@ pub fn all() -> Vec<Preset> {
             "vit-l-16",
             "ViT-L/16",
             Architecture::Vit(vit(16, 1024, 4096, 24, 16)),
+        ),
+        vision(
+            "vit-small-patch16-224",
+            "ViT-S/16 (timm)",
+            Architecture::Vit(timm(vit(16, 384, 1536, 12, 6))),
+        ),
+        vision(
+            "vit-base-patch16-224",
+            "ViT-B/16 (timm)",
+            Architecture::Vit(timm(vit(16, 768, 3072, 12, 12))),
+        ),
+        vision(
+            "vit-large-patch16-224",
+            "ViT-L/16 (timm)",
+            Architecture::Vit(timm(vit(16, 1024, 4096, 24, 16))),
         ),
         vision("resnet-18", "ResNet-18", resnet([2, 2, 2, 2], false)),
         vision("resnet-34", "ResNet-34", resnet([3, 4, 6, 3], false)),

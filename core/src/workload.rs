@@ -107,6 +107,13 @@ pub struct InferenceOptions {
     /// gathered into the chosen beams' order; 1 (the default) is greedy.
     /// Decoder generation only.
     pub num_beams: u32,
+    /// `generate(return_dict_in_generate=True, output_scores=True)`: every
+    /// step's processed scores, (rows, vocabulary) fp32, returned in a
+    /// tuple and so held to the end. Greedy decoder generation, one batch.
+    pub output_scores: bool,
+    /// `output_logits=True`: every step's fp32 last-position logits, held
+    /// to the end alike.
+    pub output_logits: bool,
 }
 
 impl Default for InferenceOptions {
@@ -119,6 +126,8 @@ impl Default for InferenceOptions {
             kv_dtype: None,
             batches: 1,
             num_beams: 1,
+            output_scores: false,
+            output_logits: false,
         }
     }
 }

@@ -89,6 +89,11 @@ fn published_parameter_counts() {
         // jobs of `measurements/channels-last/measured-2.jsonl` counted them.
         ("resnet-34", 21_797_672),
         ("resnet-152", 60_192_808),
+        // timm's ViTs as `timm_infer.py` and `timm_train.py` counted them on
+        // the H200 (`measurements/real-jobs-2/logs/`).
+        ("vit-small-patch16-224", 22_050_664),
+        ("vit-base-patch16-224", 86_567_656),
+        ("vit-large-patch16-224", 304_326_632),
     ];
     for (id, params) in table {
         assert_eq!(preset(id).arch.params(), *params, "{id}");
@@ -226,6 +231,9 @@ fn every_preset_is_valid_unique_and_grouped() {
         "esm2-t48-15b",
         "bert-large-uncased",
         "vit-l-16",
+        "vit-small-patch16-224",
+        "vit-base-patch16-224",
+        "vit-large-patch16-224",
         "resnet-18",
         "resnet-34",
         "resnet-101",

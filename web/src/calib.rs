@@ -232,6 +232,28 @@ mod tests {
         assert!(p.points.iter().all(|p| p.driver_peak > 1_000_000_000));
     }
 
+    /// The bundled profiles carry only what the page reads (`web/build.rs`):
+    /// each parses as its file in `calibration/profiles/` does, bar the
+    /// points' names.
+    #[test]
+    fn bundled_profiles_parse_as_their_files() {
+        assert!(!bundled_files().is_empty());
+        for (id, text) in bundled_files() {
+            let full = std::fs::read_to_string(format!(
+                "{}/../calibration/profiles/{id}.json",
+                env!("CARGO_MANIFEST_DIR")
+            ))
+            .unwrap();
+            let mut expected = parse_profile(&full, id).unwrap();
+            for p in &mut expected.points {
+                p.case.clear();
+            }
+            assert!(!expected.points.is_empty(), "{id}");
+            assert_eq!(parse_profile(text, id).unwrap(), expected, "{id}");
+            assert!(text.len() < full.len() / 2, "{id}: {} bytes", text.len());
+        }
+    }
+
     #[test]
     fn bundled_profiles_all_parse() {
         for (id, text) in bundled_files() {

@@ -15,7 +15,7 @@ use crate::error::Error;
 use crate::runtime::LibraryUse;
 use crate::runtime::RuntimeProfile;
 use crate::trace::Replay;
-use crate::workload::{Head, Logits, Mode, Workload};
+use crate::workload::{Head, InferenceKind, Logits, Mode, Workload};
 
 /// What a family's replay reports besides the allocator trace.
 #[derive(Clone, Copy, Debug, Default)]
@@ -48,6 +48,33 @@ pub fn validate(arch: &Architecture, workload: &Workload) -> Result<(), Error> {
             "beam search is part of a decoder LLM's generation",
             "1 for this model",
         ));
+    }
+    // Every step's scores or logits returned: a decoder's greedy
+    // generation of one batch (beam search's and a loop's are not modelled).
+    let per_step = workload.inference.output_scores || workload.inference.output_logits;
+    if per_step
+        && workload.mode == Mode::Inference
+        && workload.inference.kind == InferenceKind::Generate
+    {
+        let field = if workload.inference.output_scores {
+            "workload.inference.output_scores"
+        } else {
+            "workload.inference.output_logits"
+        };
+        if !matches!(arch, Architecture::Decoder(_)) {
+            return Err(Error::invalid(
+                field,
+                "returned scores and logits are part of a decoder LLM's generation",
+                "false for this model",
+            ));
+        }
+        if workload.inference.num_beams > 1 || workload.inference.batches > 1 {
+            return Err(Error::invalid(
+                field,
+                "returned scores and logits are modelled for greedy generation of one batch",
+                "false with num_beams or batches above 1",
+            ));
+        }
     }
     let head_modelled = match arch {
         Architecture::Encoder(_) => true,

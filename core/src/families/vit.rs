@@ -1,4 +1,4 @@
-//! torchvision's `VisionTransformer` (ViT-B/16, ViT-L/16).
+//! torchvision's `VisionTransformer` (ViT-B/16, ViT-L/16), and timm's.
 //!
 //! Inference under `no_grad` takes `nn.MultiheadAttention`'s fast path
 //! (`_native_multi_head_attention`: one packed in-projection, q/k/v split
@@ -7,11 +7,18 @@
 //! contiguous as (3, tokens, batch, width), then SDPA, then a
 //! `permute(...).contiguous()` copy before the out-projection. LayerNorm
 //! outputs are fp32 under autocast; `Dropout(p=0.0)` allocates nothing.
+//!
+//! timm's `VisionTransformer` (`VitLibrary::Timm`) runs the same kernels in
+//! its blocks; its attention feeds views of the packed `qkv` projection to
+//! SDPA and returns token-major outputs, so its norms never copy, and it
+//! holds only the position-embedded input through the blocks (the H200
+//! traces of timm ViT-B/16 and ViT-L/16 inference and ViT-B/16 amp
+//! training, `measurements/real-jobs-2/trace-segments-8.jsonl.gz`).
 
 use super::nn::{self, AttnShape, Ctx, Linear, Params, FP32, T};
 use super::optim;
 use super::ReplaySummary;
-use crate::arch::VitArch;
+use crate::arch::{VitArch, VitLibrary};
 use crate::component::Component;
 use crate::error::Error;
 use crate::graph::{Graph, Saves, Value};
@@ -124,6 +131,7 @@ pub fn replay(
         super::cnn::backward_workspace(runtime, &patch_conv),
     );
     let net = Net {
+        timm: a.library == VitLibrary::Timm,
         conv_workspace,
         conv,
         cls,
@@ -173,6 +181,8 @@ pub fn replay(
 }
 
 struct Net {
+    /// timm's model, not torchvision's.
+    timm: bool,
     conv: Linear,
     cls: Value,
     pos: Value,
@@ -260,14 +270,18 @@ impl Net {
         // `torch.cat` promotes to the wider dtype: the fp32 class token
         // makes the concatenation fp32 under autocast (the H200 trace).
         let cat_dsize = x.dsize.max(self.pos_dsize);
+        let patches_out = x.v;
         let with_cls = g.op(
             "torch.cat([class_token, x])",
-            &[x.v, self.cls],
+            &[patches_out, self.cls],
             b * n * h * cat_dsize,
             Component::Transient,
             Saves::NOTHING,
         );
-        g.drop(x.v);
+        if !self.timm {
+            // `_process_input`'s permuted view, rebound to the concatenation.
+            g.drop(patches_out);
+        }
         let with_cls = T {
             v: with_cls,
             elems: b * n * h,
@@ -279,22 +293,34 @@ impl Net {
             dsize: self.pos_dsize,
         };
         let mut x = nn::add(g, with_cls, posv, "input + pos_embedding");
-        // `VisionTransformer.forward`'s `x` (the concatenation) and
-        // `Encoder.forward`'s `input` (with positions) are locals alive until
-        // the encoder returns (the H200 trace keeps both through every layer).
+        if self.timm {
+            // `_pos_embed` rebinds its `x` from the concatenation to the sum,
+            // and `forward_features` its own from the patch embedding's
+            // output once `_pos_embed` returns (the timm traces: the sum
+            // allocated, the concatenation freed, then the patch output).
+            g.drop(with_cls.v);
+            g.drop(patches_out);
+        }
+        // torchvision: `VisionTransformer.forward`'s `x` (the concatenation)
+        // and `Encoder.forward`'s `input` (with positions) are locals alive
+        // until the encoder returns (the H200 trace keeps both through every
+        // layer). timm: `forward_features`' `x` (with positions) until
+        // `self.blocks(x)` returns.
         let encoder_input = x.v;
         g.hold(encoder_input);
         for (l, blk) in self.blocks.iter().enumerate() {
             let layer = Some(l as u32);
             g.at("ln_1", layer);
-            let y = layer_norm_of_residual(g, cx, x, blk.ln1, h, "ln_1", training && l > 0);
+            // torchvision's training attention returns a transposed view.
+            let transposed = training && !self.timm;
+            let y = layer_norm_of_residual(g, cx, x, blk.ln1, h, "ln_1", transposed && l > 0);
             g.at("self_attention", layer);
             let a = self.attention(g, cx, y, blk, training, layer);
             g.drop(y.v);
             let x2 = nn::add(g, a, x, "residual add (attention)");
             g.drop(a.v);
             g.at("ln_2", layer);
-            let y2 = layer_norm_of_residual(g, cx, x2, blk.ln2, h, "ln_2", training);
+            let y2 = layer_norm_of_residual(g, cx, x2, blk.ln2, h, "ln_2", transposed);
             g.at("mlp: fc1", layer);
             let f = nn::linear(g, cx, y2, &blk.fc1, "mlp: fc1");
             g.at("mlp: gelu", layer);
@@ -311,11 +337,19 @@ impl Net {
             g.drop(x.v);
             x = out;
         }
+        if self.timm {
+            // `x = self.blocks(x)`: the blocks' input goes before the norm
+            // (the timm traces: freed, then the norm's output allocated).
+            g.drop(encoder_input);
+        }
         g.at("final ln", None);
-        let y = layer_norm_of_residual(g, cx, x, self.ln, h, "final ln", training);
+        let transposed = training && !self.timm;
+        let y = layer_norm_of_residual(g, cx, x, self.ln, h, "final ln", transposed);
         g.drop(x.v);
-        g.drop(encoder_input);
-        g.drop(with_cls.v);
+        if !self.timm {
+            g.drop(encoder_input);
+            g.drop(with_cls.v);
+        }
         // `x = x[:, 0]` is a view: the norm's output lives until `heads`
         // returns and `x` is rebound (the H200 trace of ViT-B/16 amp
         // training, `trace-segments-32.jsonl.gz`, events 360 and 361: the
@@ -345,7 +379,7 @@ impl Net {
         let (b, h, n) = (self.b, self.h, self.n);
         // Training takes nn.MultiheadAttention's general path, which
         // transposes the batch-first input before `in_proj`.
-        let kernel = if training {
+        let kernel = if training && !self.timm {
             nn::Kernel::GemmOfTransposedInput
         } else {
             nn::Kernel::Gemm
@@ -356,7 +390,16 @@ impl Net {
             elems: b * n * h,
             ..proj
         };
-        let (q, k, v) = if training {
+        let (q, k, v) = if training && self.timm {
+            // timm: `qkv.reshape(B, N, 3, H, D).permute(2, 0, 3, 1, 4)
+            // .unbind(0)`, views of the projection straight into SDPA.
+            let [q, k, v] = [(); 3].map(|_| T {
+                v: g.slice("attn: q/k/v view", proj.v, third.bytes()),
+                ..third
+            });
+            g.drop(proj.v);
+            (q, k, v)
+        } else if training {
             // unflatten(-1, (3, E)).unsqueeze(0).transpose(0, -2).squeeze(-2).contiguous()
             let packed = g.op(
                 "self_attention: q/k/v contiguous",
@@ -414,7 +457,7 @@ impl Net {
         // MiB from `multi_head_attention_forward` in the H200 trace of
         // ViT-B/16 fp32 training b64 (`trace-snapshots-6.md`), none in the
         // bf16 traces.
-        let merged = if !training || ds != FP32 {
+        let merged = if !training || ds != FP32 || self.timm {
             attn
         } else {
             let merged = g.op(
@@ -435,6 +478,10 @@ impl Net {
         g.drop(merged.v);
         if !training {
             g.drop(proj.v);
+            return out;
+        }
+        if self.timm {
+            // `proj`'s output is token-major: no transposed view.
             return out;
         }
         // `attn_output.view(L, N, E)` returned as `.transpose(1, 0)`: a

@@ -73,6 +73,8 @@ pub const INFERENCE: &[&str] = &[
     "kv_dtype",
     "batches",
     "num_beams",
+    "output_scores",
+    "output_logits",
 ];
 
 /// `workload.training`.

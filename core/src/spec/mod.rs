@@ -525,6 +525,12 @@ pub fn parse_workload(value: Option<&Value>) -> Result<Workload, Error> {
             )?;
             w.inference.num_beams = n as u32;
         }
+        if let Some(keep) = field(m, p, "output_scores", "true or false")? {
+            w.inference.output_scores = keep;
+        }
+        if let Some(keep) = field(m, p, "output_logits", "true or false")? {
+            w.inference.output_logits = keep;
+        }
     }
     if let Some(v) = map.get("training") {
         let m = object(v, "workload.training")?;

@@ -2,6 +2,7 @@
 
     python generate_qwen.py --batch 8 --prompt-len 2048 --new-tokens 256
     python generate_qwen.py --arch qwen3_4b ...     # Qwen3-4B-shaped
+    python generate_qwen.py --output-scores --output-logits ...  # every step's scores and logits returned
 """
 import argparse
 import json
@@ -17,6 +18,8 @@ def main():
     p.add_argument("--new-tokens", type=int, default=256)
     p.add_argument("--batches", type=int, default=1, help="prompts batches generated one after another")
     p.add_argument("--arch", choices=["qwen05b", "qwen3_4b"], default="qwen05b")
+    p.add_argument("--output-scores", action="store_true", help="return_dict_in_generate, output_scores")
+    p.add_argument("--output-logits", action="store_true", help="return_dict_in_generate, output_logits")
     args = p.parse_args()
 
     if args.arch == "qwen3_4b":  # docs/spec.md's qwen3-4b preset
@@ -32,9 +35,14 @@ def main():
     for _ in range(args.batches):
         input_ids = torch.randint(0, config.vocab_size, (args.batch, args.prompt_len), device="cuda")
         attention_mask = torch.ones_like(input_ids)
+        extra = {}
+        if args.output_scores or args.output_logits:
+            extra = dict(return_dict_in_generate=True, output_scores=args.output_scores,
+                         output_logits=args.output_logits)
         out = model.generate(input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=args.new_tokens,
-                             min_new_tokens=args.new_tokens, do_sample=False, pad_token_id=0)
-        print("generated", tuple(out.shape), flush=True)
+                             min_new_tokens=args.new_tokens, do_sample=False, pad_token_id=0, **extra)
+        sequences = out.sequences if extra else out
+        print("generated", tuple(sequences.shape), flush=True)
 
     params = sum(p.numel() for p in model.parameters())
     print("HEADROOM_RESULT " + json.dumps({"alloc_peak": torch.cuda.max_memory_allocated(),

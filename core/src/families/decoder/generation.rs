@@ -212,6 +212,13 @@ pub(super) fn generate(
     // beam search's `log_probs`).
     let mut held_logits: Option<Value> = None;
     let mut held_scores: Option<Value> = None;
+    // `return_dict_in_generate` with `output_scores` / `output_logits`:
+    // each step's tensor is also appended to a tuple the output returns.
+    let (keep_scores, keep_logits) = (
+        workload.inference.output_scores,
+        workload.inference.output_logits,
+    );
+    let mut returned_per_step = Vec::new();
     for step in 0..new_tokens {
         let call = Call {
             batch: rows,
@@ -233,6 +240,10 @@ pub(super) fn generate(
             Component::Transient,
             Saves::NOTHING,
         );
+        if keep_logits {
+            g.hold(next);
+            returned_per_step.push(next);
+        }
         if let Some(old) = held_logits.replace(next) {
             g.drop(old);
         }
@@ -268,6 +279,10 @@ pub(super) fn generate(
             }
         } else {
             let scores = exact_count_processors(g, next, rows, v);
+            if keep_scores {
+                g.hold(scores);
+                returned_per_step.push(scores);
+            }
             if let Some(old) = held_scores.replace(scores) {
                 g.drop(old);
             }
@@ -295,6 +310,8 @@ pub(super) fn generate(
     for layer in cache.map(|c| c.layers).unwrap_or_default() {
         g.drop_all(&[layer.keys, layer.values]);
     }
+    // The returned tuples outlive the call; nothing after it is larger.
+    g.drop_all(&returned_per_step);
     if beams > 1 {
         // The best beam of each prompt.
         let best = g.input(b * tokens * INT64, Component::Activations);

@@ -155,7 +155,11 @@ pub fn sdpa_on_every_head(
 pub fn sdpa(g: &mut Graph, cx: &Ctx, q: T, k: T, v: T, s: AttnShape) -> T {
     let (q, k, v) = sdpa_inputs(g, cx, q, k, v);
     let out_elems = s.batch * s.heads * s.q_len * s.head_dim;
-    let lse = s.batch * s.heads * s.q_len * FP32;
+    let lse = if g.grad_mode {
+        s.batch * s.heads * s.q_len * FP32
+    } else {
+        0
+    };
     let out = g.op(
         "attention (sdpa)",
         &[q.v, k.v, v.v],
