@@ -114,6 +114,11 @@ pub struct InferenceOptions {
     /// `output_logits=True`: every step's fp32 last-position logits, held
     /// to the end alike.
     pub output_logits: bool,
+    /// Generation's minimum-length logits processors run each step
+    /// (`min_new_tokens` given and the config has an `eos_token_id`, as the
+    /// harness forces `new_tokens`): the default. Without them a step's
+    /// scores are its fp32 logits themselves.
+    pub logits_processors: bool,
 }
 
 impl Default for InferenceOptions {
@@ -128,6 +133,7 @@ impl Default for InferenceOptions {
             num_beams: 1,
             output_scores: false,
             output_logits: false,
+            logits_processors: true,
         }
     }
 }

@@ -75,6 +75,7 @@ pub const INFERENCE: &[&str] = &[
     "num_beams",
     "output_scores",
     "output_logits",
+    "logits_processors",
 ];
 
 /// `workload.training`.

@@ -531,6 +531,9 @@ pub fn parse_workload(value: Option<&Value>) -> Result<Workload, Error> {
         if let Some(keep) = field(m, p, "output_logits", "true or false")? {
             w.inference.output_logits = keep;
         }
+        if let Some(run) = field(m, p, "logits_processors", "true or false")? {
+            w.inference.logits_processors = run;
+        }
     }
     if let Some(v) = map.get("training") {
         let m = object(v, "workload.training")?;

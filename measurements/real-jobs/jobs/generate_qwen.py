@@ -20,6 +20,8 @@ def main():
     p.add_argument("--arch", choices=["qwen05b", "qwen3_4b"], default="qwen05b")
     p.add_argument("--output-scores", action="store_true", help="return_dict_in_generate, output_scores")
     p.add_argument("--output-logits", action="store_true", help="return_dict_in_generate, output_logits")
+    p.add_argument("--eos-token-id", type=int, default=None,
+                   help="the config's eos_token_id (none by default: generate then adds no minimum-length processor)")
     args = p.parse_args()
 
     if args.arch == "qwen3_4b":  # docs/spec.md's qwen3-4b preset
@@ -30,6 +32,7 @@ def main():
         config = Qwen2Config(vocab_size=151936, hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
                              num_attention_heads=14, num_key_value_heads=2, tie_word_embeddings=True)
         build = Qwen2ForCausalLM
+    config.eos_token_id = args.eos_token_id
     model = build(config).to(device="cuda", dtype=torch.bfloat16).eval()
 
     for _ in range(args.batches):

@@ -259,8 +259,13 @@ pub(super) fn generate(
             if let Some(old) = held_scores.take() {
                 g.drop(old);
             }
-            let processed = exact_count_processors(g, log_softmax, rows, v);
-            g.drop(log_softmax);
+            let processed = if workload.inference.logits_processors {
+                let processed = exact_count_processors(g, log_softmax, rows, v);
+                g.drop(log_softmax);
+                processed
+            } else {
+                log_softmax
+            };
             // `del model_outputs`
             g.drop(logits.v);
             let log_probs = g.op(
@@ -278,7 +283,13 @@ pub(super) fn generate(
                 c.reorder(g);
             }
         } else {
-            let scores = exact_count_processors(g, next, rows, v);
+            let scores = if workload.inference.logits_processors {
+                exact_count_processors(g, next, rows, v)
+            } else {
+                // `next_token_scores` is `next_token_logits`.
+                g.hold(next);
+                next
+            };
             if keep_scores {
                 g.hold(scores);
                 returned_per_step.push(scores);
