@@ -235,9 +235,10 @@ pub fn bert(hidden_size: u32, num_layers: u32, num_heads: u32) -> EncoderArch {
 ///
 /// The ids of the preset table of `docs/spec.md` (llama-3.1-8b, llama-3.2-1b,
 /// qwen2.5-7b, mistral-7b-v0.3, mixtral-8x7b, gpt2, bert-base-uncased,
-/// esm2-t33-650m, esmfold-v1, resnet-50, vit-b-16) are built exactly as
-/// that table says; the others follow the models' published `config.json`
-/// (torchvision's constructors for the vision models).
+/// esm2-t33-650m, esmfold-v1, resnet-34, resnet-50, resnet-152, vit-b-16,
+/// vit-l-16 and timm's three ViTs) are built exactly as that table says;
+/// the others follow the models' published `config.json` (torchvision's
+/// constructors for the other vision models).
 pub fn all() -> Vec<Preset> {
     fn decoder(id: &'static str, name: &'static str, arch: DecoderArch) -> Preset {
         Preset {
