@@ -56,9 +56,9 @@ fn sdpa_inputs(g: &mut Graph, cx: &Ctx, q: T, k: T, v: T) -> (T, T, T) {
 
 /// Backward allocates the input gradients first, then its workspace.
 /// fp32 (the memory-efficient kernel): `grad_out * out` for the row sums,
-/// then its fp32 accumulator and per-(batch, head) counters (the H200
-/// trace of BERT fp32 training: three 24 MiB gradients, a 24 MiB product,
-/// then a 24.02 MiB workspace). 16-bit: one fp32 workspace holding the
+/// then its fp32 accumulator over whole blocks of 64 queries and a
+/// counter per block (the H200 trace of BERT fp32 training: three 24 MiB
+/// gradients, a 24 MiB product, then a 24.02 MiB workspace). 16-bit: one fp32 workspace holding the
 /// query gradient's accumulator, a second accumulator when the kernel
 /// takes grouped keys and values itself (`enable_gqa`), the row sums of
 /// `grad_out * out` (one per query and head) and 256 bytes. The H200
@@ -73,7 +73,19 @@ fn sdpa_inputs(g: &mut Graph, cx: &Ctx, q: T, k: T, v: T) -> (T, T, T) {
 fn efficient_backward_scratch(g: &mut Graph, out: Value, dsize: u64, out_elems: u64, s: AttnShape) {
     let accumulator = out_elems * FP32;
     let scratch = if dsize == FP32 {
-        [accumulator, accumulator + s.batch * s.heads * 128]
+        // The fp32 kernel's accumulator covers whole blocks of 64 queries,
+        // with 16 bytes of counters per block, batch and head: 50,380,800
+        // B for 197 tokens (256 rows) at 768 (batch, head) pairs in the H200
+        // traces of ViT-B/16 fp32 b64 (`trace-segments-6.jsonl`) and timm's
+        // ViT-S/16 fp32 b128 (`../real-jobs-2/trace-segments-11.jsonl.gz`);
+        // BERT's 512 tokens need no padding (25,190,400 B at b16).
+        let blocks = s.q_len.div_ceil(EFFICIENT_QUERY_BLOCK);
+        let rows = blocks * EFFICIENT_QUERY_BLOCK;
+        let pairs = s.batch * s.heads;
+        [
+            accumulator,
+            pairs * rows * s.head_dim * FP32 + pairs * blocks * EFFICIENT_BLOCK_COUNTER_BYTES,
+        ]
     } else {
         let accumulators = if s.kv_heads < s.heads { 2 } else { 1 };
         let row_sums = s.batch * s.heads * s.q_len * FP32;
@@ -84,6 +96,13 @@ fn efficient_backward_scratch(g: &mut Graph, out: Value, dsize: u64, out_elems: 
     };
     g.set_backward_scratch(out, scratch);
 }
+
+/// Queries per block of the fp32 memory-efficient backward kernel.
+const EFFICIENT_QUERY_BLOCK: u64 = 64;
+
+/// Counter bytes the fp32 memory-efficient backward keeps per block of
+/// queries, batch and head (see [`efficient_backward_scratch`]).
+const EFFICIENT_BLOCK_COUNTER_BYTES: u64 = 16;
 
 /// Bytes the 16-bit fused attention backward's workspace takes beyond its
 /// accumulators and row sums: 256 in every H200 trace (see
