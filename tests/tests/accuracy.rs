@@ -1756,17 +1756,17 @@ fn other_sizes_predicted_before_measuring_are_within_bounds() {
 /// (`real-jobs-2/measured-9.jsonl`, no logits processor; `measured-10.jsonl`,
 /// the minimum-length processors running, predicted before they ran), and
 /// timm's ViTs at other sizes (`measured-11.jsonl`, predicted before they
-/// ran: the fp32 training job's reserved peak is 205 MB under, with timm's
-/// q/k/v gradients not modelled yet). Guarded, not all met.
+/// ran; the fp32 inference at b512 is 54.5 MB over in reserved memory, its
+/// patch embedding's forward block beyond the sweep's batches).
 #[test]
 fn returned_scores_and_timm_vits_are_within_bounds() {
     every_driver_peak_within("real-jobs-2/measured-9.jsonl", 3, |_| 0.017);
     every_driver_peak_within("real-jobs-2/measured-10.jsonl", 2, |_| 0.007);
     every_driver_peak_within("real-jobs-2/measured-11.jsonl", 3, |case| {
-        if case.starts_with("timm_vit_s16_sgd_fp32") {
-            0.021
-        } else {
+        if case.starts_with("timm_infer_vit_s16_fp32") {
             0.016
+        } else {
+            0.003
         }
     });
 }

@@ -203,6 +203,9 @@ pub fn forward_workspace(runtime: &RuntimeProfile, c: &ConvCall) -> u64 {
     if c.channels_last {
         return channels_last_forward_workspace(runtime, c);
     }
+    if let Some([forward, _]) = measured_fp32_patchify(c) {
+        return scaled(runtime, forward);
+    }
     if c.in_place_gemm() && !c.halving_gemm_copies() {
         return 0;
     }
@@ -223,6 +226,48 @@ pub fn forward_workspace(runtime: &RuntimeProfile, c: &ConvCall) -> u64 {
         runtime,
         c.input_copy_bytes() + c.output_bytes() + filter + CUDNN_PLAN_HEADER,
     )
+}
+
+/// An fp32 patch embedding's (NCHW, 16x16/16) forward and weight-gradient
+/// blocks as cuDNN chose them per shape in the H200 sweep
+/// (`measurements/h200-cudnn/stem_sweep.jsonl`): (output channels, image,
+/// batch, [forward, weight gradient]). No rule of the tensors' sizes gives
+/// them (ViT-S/16's 384 channels take 316.25 MiB for the weight gradient
+/// at b128, ViT-B/16's 768 take 174.5); shapes outside the sweep take the
+/// general rule.
+const CUDNN_FP32_PATCHIFY_BLOCKS: [(u64, u64, u64, [u64; 2]); 20] = [
+    (768, 224, 16, [0, 25_625_088]),
+    (768, 224, 32, [0, 48_234_496]),
+    (768, 224, 64, [93_061_632, 93_061_632]),
+    (768, 224, 128, [182_977_024, 182_977_024]),
+    (768, 224, 256, [209_715_200, 362_807_808]),
+    (768, 288, 16, [0, 40_305_152]),
+    (768, 288, 32, [0, 77_594_624]),
+    (768, 288, 64, [151_781_888, 151_781_888]),
+    (768, 288, 128, [300_417_536, 300_417_536]),
+    (768, 288, 256, [343_932_928, 597_688_832]),
+    (384, 224, 16, [0, 19_235_328]),
+    (384, 224, 32, [0, 37_748_736]),
+    (384, 224, 64, [72_221_184, 72_221_184]),
+    (384, 224, 128, [142_868_992, 331_612_672]),
+    (384, 224, 256, [207_618_048, 473_956_352]),
+    (384, 288, 16, [0, 31_457_280]),
+    (384, 288, 32, [0, 60_817_408]),
+    (384, 288, 64, [118_358_528, 118_358_528]),
+    (384, 288, 128, [235_143_680, 423_887_360]),
+    (384, 288, 256, [341_835_776, 658_505_728]),
+];
+
+/// The measured blocks of an fp32 NCHW patch embedding, when the sweep
+/// has its shape.
+fn measured_fp32_patchify(c: &ConvCall) -> Option<[u64; 2]> {
+    if c.dsize != FP32 || c.channels_last || !c.is_patchify() || c.k != 16 {
+        return None;
+    }
+    CUDNN_FP32_PATCHIFY_BLOCKS
+        .iter()
+        .find(|&&(cout, image, batch, _)| (cout, image, batch) == (c.cout, c.in_hw, c.batch))
+        .map(|&(_, _, _, blocks)| blocks)
 }
 
 /// A half-precision patch embedding's forward copies its input (channels
@@ -340,6 +385,9 @@ pub fn backward_workspace(runtime: &RuntimeProfile, c: &ConvCall) -> [u64; 2] {
     }
     if c.is_patchify() && c.dsize == 2 && !c.channels_last {
         return [0, scaled(runtime, patchify_weight_gradient_workspace(c))];
+    }
+    if let Some([_, weight]) = measured_fp32_patchify(c) {
+        return [0, scaled(runtime, weight)];
     }
     if let Some(blocks) = measured_nchw_backward(c) {
         return blocks.map(|bytes| scaled(runtime, bytes));

@@ -349,7 +349,9 @@ impl Graph<'_> {
                     continue;
                 };
                 let s = self.st(input);
-                if !s.requires_grad {
+                if !s.requires_grad || (node.stacked && s.grad.is_some()) {
+                    // A later view of `unbind` writes into the stack the
+                    // first one made.
                     continue;
                 }
                 let (leaf, bytes) = (s.leaf_param, s.bytes);

@@ -101,6 +101,9 @@ struct Node {
     /// Each input's gradient is a view of the incoming one (see
     /// [`Graph::mark_view_grads`]).
     grads_are_views: bool,
+    /// One of `unbind`'s views: its base's gradient is one stacked tensor
+    /// the first view's backward makes (see [`Graph::unbind`]).
+    stacked: bool,
     /// Recorded in a checkpoint's recompute: its saved tensors are
     /// released as its backward function returns, before its broadcast
     /// gradients are reduced and its incoming gradient is released (after,
@@ -147,6 +150,7 @@ impl Node {
             other_grad_first: false,
             wide_grads: [0; 2],
             grads_are_views: false,
+            stacked: false,
             recomputed: false,
             in_place: false,
             scratch_per_input: false,
