@@ -13,7 +13,8 @@
 //! SDPA and returns token-major outputs, so its norms never copy, and it
 //! holds only the position-embedded input through the blocks (the H200
 //! traces of timm ViT-B/16 and ViT-L/16 inference and ViT-B/16 amp
-//! training, `measurements/real-jobs-2/trace-segments-8.jsonl.gz`).
+//! training, `measurements/real-jobs-2/trace-segments-8.jsonl.gz`; ViT-S/16
+//! fp32 training, `trace-segments-11.jsonl.gz`).
 
 use super::nn::{self, AttnShape, Ctx, Linear, Params, FP32, T};
 use super::optim;
