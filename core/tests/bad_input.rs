@@ -207,6 +207,13 @@ fn bad_documents_and_models_are_named() {
         &["unknown preset `gpt-7`", "llama-3.1-8b"],
     );
     check(r#"{"model": "llama-3.1-8b"}"#, &["`workload` is missing"]);
+    // A vision transformer's library: torchvision's or timm's.
+    check(
+        r#"{"model": {"family": "vit", "library": "jax", "image_size": 224,
+            "patch_size": 16, "hidden_size": 384, "mlp_dim": 1536, "num_layers": 12,
+            "num_heads": 6, "num_classes": 1000}, "workload": {"mode": "inference"}}"#,
+        &["`model`", "`jax`", "`torchvision` or `timm`"],
+    );
     check(
         r#"{"model": "llama-3.1-8b", "workload": []}"#,
         &["workload", "not a JSON object"],
