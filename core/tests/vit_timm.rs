@@ -27,6 +27,20 @@ fn replay_events(json: &str) -> Vec<(bool, f64)> {
         .collect()
 }
 
+/// Each replay event matches the trace's: the same kind, and an
+/// allocation's size within [`TOLERANCE`].
+#[track_caller]
+fn assert_follows(events: &[(bool, f64)], trace: &[(bool, f64)]) {
+    for (i, (&(alloc, mib), &(t_alloc, t_mib))) in events.iter().zip(trace).enumerate() {
+        assert!(
+            alloc == t_alloc && (!alloc || (mib - t_mib).abs() <= TOLERANCE),
+            "event {i}: replay {} {mib:.2} MiB, trace {} {t_mib:.2} MiB",
+            if alloc { "allocates" } else { "frees" },
+            if t_alloc { "allocates" } else { "frees" },
+        );
+    }
+}
+
 #[test]
 fn timm_vit_inference_follows_the_trace() {
     let events = replay_events(
@@ -95,14 +109,7 @@ fn timm_vit_inference_follows_the_trace() {
         "the replay has {} events",
         events.len()
     );
-    for (i, (&(alloc, mib), &(t_alloc, t_mib))) in events.iter().zip(&trace).enumerate() {
-        assert!(
-            alloc == t_alloc && (!alloc || (mib - t_mib).abs() <= TOLERANCE),
-            "event {i}: replay {} {mib:.2} MiB, trace {} {t_mib:.2} MiB",
-            if alloc { "allocates" } else { "frees" },
-            if t_alloc { "allocates" } else { "frees" },
-        );
-    }
+    assert_follows(&events, &trace);
 }
 
 /// timm's ViT-B/16 amp bf16 training with AdamW, batch 64, two steps, in a
@@ -325,12 +332,5 @@ fn timm_vit_fp32_training_follows_the_trace_through_the_blocks() {
         "the replay has {} events",
         events.len()
     );
-    for (i, (&(alloc, mib), &(t_alloc, t_mib))) in events.iter().zip(&trace).enumerate() {
-        assert!(
-            alloc == t_alloc && (!alloc || (mib - t_mib).abs() <= TOLERANCE),
-            "event {i}: replay {} {mib:.2} MiB, trace {} {t_mib:.2} MiB",
-            if alloc { "allocates" } else { "frees" },
-            if t_alloc { "allocates" } else { "frees" },
-        );
-    }
+    assert_follows(&events, &trace);
 }
