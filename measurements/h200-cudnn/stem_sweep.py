@@ -8,7 +8,9 @@ images need no gradient), each twice (the second after any lazy setup),
 and records the block cuDNN took from the caching allocator: the peak
 allocated during the call minus what is allocated right after it.
 
-usage: python3 stem_sweep.py OUT.jsonl
+usage: python3 stem_sweep.py OUT.jsonl [SHAPES DTYPES BATCHES]
+(SHAPES, DTYPES and BATCHES comma-separated, e.g. `vit_s16_patch fp32 512,1024`;
+default: every shape, dtype and batch below)
 """
 import json
 import sys
@@ -23,6 +25,11 @@ print(json.dumps({"torch": torch.__version__, "cudnn": torch.backends.cudnn.vers
 shapes = [("resnet_stem", 64, 7, 2, 3), ("mobilenetv2_stem", 32, 3, 2, 1),
           ("vit_b16_patch", 768, 16, 16, 0), ("vit_s16_patch", 384, 16, 16, 0)]
 dtypes = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
+batches = (16, 32, 64, 128, 256)
+if len(sys.argv) > 2:
+    shapes = [s for s in shapes if s[0] in sys.argv[2].split(",")]
+    dtypes = {k: v for k, v in dtypes.items() if k in sys.argv[3].split(",")}
+    batches = tuple(int(b) for b in sys.argv[4].split(","))
 
 
 def block(call):
@@ -44,7 +51,7 @@ for name, cout, k, stride, pad in shapes:
             fmt = torch.channels_last if channels_last else torch.contiguous_format
             w = torch.randn(cout, 3, k, k, device="cuda", dtype=dtype).contiguous(memory_format=fmt)
             for image in (224, 288):
-                for n in (16, 32, 64, 128, 256):
+                for n in batches:
                     x = torch.randn(n, 3, image, image, device="cuda", dtype=dtype).contiguous(memory_format=fmt)
                     y = aten.convolution(x, w, None, [stride] * 2, [pad] * 2, [1, 1], False, [0, 0], 1)
                     g = torch.randn_like(y)

@@ -3,7 +3,8 @@ into compact JSON lines the core's replay can be compared with.
 
 Per case: every segment event (action, size, frame), every allocation and
 free of at least MIN_BYTES (default 256 KiB; 0 keeps the small pool's too)
-(action, size, address, frame), and the final segment table. Frames are the innermost model/torch frame (as
+(action, size, address, frame), and the final segment table (sizes; and
+addresses with the blocks still allocated in each). Frames are the innermost model/torch frame (as
 `headroom_measure.frame_label` names them).
 
 usage: python3 compact_snapshots.py PICKLE_DIR OUT.jsonl [MIN_BYTES]
@@ -33,6 +34,13 @@ with open(sys.argv[2], "w") as out:
                 events.append(["A" if a == "alloc" else "F", e["size"], e["addr"], h.frame_label(e.get("frames")) if a == "alloc" else ""])
         segments = sorted(([s["total_size"], sum(b["size"] for b in s["blocks"] if b["state"] != "active_allocated")]
                            for s in snap["segments"]), reverse=True)
+        # Where each segment lies and what is still allocated in it when the
+        # case ends (what the next case of the process finds after the cache
+        # is emptied): [address, size, [[block address, size], ...]].
+        table = sorted([s["address"], s["total_size"],
+                        [[b["address"], b["size"]] for b in s["blocks"] if b["state"] == "active_allocated"]]
+                       for s in snap["segments"])
         case = os.path.basename(path)[: -len(".pickle")]
-        out.write(json.dumps({"case": case, "events": events, "final_segments": segments}) + "\n")
+        out.write(json.dumps({"case": case, "events": events, "final_segments": segments,
+                              "final_segment_table": table}) + "\n")
         print(case, len(trace), "trace events,", len(events), "kept", flush=True)
