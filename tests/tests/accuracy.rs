@@ -882,6 +882,69 @@ fn the_stem_blocks_follow_the_sweep() {
     assert_eq!((checked, known_seen), (109, 11));
 }
 
+/// fp32 patch embeddings of 256 images and more
+/// (`measurements/h200-cudnn/stem_sweep_large_batches.jsonl`: ViT-S/16 and
+/// ViT-B/16 at 224 and 288 px, 384 to 1,024 images, NCHW): the forward
+/// block is the input and filter copied with 4 channels, within the
+/// allocator's 2 MiB, for every row; the weight-gradient block adds the
+/// output gradient, within 2 MiB at 768 channels, while at 384 channels
+/// cuDNN takes about 180 MiB more, which the model leaves out (asserted,
+/// so a model that learns it must say so here). Before the rule, ViT-S/16's
+/// forward at 512 images was modelled with its output copy: 154 MB over.
+#[test]
+fn large_fp32_patch_embeddings_copy_their_input_and_filter() {
+    use headroom_core::families::cnn::{backward_workspace, forward_workspace, ConvCall};
+    let rt = headroom_core::RuntimeProfile::h200();
+    let text = measurement_text("h200-cudnn/stem_sweep_large_batches.jsonl");
+    let mut rows = 0;
+    for line in text.lines().skip(1) {
+        let row: serde_json::Value = serde_json::from_str(line).expect("row");
+        if row["channels_last"].as_bool().unwrap() {
+            continue;
+        }
+        let (cout, image, batch) = (
+            row["cout"].as_u64().unwrap(),
+            row["image"].as_u64().unwrap(),
+            row["batch"].as_u64().unwrap(),
+        );
+        assert!(batch >= 256, "{line}");
+        let call = ConvCall {
+            cin: 3,
+            cout,
+            k: 16,
+            groups: 1,
+            in_hw: image,
+            out_hw: image / 16,
+            batch,
+            dsize: 4,
+            fp16: false,
+            channels_last: false,
+        };
+        let forward = forward_workspace(&rt, &call);
+        let measured = row["forward"].as_u64().unwrap();
+        assert!(
+            forward.abs_diff(measured) <= 2 << 20,
+            "{cout} ch {image}px b{batch}: forward {forward}, measured {measured}"
+        );
+        let weight = backward_workspace(&rt, &call)[1];
+        let measured = row["weight"].as_u64().unwrap();
+        if cout == 768 {
+            assert!(
+                weight.abs_diff(measured) <= 2 << 20,
+                "{cout} ch {image}px b{batch}: weight {weight}, measured {measured}"
+            );
+        } else {
+            let missing = measured - weight;
+            assert!(
+                (178 << 20..182 << 20).contains(&missing),
+                "{cout} ch {image}px b{batch}: weight {weight}, measured {measured}"
+            );
+        }
+        rows += 1;
+    }
+    assert_eq!(rows, 16);
+}
+
 /// timm's inference loop in a fresh process
 /// (`measurements/inference-batches/`, again in `measurements/small-pool/`):
 /// ResNet-50 fp16 b256 allocated 1,568,294,400 B with one batch and
@@ -1752,21 +1815,42 @@ fn other_sizes_predicted_before_measuring_are_within_bounds() {
     every_driver_peak_within("real-jobs-2/measured-8.jsonl", 8, |_| 0.006);
 }
 
+/// Jobs run after others of their build in one harness process, traced
+/// again in the same order (`measurements/history-traces/`: a Llama-3.2-1B
+/// forward after another, Phi-3-mini's forward after two generations,
+/// Gemma-2-9B LoRA training after a larger one, Llama-3.2-1B beam search
+/// after another; each peak as first measured, to the byte). Replayed
+/// after what ran before them, within 0.3% but Phi-3-mini's second
+/// generation (-0.8%, as before the change): before the segments
+/// created after `empty_cache()` went below the earlier ones
+/// (`allocator::VA_GRANULE`), the later jobs were 2.2% to 2.9% under.
+#[test]
+fn jobs_after_others_in_one_process_are_within_bounds() {
+    for (file, cases) in [
+        ("history-traces/measured-llama1b-forwards.jsonl", 2),
+        ("history-traces/measured-phi3-inference.jsonl", 3),
+        ("history-traces/measured-gemma9b-lora.jsonl", 2),
+        ("history-traces/measured-llama1b-beams.jsonl", 2),
+    ] {
+        every_driver_peak_within(file, cases, |case| {
+            if case == "phi3mini_gen_bf16_b4_L4000" {
+                0.009
+            } else {
+                0.003
+            }
+        });
+    }
+}
+
 /// `generate()` returning every step's scores or logits
 /// (`real-jobs-2/measured-9.jsonl`, no logits processor; `measured-10.jsonl`,
 /// the minimum-length processors running, predicted before they ran), and
 /// timm's ViTs at other sizes (`measured-11.jsonl`, predicted before they
-/// ran; the fp32 inference at b512 is 54.5 MB over in reserved memory, its
-/// patch embedding's forward block beyond the sweep's batches).
+/// ran; the fp32 inference at b512 was 1.5% over until its patch
+/// embedding's forward took `cnn::CUDNN_FP32_PATCHIFY_LARGE_BATCH`'s rule).
 #[test]
 fn returned_scores_and_timm_vits_are_within_bounds() {
     every_driver_peak_within("real-jobs-2/measured-9.jsonl", 3, |_| 0.017);
     every_driver_peak_within("real-jobs-2/measured-10.jsonl", 2, |_| 0.007);
-    every_driver_peak_within("real-jobs-2/measured-11.jsonl", 3, |case| {
-        if case.starts_with("timm_infer_vit_s16_fp32") {
-            0.016
-        } else {
-            0.003
-        }
-    });
+    every_driver_peak_within("real-jobs-2/measured-11.jsonl", 3, |_| 0.004);
 }

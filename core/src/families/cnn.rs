@@ -203,7 +203,7 @@ pub fn forward_workspace(runtime: &RuntimeProfile, c: &ConvCall) -> u64 {
     if c.channels_last {
         return channels_last_forward_workspace(runtime, c);
     }
-    if let Some([forward, _]) = measured_fp32_patchify(c) {
+    if let Some([forward, _]) = measured_fp32_patchify(c).or_else(|| fp32_patchify_large_batch(c)) {
         return scaled(runtime, forward);
     }
     if c.in_place_gemm() && !c.halving_gemm_copies() {
@@ -233,8 +233,8 @@ pub fn forward_workspace(runtime: &RuntimeProfile, c: &ConvCall) -> u64 {
 /// (`measurements/h200-cudnn/stem_sweep.jsonl`): (output channels, image,
 /// batch, [forward, weight gradient]). No rule of the tensors' sizes gives
 /// them (ViT-S/16's 384 channels take 316.25 MiB for the weight gradient
-/// at b128, ViT-B/16's 768 take 174.5); shapes outside the sweep take the
-/// general rule.
+/// at b128, ViT-B/16's 768 take 174.5); larger batches take
+/// [`fp32_patchify_large_batch`], other shapes the general rule.
 const CUDNN_FP32_PATCHIFY_BLOCKS: [(u64, u64, u64, [u64; 2]); 20] = [
     (768, 224, 16, [0, 25_625_088]),
     (768, 224, 32, [0, 48_234_496]),
@@ -268,6 +268,47 @@ fn measured_fp32_patchify(c: &ConvCall) -> Option<[u64; 2]> {
         .iter()
         .find(|&&(cout, image, batch, _)| (cout, image, batch) == (c.cout, c.in_hw, c.batch))
         .map(|&(_, _, _, blocks)| blocks)
+}
+
+/// From this batch on, an fp32 NCHW 16x16/16 patch embedding's forward
+/// copies its input and filter, each with the image's 3 channels padded to
+/// [`CUDNN_FP32_PATCHIFY_CHANNEL_ALIGN`], and no output, and its weight
+/// gradient copies the input, output gradient and filter
+/// ([`fp32_patchify_large_batch`]). The H200 sweep at 384 to 1,024 images
+/// (`measurements/h200-cudnn/stem_sweep_large_batches.jsonl`, 224 and 288
+/// px, 384 and 768 channels) and the table's batch-256 rows
+/// ([`CUDNN_FP32_PATCHIFY_BLOCKS`]) take exactly these copies in forward
+/// (ViT-S/16 at 224 px and 512 images: 411,041,792 B of input, the 1.5 MiB
+/// filter in a 2 MiB block); below 256 images cuDNN picks other kernels.
+pub const CUDNN_FP32_PATCHIFY_LARGE_BATCH: u64 = 256;
+
+/// The channel multiple an fp32 patch embedding's copies pad the image's
+/// channels to (3 -> 4): the forward blocks of
+/// [`CUDNN_FP32_PATCHIFY_LARGE_BATCH`] are 4-channel copies to the byte.
+pub const CUDNN_FP32_PATCHIFY_CHANNEL_ALIGN: u64 = 4;
+
+/// The forward and weight-gradient blocks of an fp32 NCHW 16x16/16 patch
+/// embedding of at least [`CUDNN_FP32_PATCHIFY_LARGE_BATCH`] images, by
+/// rule. The weight gradient follows the sweep to 0.5 MB at 768 channels;
+/// at 384 channels cuDNN takes 180 MiB more (from 128 images on: a kernel
+/// the sweep shows but no size here explains), which this leaves out.
+fn fp32_patchify_large_batch(c: &ConvCall) -> Option<[u64; 2]> {
+    if c.dsize != FP32
+        || c.channels_last
+        || !c.is_patchify()
+        || c.k != 16
+        || c.batch < CUDNN_FP32_PATCHIFY_LARGE_BATCH
+    {
+        return None;
+    }
+    let channels =
+        c.cin.div_ceil(CUDNN_FP32_PATCHIFY_CHANNEL_ALIGN) * CUDNN_FP32_PATCHIFY_CHANNEL_ALIGN;
+    let input = c.batch * channels * c.in_hw * c.in_hw * FP32;
+    let filter = c.cout * channels * c.k * c.k * FP32;
+    Some([
+        input + filter + CUDNN_PLAN_HEADER,
+        input + c.output_bytes() + filter + CUDNN_PLAN_HEADER,
+    ])
 }
 
 /// A half-precision patch embedding's forward copies its input (channels
@@ -386,7 +427,7 @@ pub fn backward_workspace(runtime: &RuntimeProfile, c: &ConvCall) -> [u64; 2] {
     if c.is_patchify() && c.dsize == 2 && !c.channels_last {
         return [0, scaled(runtime, patchify_weight_gradient_workspace(c))];
     }
-    if let Some([_, weight]) = measured_fp32_patchify(c) {
+    if let Some([_, weight]) = measured_fp32_patchify(c).or_else(|| fp32_patchify_large_batch(c)) {
         return [0, scaled(runtime, weight)];
     }
     if let Some(blocks) = measured_nchw_backward(c) {
