@@ -723,6 +723,11 @@ class Runner:
         self.mark = Markers(device)
         self.optimizer = None
         self.scaler = None
+        # What the process did before the case now running (result lines
+        # say it: `workload.training.optimizer_state_resident`,
+        # `runtime.process_ran_backward`).
+        self.ran_backward = False
+        self.before_case = {"optimizer": False, "backward": False}
         self.is_vision = spec["model"] in VISION_PRESETS
         if self.is_vision:
             image_size = (first_case or {}).get("workload", {}).get("image_size")
@@ -847,6 +852,7 @@ class Runner:
         tr = training_of(case)
         if self.optimizer is None:
             self.optimizer = self.make_optimizer()
+        self.ran_backward = True
         ac = autocast_dtype(case)
         if ac == "fp16" and self.scaler is None:
             self.scaler = torch.amp.GradScaler(self.device)
@@ -916,6 +922,7 @@ def measure_case(runner, case, mem, nvml=None, poller=None, baseline=None, snap=
     mem.compact()
     resident = mem.allocated()
     reserved_start = mem.reserved()
+    runner.before_case = {"optimizer": runner.optimizer is not None, "backward": runner.ran_backward}
     if poller:
         poller.reset()
     hooks = snap.start(runner) if snap else []
@@ -953,6 +960,14 @@ def result_line(case, runner, runtime, measured):
     out["weight_bytes"] = runner.weight_bytes if runner else None
     out["workload"] = case["workload"]
     out["runtime"] = runtime
+    if runner is not None and runtime is not None:
+        # The process's history, as the harness knows it: one optimizer per
+        # build, created by the build's first training case.
+        out["runtime"] = dict(runtime, process_ran_backward=runner.before_case["backward"])
+        if case["workload"].get("mode") == "training":
+            training = dict(case["workload"].get("training", {}),
+                            optimizer_state_resident=runner.before_case["optimizer"])
+            out["workload"] = dict(case["workload"], training=training)
     out["measured"] = measured
     if runner is not None and runner.attn_impl:
         out["attn_implementation"] = runner.attn_impl

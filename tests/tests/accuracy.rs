@@ -1808,9 +1808,13 @@ fn decoder_classifiers_are_within_the_bounds_their_traces_explain() {
 /// generation), predicted at 6b1d322 before they ran, each in a fresh
 /// process (`measurements/h200-generalization/README.md`, batch 33), and
 /// the real jobs' eighth set (timm, the `Trainer`, Lightning, `generate()`
-/// and sentence embeddings at other sizes, `real-jobs-2/measured-8.jsonl`).
+/// and sentence embeddings at other sizes, `real-jobs-2/measured-8.jsonl`),
+/// and batch 34's jobs after jobs in one process each.
 #[test]
 fn other_sizes_predicted_before_measuring_are_within_bounds() {
+    // Batch 34: fifteen jobs in seven process histories, predicted at
+    // c517342 after what ran before them: within 0.4%.
+    every_driver_peak_within("h200-generalization/measured-34.jsonl", 15, |_| 0.005);
     every_driver_peak_within("h200-generalization/measured-33.jsonl", 13, |_| 0.006);
     every_driver_peak_within("real-jobs-2/measured-8.jsonl", 8, |_| 0.006);
 }
