@@ -273,8 +273,8 @@ fn measured_fp32_patchify(c: &ConvCall) -> Option<[u64; 2]> {
 /// From this batch on, an fp32 NCHW 16x16/16 patch embedding's forward
 /// copies its input and filter, each with the image's 3 channels padded to
 /// [`CUDNN_FP32_PATCHIFY_CHANNEL_ALIGN`], and no output, and its weight
-/// gradient copies the input, output gradient and filter
-/// ([`fp32_patchify_large_batch`]). The H200 sweep at 384 to 1,024 images
+/// gradient copies the input, output gradient and filter, and at some
+/// widths keeps split-K partials ([`fp32_patchify_large_batch`]). The H200 sweep at 384 to 1,024 images
 /// (`measurements/h200-cudnn/stem_sweep_large_batches.jsonl`, 224 and 288
 /// px, 384 and 768 channels) and the table's batch-256 rows
 /// ([`CUDNN_FP32_PATCHIFY_BLOCKS`]) take exactly these copies in forward
@@ -287,11 +287,19 @@ pub const CUDNN_FP32_PATCHIFY_LARGE_BATCH: u64 = 256;
 /// [`CUDNN_FP32_PATCHIFY_LARGE_BATCH`] are 4-channel copies to the byte.
 pub const CUDNN_FP32_PATCHIFY_CHANNEL_ALIGN: u64 = 4;
 
+/// The fp32 split-K partial sums of the (4-channel) filter that cuDNN's
+/// weight-gradient kernel keeps for an fp32 NCHW patch embedding of
+/// [`CUDNN_FP32_PATCHIFY_LARGE_BATCH`] images or more, by output channels:
+/// 120 at ViT-S/16's 384 (188,743,680 B beyond the copies, from 128
+/// images to 1,024 at 224 and 288 px,
+/// `measurements/h200-cudnn/stem_sweep_large_batches.jsonl`), none at
+/// ViT-B/16's 768; other widths were not measured and take none.
+pub const CUDNN_FP32_PATCHIFY_WGRAD_PARTIALS: [(u64, u64); 1] = [(384, 120)];
+
 /// The forward and weight-gradient blocks of an fp32 NCHW 16x16/16 patch
 /// embedding of at least [`CUDNN_FP32_PATCHIFY_LARGE_BATCH`] images, by
-/// rule. The weight gradient follows the sweep to 0.5 MB at 768 channels;
-/// at 384 channels cuDNN takes 180 MiB more (from 128 images on: a kernel
-/// the sweep shows but no size here explains), which this leaves out.
+/// rule: the copies, and for the weight gradient
+/// [`CUDNN_FP32_PATCHIFY_WGRAD_PARTIALS`].
 fn fp32_patchify_large_batch(c: &ConvCall) -> Option<[u64; 2]> {
     if c.dsize != FP32
         || c.channels_last
@@ -305,9 +313,13 @@ fn fp32_patchify_large_batch(c: &ConvCall) -> Option<[u64; 2]> {
         c.cin.div_ceil(CUDNN_FP32_PATCHIFY_CHANNEL_ALIGN) * CUDNN_FP32_PATCHIFY_CHANNEL_ALIGN;
     let input = c.batch * channels * c.in_hw * c.in_hw * FP32;
     let filter = c.cout * channels * c.k * c.k * FP32;
+    let partials = CUDNN_FP32_PATCHIFY_WGRAD_PARTIALS
+        .iter()
+        .find(|&&(cout, _)| cout == c.cout)
+        .map_or(0, |&(_, partials)| partials);
     Some([
         input + filter + CUDNN_PLAN_HEADER,
-        input + c.output_bytes() + filter + CUDNN_PLAN_HEADER,
+        input + c.output_bytes() + filter * (1 + partials) + CUDNN_PLAN_HEADER,
     ])
 }
 
