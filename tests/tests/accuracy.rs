@@ -1896,6 +1896,16 @@ fn jobs_after_others_in_one_process_are_within_bounds() {
     }
 }
 
+/// timm's ViTs in fp32 beyond the patch-embedding table
+/// (`real-jobs-2/measured-12.jsonl`: ViT-S/16 and ViT-B/16 training at
+/// b320 and b288, inference at b768 and b1024), predicted at f2b72fd
+/// before they ran, with the large-batch rule
+/// (`cnn::CUDNN_FP32_PATCHIFY_LARGE_BATCH`): within 0.5%.
+#[test]
+fn large_fp32_patch_embeddings_hold_in_real_jobs() {
+    every_driver_peak_within("real-jobs-2/measured-12.jsonl", 4, |_| 0.005);
+}
+
 /// `generate()` returning every step's scores or logits
 /// (`real-jobs-2/measured-9.jsonl`, no logits processor; `measured-10.jsonl`,
 /// the minimum-length processors running, predicted before they ran), and
