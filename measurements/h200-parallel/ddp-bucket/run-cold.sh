@@ -2,7 +2,7 @@
 # The one-rank DDP job of run.sh as the first GPU work of a freshly started
 # machine (the two runs whose old bucket outlived its rebuild were each in
 # the first batch of a day), then twice more, warm. Run it as the first
-# command of a device session:
+# command on a machine just started:
 #   measurements/h200-parallel/ddp-bucket/run-cold.sh OUT_DIR
 set -uo pipefail
 OUT="$1"; mkdir -p "$OUT"
