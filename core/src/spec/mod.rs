@@ -144,23 +144,24 @@ fn infer_backward_history(
 /// the case that made the state, for
 /// [`crate::estimate::estimate_after`]. Inference cases likewise: one that
 /// starts with at least a cuBLAS workspace resident beyond its weights,
-/// in a process that ran no backward, ran after the inference case before
-/// it in the file, whose first matmul created the workspace inside one of
-/// its segments; that segment stays reserved, its free part the next
-/// case's (ResNet-50 fp32 b32 at 512 px after b64 at 224 px: its images
-/// land in the 196 MiB segment the earlier case's workspace keeps,
-/// `measurements/inference-batches/`). Builds are told apart by `model`,
+/// in a process that ran no backward, ran after the first inference case
+/// of its build in the file, whose first matmul created the workspace
+/// inside one of its segments; that segment stays reserved, its free part
+/// the next cases' (ResNet-50 fp32 b32 at 512 px after b64 at 224 px: its
+/// images land in the 196 MiB segment the earlier case's workspace keeps,
+/// `measurements/inference-batches/`), and each later case leaves it as
+/// it found it. Builds are told apart by `model`,
 /// `weight_bytes`, the dtype and the attention kernel.
 #[derive(Clone, Debug, Default)]
 pub struct ProcessHistory {
     first_training: alloc::vec::Vec<(String, u64, Workload)>,
-    last_inference: alloc::vec::Vec<(String, u64, Workload)>,
+    first_inference: alloc::vec::Vec<(String, u64, Workload)>,
 }
 
 impl ProcessHistory {
     /// The job that ran before `spec` (parsed from `case`) in its process and
     /// left the state it starts with, if any; records `spec` when it is the
-    /// first training job of its build, or the last inference job.
+    /// first training or inference job of its build.
     pub fn earlier_job(&mut self, case: &Value, spec: &Spec) -> Option<Workload> {
         let build = |case: &Value, spec: &Spec| -> Option<(String, u64)> {
             let model = case.get("model")?.to_string();
@@ -172,15 +173,13 @@ impl ProcessHistory {
         let (model, weights) = build(case, spec)?;
         if spec.workload.mode == crate::workload::Mode::Inference {
             let slot = self
-                .last_inference
+                .first_inference
                 .iter()
                 .position(|(m, w, _)| *m == model && *w == weights);
-            let earlier = slot.map(|i| self.last_inference[i].2.clone());
-            match slot {
-                Some(i) => self.last_inference[i].2 = spec.workload.clone(),
-                None => self
-                    .last_inference
-                    .push((model, weights, spec.workload.clone())),
+            let earlier = slot.map(|i| self.first_inference[i].2.clone());
+            if slot.is_none() {
+                self.first_inference
+                    .push((model, weights, spec.workload.clone()));
             }
             let resident = case
                 .get("measured")
@@ -796,6 +795,27 @@ mod tests {
         assert_eq!(earlier(4, false), None, "so does the next, elsewhere");
         assert_eq!(earlier(1, true), Some(4), "found where the last left it");
         assert_eq!(earlier(8, true), Some(4));
+    }
+
+    /// The workspace's segment is the first inference case's: a third case
+    /// of a build replays after the first, not the second (batch 34's
+    /// ESM-2 650M b8 L1024 after b16 L512 and b2 L2048: -0.2% after the
+    /// second, +0.1% after the first).
+    #[test]
+    fn an_inference_case_replays_after_its_build_s_first() {
+        let mut history = ProcessHistory::default();
+        let mut earlier = |batch: u32, resident: u64| {
+            let text = format!(
+                r#"{{"case": "x", "model": "gpt2", "weight_bytes": 1000, "workload": {{"mode": "inference", "batch": {batch}}}, "runtime": {{"process_ran_backward": false}}, "measured": {{"driver_peak": 1, "resident_before": {resident}}}}}"#
+            );
+            let value: Value = serde_json::from_str(&text).unwrap();
+            let spec = Spec::from_value(&value).unwrap();
+            history.earlier_job(&value, &spec).map(|w| w.batch)
+        };
+        let kept = 1000 + (33 << 20);
+        assert_eq!(earlier(16, 1000), None, "a fresh process");
+        assert_eq!(earlier(2, kept), Some(16));
+        assert_eq!(earlier(8, kept), Some(16), "the first, not the one before");
     }
 
     #[test]
