@@ -334,3 +334,55 @@ fn timm_vit_fp32_training_follows_the_trace_through_the_blocks() {
     );
     assert_follows(&events, &trace);
 }
+
+/// timm's ViT-B/16 fp32 training with AdamW, batch 288, as the H200 trace
+/// runs it (`measurements/real-jobs-2/trace-segments-12.jsonl.gz`, its
+/// blocks above 1 MiB in `trace-segments-12.events.txt` by
+/// `trace_events.py`; a fresh process): the first 818 events, through the
+/// forward, the loss and every block's backward. What this pins beyond
+/// the ViT-S trace above: the patch embedding's forward block at a batch
+/// beyond the sweep's table (`cnn::CUDNN_FP32_PATCHIFY_LARGE_BATCH`: the
+/// input and filter copied with 4 channels, 223.5 MiB, event 2), the
+/// memory-efficient kernel's logsumexp padded to 32 queries (197 tokens
+/// keep 224 rows: 2.95 MiB per layer), and its fp32 backward's row sums of
+/// `grad_out * out` and their transposed copy (2.6 MiB each) around the
+/// workspace. Next difference: event 818, the class token's concatenation
+/// in backward, whose gradient the trace keeps as a view until the patch
+/// embedding's backward is done.
+#[test]
+fn timm_vit_b16_fp32_training_follows_the_trace_at_a_large_batch() {
+    let events = replay_events(
+        r#"{"model": "vit-base-patch16-224", "workload": {"mode": "training",
+        "batch": 288, "image_size": 224, "training": {"optimizer": "adamw",
+        "precision": "fp32", "steps": 3}},
+        "runtime": {"process_ran_backward": false}}"#,
+    );
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../measurements/real-jobs-2/trace-segments-12.events.txt"
+    );
+    let text = std::fs::read_to_string(path).expect(path);
+    let trace: Vec<(bool, f64)> = text
+        .lines()
+        .map(|line| {
+            let (kind, bytes) = line.split_once(' ').expect("`A BYTES` or `F BYTES`");
+            let bytes: u64 = bytes.parse().expect("bytes");
+            (kind == "A", bytes as f64 / MIB as f64)
+        })
+        .collect();
+    assert!(trace.len() > 818 && events.len() > 818);
+    assert_follows(&events[..818], &trace[..818]);
+    // The logsumexp blocks to the byte (the tolerance above would let the
+    // unpadded 2.6 MiB pass).
+    let lse = 3_096_576.0 / MIB as f64;
+    let padded: Vec<usize> = (0..818).filter(|&i| trace[i] == (true, lse)).collect();
+    assert_eq!(padded.len(), 12, "one per layer");
+    for i in padded {
+        assert_eq!(events[i], (true, lse), "event {i}");
+    }
+    let (replay, traced) = (events[818], trace[818]);
+    assert!(
+        replay.0 != traced.0,
+        "event 818 now follows the trace ({replay:?}); pin further"
+    );
+}

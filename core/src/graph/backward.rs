@@ -410,7 +410,20 @@ impl Graph<'_> {
             for t in temporaries.into_iter().rev().flatten() {
                 self.replay.free(t);
             }
-            if !node.scratch_per_input {
+            if !node.scratch_per_input && node.backward_row_sums > 0 {
+                let [product, workspace] = node.backward_scratch;
+                let product = self.replay.alloc(product, Component::Transient);
+                let sums = self
+                    .replay
+                    .alloc(node.backward_row_sums, Component::Transient);
+                let delta = self
+                    .replay
+                    .alloc(node.backward_row_sums, Component::Transient);
+                self.replay.free(sums);
+                self.replay.free(product);
+                self.replay.touch(workspace, Component::Transient);
+                self.replay.free(delta);
+            } else if !node.scratch_per_input {
                 for bytes in node.backward_scratch {
                     if bytes > 0 {
                         self.replay.touch(bytes, Component::Transient);

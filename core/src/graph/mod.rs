@@ -81,6 +81,9 @@ struct Node {
     /// allocated (cuDNN convolution workspaces of the data-gradient and the
     /// weight-gradient kernels: each kernel's output exists first).
     backward_scratch: [u64; 2],
+    /// The fp32 memory-efficient attention backward's row sums (see
+    /// [`Graph::set_backward_row_sums`]): zero for other ops.
+    backward_row_sums: u64,
     /// A checkpointed segment: backward stops here and hands control back.
     checkpoint: Option<u32>,
     /// A checkpoint boundary's count of the segment's ops that saved
@@ -143,6 +146,7 @@ impl Node {
             output,
             backward_workspace: 0,
             backward_scratch: [0; 2],
+            backward_row_sums: 0,
             checkpoint: None,
             saving_ops: None,
             gemm: None,

@@ -258,6 +258,20 @@ impl Graph<'_> {
         }
     }
 
+    /// Gives the node that produced `output` (the most recent one) the
+    /// fp32 memory-efficient attention backward's row sums, `bytes` each:
+    /// `(grad_out * out).sum(-1)` and its transposed contiguous copy are
+    /// taken while the first scratch buffer (the product) is live; the sum
+    /// goes, then the product, and the copy stays through the second (the
+    /// kernel's workspace). No-op when no node was recorded.
+    pub fn set_backward_row_sums(&mut self, output: Value, bytes: u64) {
+        if let Some(node) = self.nodes.last_mut() {
+            if node.output == output {
+                node.backward_row_sums = bytes;
+            }
+        }
+    }
+
     /// Gives the node that produced `output` (the most recent one) a
     /// backward formula with `count` (at most 4) temporaries the size of its first
     /// input, alive together with the gradient it computes. `erf`'s

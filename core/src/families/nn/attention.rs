@@ -82,6 +82,11 @@ fn efficient_backward_scratch(g: &mut Graph, out: Value, dsize: u64, out_elems: 
         let blocks = s.q_len.div_ceil(EFFICIENT_QUERY_BLOCK);
         let rows = blocks * EFFICIENT_QUERY_BLOCK;
         let pairs = s.batch * s.heads;
+        // The row sums of `grad_out * out`, one per query and head, and
+        // their transposed copy (the trace of timm's ViT-B/16 fp32 b288:
+        // two 2,723,328 B blocks after the 174 MB product,
+        // `../real-jobs-2/trace-segments-12.jsonl.gz`).
+        g.set_backward_row_sums(out, pairs * s.q_len * FP32);
         [
             accumulator,
             pairs * rows * s.head_dim * FP32 + pairs * blocks * EFFICIENT_BLOCK_COUNTER_BYTES,
@@ -96,6 +101,18 @@ fn efficient_backward_scratch(g: &mut Graph, out: Value, dsize: u64, out_elems: 
     };
     g.set_backward_scratch(out, scratch);
 }
+
+/// The memory-efficient kernel's saved logsumexp: fp32, one per head and
+/// query, the queries padded to [`EFFICIENT_LSE_ALIGN`] (`kAlignLSE`); the
+/// flash kernel's is not padded. The trace of timm's ViT-B/16 fp32 b288
+/// keeps 3,096,576 B per layer for 197 tokens: 224 rows
+/// (`../real-jobs-2/trace-segments-12.jsonl.gz`).
+fn efficient_logsumexp(s: AttnShape) -> u64 {
+    s.batch * s.heads * s.q_len.div_ceil(EFFICIENT_LSE_ALIGN) * EFFICIENT_LSE_ALIGN * FP32
+}
+
+/// The query multiple the memory-efficient kernel pads its logsumexp to.
+const EFFICIENT_LSE_ALIGN: u64 = 32;
 
 /// Queries per block of the fp32 memory-efficient backward kernel.
 const EFFICIENT_QUERY_BLOCK: u64 = 64;
@@ -174,10 +191,12 @@ pub fn sdpa_on_every_head(
 pub fn sdpa(g: &mut Graph, cx: &Ctx, q: T, k: T, v: T, s: AttnShape) -> T {
     let (q, k, v) = sdpa_inputs(g, cx, q, k, v);
     let out_elems = s.batch * s.heads * s.q_len * s.head_dim;
-    let lse = if g.grad_mode {
-        s.batch * s.heads * s.q_len * FP32
-    } else {
+    let lse = if !g.grad_mode {
         0
+    } else if q.dsize == FP32 {
+        efficient_logsumexp(s)
+    } else {
+        s.batch * s.heads * s.q_len * FP32
     };
     let out = g.op(
         "attention (sdpa)",
@@ -206,7 +225,7 @@ pub fn sdpa_with_mask(g: &mut Graph, cx: &Ctx, q: T, k: T, v: T, s: AttnShape) -
     let (q, k, v) = sdpa_inputs(g, cx, q, k, v);
     let bias = g.input(s.batch * s.q_len * s.kv_len * q.dsize, Component::Transient);
     let out_elems = s.batch * s.heads * s.q_len * s.head_dim;
-    let lse = s.batch * s.heads * s.q_len * FP32;
+    let lse = efficient_logsumexp(s);
     let out = g.op(
         "attention (sdpa, masked)",
         &[q.v, k.v, v.v, bias],
