@@ -38,7 +38,11 @@ Modes
     group runs in its own fresh subprocess which builds the model once and
     runs its cases one after another (optimizer state persists across the
     training cases of a group, as in the public data). One line per case is
-    appended to OUT as soon as it is measured.
+    appended to OUT as soon as it is measured. With --one-process every
+    build runs in this one process instead, one after another, the model,
+    its optimizer and outputs dropped and the cache emptied between builds
+    (a notebook that loads one model after another; the public set was
+    measured this way).
 
 --snapshot (with either mode)
     Record torch.cuda.memory._record_memory_history over each case, keep the
@@ -725,8 +729,10 @@ class Runner:
         self.scaler = None
         # What the process did before the case now running (result lines
         # say it: `workload.training.optimizer_state_resident`,
-        # `runtime.process_ran_backward`).
+        # `runtime.process_ran_backward`, `runtime.process_builds_before`:
+        # the models built, run and dropped in this process before this one).
         self.ran_backward = False
+        self.builds_before = 0
         self.before_case = {"optimizer": False, "backward": False}
         self.is_vision = spec["model"] in VISION_PRESETS
         if self.is_vision:
@@ -963,7 +969,8 @@ def result_line(case, runner, runtime, measured):
     if runner is not None and runtime is not None:
         # The process's history, as the harness knows it: one optimizer per
         # build, created by the build's first training case.
-        out["runtime"] = dict(runtime, process_ran_backward=runner.before_case["backward"])
+        out["runtime"] = dict(runtime, process_ran_backward=runner.before_case["backward"],
+                              process_builds_before=runner.builds_before)
         if case["workload"].get("mode") == "training":
             training = dict(case["workload"].get("training", {}),
                             optimizer_state_resident=runner.before_case["optimizer"])
@@ -1271,42 +1278,64 @@ def append_jsonl(path, obj):
 
 def run_group(cases, args):
     """Child process of --batch: build once, run every case, append lines."""
+    return run_builds([cases], args)
+
+
+def run_builds(groups, args):
+    """Builds one after another in this process, each running its cases;
+    between builds the model, its optimizer and its outputs are dropped and
+    the cache emptied, as a notebook that deletes one model and loads the
+    next (only what the process keeps, such as cuBLAS workspaces, stays)."""
     nvml = Nvml() if args.nvml else None
     baseline = nvml.used() if nvml else None
-    import torch  # noqa: F401
+    import torch
     runtime = runtime_info(nvml, args.device)
-    t0 = time.perf_counter()
-    try:
-        spec = build_spec(cases[0])
-        runner = Runner(spec, args.device, args.tiny, cases[0])
-    except Unsupported as exc:
-        for case in cases:
-            append_jsonl(args.out, result_line(case, None, runtime, {"unsupported": str(exc)}))
-        return EXIT_UNSUPPORTED
-    log(f"built {spec['model']} ({runner.params:,} params, {runner.weight_bytes:,} B) "
-        f"in {time.perf_counter() - t0:.1f}s")
-    if not args.tiny and runner.params != expected_params(spec["model"]) and not spec["lora"]:
-        log(f"WARNING: {spec['model']} has {runner.params} params, README says "
-            f"{expected_params(spec['model'])}")
     mem = Mem(args.device)
     poller = Poller(nvml) if nvml else None
     snap = Snapshotter(args.snapshot_md, args.snapshot_dir) if args.snapshot else None
-    for case in cases:
+    rc = EXIT_OK
+    # What the builds before this one left the process: their count, and
+    # whether any ran a backward pass (the autograd thread's workspace).
+    builds_before, ran_backward = 0, False
+    for cases in groups:
+        t0 = time.perf_counter()
         try:
-            measured = measure_case(runner, case, mem, nvml, poller, baseline, snap)
+            spec = build_spec(cases[0])
+            runner = Runner(spec, args.device, args.tiny, cases[0])
         except Unsupported as exc:
-            measured = {"unsupported": str(exc)}
-        append_jsonl(args.out, result_line(case, runner, runtime, measured))
-        log(f"{case['case']}: " + json.dumps(measured))
+            for case in cases:
+                append_jsonl(args.out, result_line(case, None, runtime, {"unsupported": str(exc)}))
+            rc = EXIT_UNSUPPORTED
+            continue
+        log(f"built {spec['model']} ({runner.params:,} params, {runner.weight_bytes:,} B) "
+            f"in {time.perf_counter() - t0:.1f}s")
+        if not args.tiny and runner.params != expected_params(spec["model"]) and not spec["lora"]:
+            log(f"WARNING: {spec['model']} has {runner.params} params, README says "
+                f"{expected_params(spec['model'])}")
+        runner.builds_before, runner.ran_backward = builds_before, ran_backward
+        for case in cases:
+            try:
+                measured = measure_case(runner, case, mem, nvml, poller, baseline, snap)
+            except Unsupported as exc:
+                measured = {"unsupported": str(exc)}
+            append_jsonl(args.out, result_line(case, runner, runtime, measured))
+            log(f"{case['case']}: " + json.dumps(measured))
+        builds_before, ran_backward = builds_before + 1, runner.ran_backward
+        del runner
+        gc.collect()
+        if args.device != "cpu":
+            torch.cuda.empty_cache()
     if poller:
         poller.stop()
-    return EXIT_OK
+    return rc
 
 
 def run_batch(args):
     cases = load_cases(args.batch)
     groups = group_cases(cases)
     log(f"{len(cases)} cases in {len(groups)} model builds")
+    if args.one_process:
+        return run_builds(groups, args)
     t_start = time.perf_counter()
     for gi, group in enumerate(groups):
         names = [c["case"] for c in group]
@@ -1566,6 +1595,9 @@ def parse_args(argv=None):
     p.add_argument("--group-timeout-s", type=float, default=None, help="--batch: per build")
     p.add_argument("--deadline-s", type=float, default=None,
                    help="--batch: skip builds that would start after this many seconds")
+    p.add_argument("--one-process", action="store_true",
+                   help="--batch: every build in this one process, one after another (the model "
+                        "dropped between builds), instead of a fresh process per build")
     p.add_argument("--device", default="cuda", help=argparse.SUPPRESS)
     p.add_argument("--tiny", action="store_true", help=argparse.SUPPRESS)  # CPU self-test
     args = p.parse_args(argv)
