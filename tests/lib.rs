@@ -61,14 +61,21 @@ pub fn compare_file(text: &str) -> (Vec<Compared>, Vec<(String, String)>) {
                 continue;
             }
         };
-        let estimate = match history.earlier_job(&value, &spec) {
-            Some(earlier) => headroom_core::estimate::estimate_after(
-                &spec.model.arch,
+        let chain = history.earlier_jobs(&value, &spec);
+        let estimate = if chain.is_empty() {
+            headroom_core::estimate(&spec.model.arch, &spec.workload, &spec.runtime)
+        } else {
+            let earlier: Vec<headroom_core::estimate::EarlierJob> = chain
+                .iter()
+                .map(|(arch, workload)| headroom_core::estimate::EarlierJob { arch, workload })
+                .collect();
+            headroom_core::estimate::estimate_in_process(
                 &earlier,
+                &spec.model.arch,
                 &spec.workload,
                 &spec.runtime,
-            ),
-            None => headroom_core::estimate(&spec.model.arch, &spec.workload, &spec.runtime),
+                Default::default(),
+            )
         };
         match estimate {
             Ok(e) => {

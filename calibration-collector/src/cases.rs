@@ -2,7 +2,7 @@
 //! files line by line, and predicting one case with the core.
 
 use crate::error::{CollectorError, Result};
-use headroom_core::estimate::{estimate, estimate_after, Estimate};
+use headroom_core::estimate::{estimate, estimate_in_process, EarlierJob, Estimate, EstimateOptions};
 use headroom_core::spec::{ProcessHistory, Spec};
 use headroom_core::{Error as CoreError, RuntimeProfile};
 use serde_json::Value;
@@ -364,9 +364,21 @@ pub fn predict(
     if let Some(profile) = profile {
         spec.runtime = apply_profile(&spec.runtime, profile);
     }
-    let result = match history.earlier_job(&case.value, &spec) {
-        Some(earlier) => estimate_after(&spec.model.arch, &earlier, &spec.workload, &spec.runtime),
-        None => estimate(&spec.model.arch, &spec.workload, &spec.runtime),
+    let chain = history.earlier_jobs(&case.value, &spec);
+    let result = if chain.is_empty() {
+        estimate(&spec.model.arch, &spec.workload, &spec.runtime)
+    } else {
+        let earlier: Vec<EarlierJob> = chain
+            .iter()
+            .map(|(arch, workload)| EarlierJob { arch, workload })
+            .collect();
+        estimate_in_process(
+            &earlier,
+            &spec.model.arch,
+            &spec.workload,
+            &spec.runtime,
+            EstimateOptions::default(),
+        )
     };
     match result {
         Ok(est) => Ok(Prediction::Predicted {

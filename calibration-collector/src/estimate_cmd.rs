@@ -5,7 +5,9 @@ use crate::error::{CollectorError, Result};
 use crate::parallel_args::{self, ParallelArgs};
 use headroom_core::arch::Architecture;
 use headroom_core::bytes::group_digits;
-use headroom_core::estimate::{estimate_after_with, estimate_with, Estimate, EstimateOptions};
+use headroom_core::estimate::{
+    estimate_in_process, estimate_with, EarlierJob, Estimate, EstimateOptions,
+};
 use headroom_core::spec::Spec;
 use headroom_core::uncertainty::{likely_range, LikelyRange};
 use headroom_core::workload::{InferenceKind, Logits, Mode, Optimizer, Precision};
@@ -24,12 +26,14 @@ pub struct EstimateArgs {
     /// Also say whether the job fits this GPU of the catalog (e.g. `h200`).
     #[arg(long)]
     pub gpu: Option<String>,
-    /// A spec of the same model that ran earlier in the same process, as its first job (a
-    /// notebook that trained before): its weights, optimizer state and workspaces stay where
-    /// it put them; weights of another dtype were cast in place between the jobs
-    /// (`model.half()`).
+    /// A spec that ran earlier in the same process; repeat for several, oldest first (the
+    /// first is the process's first job, as in a notebook). After a job of the same model its
+    /// weights, optimizer state and workspaces stay where it put them (weights of another
+    /// dtype cast in place, `model.half()`); after another model's job that model was dropped
+    /// (`del model; gc.collect(); torch.cuda.empty_cache()`) and only the process's cuBLAS
+    /// workspaces stay, in the segments they were created in.
     #[arg(long, value_name = "EARLIER_SPEC")]
-    pub after: Option<String>,
+    pub after: Vec<String>,
     /// Several GPUs: override the spec's `workload.parallel`.
     #[command(flatten)]
     pub parallel: ParallelArgs,
@@ -63,29 +67,26 @@ pub fn run(args: &EstimateArgs) -> Result<String> {
         capacity: gpu.map(|g| g.usable_bytes),
         ..EstimateOptions::default()
     };
+    let mut earlier = Vec::with_capacity(args.after.len());
+    for path in &args.after {
+        let spec = Spec::from_json(&read_text(path)?)
+            .map_err(|e| CollectorError::input(format!("--after {path}: {e}")))?;
+        earlier.push(spec);
+    }
     let compute = |options: EstimateOptions| -> Result<Estimate> {
-        match &args.after {
-            None => estimate_with(&spec.model.arch, &spec.workload, &spec.runtime, options)
-                .map_err(|e| CollectorError::input(format!("{name}: {e}"))),
-            Some(earlier_path) => {
-                let earlier = Spec::from_json(&read_text(earlier_path)?)
-                    .map_err(|e| CollectorError::input(format!("--after {earlier_path}: {e}")))?;
-                if earlier.model.arch != spec.model.arch {
-                    return Err(CollectorError::input(format!(
-                        "--after {earlier_path}: its model ({}) is not the model of {name} ({}); allowed: a spec of the same model that ran earlier in the same process",
-                        earlier.model.name, spec.model.name
-                    )));
-                }
-                estimate_after_with(
-                    &spec.model.arch,
-                    &earlier.workload,
-                    &spec.workload,
-                    &spec.runtime,
-                    options,
-                )
-                .map_err(|e| CollectorError::input(format!("{name} after {earlier_path}: {e}")))
-            }
+        if earlier.is_empty() {
+            return estimate_with(&spec.model.arch, &spec.workload, &spec.runtime, options)
+                .map_err(|e| CollectorError::input(format!("{name}: {e}")));
         }
+        let jobs: Vec<EarlierJob> = earlier
+            .iter()
+            .map(|s| EarlierJob {
+                arch: &s.model.arch,
+                workload: &s.workload,
+            })
+            .collect();
+        estimate_in_process(&jobs, &spec.model.arch, &spec.workload, &spec.runtime, options)
+            .map_err(|e| CollectorError::input(format!("{name} after {}: {e}", args.after.join(", "))))
     };
     let mut est =
         crate::progress::while_working("estimating: replaying the job", || compute(options))?;
@@ -105,7 +106,7 @@ pub fn run(args: &EstimateArgs) -> Result<String> {
     }
     let note = no_card.as_ref().map(NoCard::note);
     if let Some(path) = &args.timeline {
-        if args.after.is_some() {
+        if !args.after.is_empty() {
             return Err(CollectorError::input(
                 "--timeline: not with --after; allowed: the timeline of one job in a fresh process",
             ));

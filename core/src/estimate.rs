@@ -90,7 +90,7 @@ pub fn estimate_with(
     options: EstimateOptions,
 ) -> Result<Estimate, Error> {
     let mut replay = Replay::new(runtime.allocator, None);
-    run(&mut replay, arch, None, workload, runtime, options)
+    run(&mut replay, arch, &[], workload, runtime, options)
 }
 
 /// [`estimate_with`], and the job's memory over time: allocated and
@@ -107,7 +107,7 @@ pub fn estimate_with_timeline(
 ) -> Result<(Estimate, crate::timeline::Timeline), Error> {
     let mut replay = Replay::new(runtime.allocator, None);
     replay.enable_timeline();
-    let estimate = run(&mut replay, arch, None, workload, runtime, options)?;
+    let estimate = run(&mut replay, arch, &[], workload, runtime, options)?;
     let timeline = replay.take_timeline().unwrap_or_default();
     Ok((estimate, timeline))
 }
@@ -122,7 +122,7 @@ pub fn estimate_reusing(
     runtime: &RuntimeProfile,
     options: EstimateOptions,
 ) -> Result<Estimate, Error> {
-    run(replay, arch, None, workload, runtime, options)
+    run(replay, arch, &[], workload, runtime, options)
 }
 
 #[cfg(feature = "diagnostics")]
@@ -134,6 +134,15 @@ pub const KEPT_BETWEEN_JOBS: [Component; 3] = [
     Component::OptimizerState,
     Component::LibraryWorkspace,
 ];
+
+/// A job that ran earlier in the same process (see `estimate_in_process`).
+#[derive(Clone, Copy, Debug)]
+pub struct EarlierJob<'a> {
+    /// Its model.
+    pub arch: &'a Architecture,
+    /// What it ran.
+    pub workload: &'a Workload,
+}
 
 #[cfg(feature = "diagnostics")]
 /// [`estimate`] of a job that runs after `earlier` in the same process, on
@@ -161,43 +170,106 @@ pub fn estimate_after_with(
     runtime: &RuntimeProfile,
     options: EstimateOptions,
 ) -> Result<Estimate, Error> {
-    earlier.validate()?;
-    families::validate(arch, earlier)?;
+    let earlier = [EarlierJob {
+        arch,
+        workload: earlier,
+    }];
+    estimate_in_process(&earlier, arch, workload, runtime, options)
+}
+
+#[cfg(feature = "diagnostics")]
+/// [`estimate`] of a job that runs after `earlier` (in order, the first
+/// being the process's first job) in the same process, as a notebook runs
+/// them. Between two jobs of the same model the process keeps
+/// [`KEPT_BETWEEN_JOBS`] (see [`estimate_after`]); between jobs of
+/// different models the earlier model, its optimizer and outputs are
+/// dropped and the cache emptied (`del model; gc.collect();
+/// torch.cuda.empty_cache()`), and only the process's library workspaces
+/// stay, each in the segment it was created in. Those segments are what
+/// the later jobs inherit: the autograd thread's cuBLAS workspace, created
+/// at the first backward matmul inside a freed block of that job, keeps
+/// the block's whole segment reserved for the life of the process, and
+/// later models' weights and activations fill the rest of it (GPT-2
+/// training, then BERT, ResNet-50 and ViT-B inference in one process:
+/// every reserved peak to the MiB, `measurements/shared-process/`).
+pub fn estimate_in_process(
+    earlier: &[EarlierJob],
+    arch: &Architecture,
+    workload: &Workload,
+    runtime: &RuntimeProfile,
+    options: EstimateOptions,
+) -> Result<Estimate, Error> {
+    for job in earlier {
+        job.workload.validate()?;
+        families::validate(job.arch, job.workload)?;
+    }
     let mut replay = Replay::new(runtime.allocator, None);
-    run(&mut replay, arch, Some(earlier), workload, runtime, options)
+    run(&mut replay, arch, earlier, workload, runtime, options)
 }
 
 #[cfg(feature = "diagnostics")]
 /// Replays `earlier` into a fresh `replay` and ends it as a process ends
 /// one job before the next (see [`Replay::start_next_job`]); the next
-/// replay into it runs as a later job of the same process. The earlier
-/// job is the process's first: it creates its cuBLAS workspaces at its
-/// first matrix multiplies, among its own blocks, whatever `runtime` says
-/// of the later job (the H200 trace of BERT fp32 training after amp
-/// training in one process, `measurements/h200-generalization/
-/// trace-segments-29.jsonl.gz`: the autograd thread's workspace stays at
-/// 238 MiB into the amp job's 478 MiB loss segment, beside the word
-/// embedding's AdamW state, and the fp32 job fills the rest).
+/// replay into it runs as a later job of the same process, on `arch`.
 pub fn replay_earlier_job(
     arch: &Architecture,
     earlier: &Workload,
     runtime: &RuntimeProfile,
     replay: &mut Replay,
 ) -> Result<(), Error> {
-    let first_job = RuntimeProfile {
+    let earlier = [EarlierJob {
+        arch,
+        workload: earlier,
+    }];
+    replay_earlier_jobs(&earlier, arch, earlier[0].workload, runtime, replay)
+}
+
+#[cfg(feature = "diagnostics")]
+/// Replays `earlier` in order into `replay`, each ended as a process ends
+/// one job before the next: the next job, of `next_arch` running
+/// `next_workload`, finds what [`estimate_in_process`] says stays. The
+/// first earlier job is the process's first: the jobs create their cuBLAS
+/// workspaces at their first matrix multiplies, among their own blocks,
+/// whatever `runtime` says of the later job (the H200 trace of BERT fp32
+/// training after amp training in one process,
+/// `measurements/h200-generalization/trace-segments-29.jsonl.gz`: the
+/// autograd thread's workspace stays at 238 MiB into the amp job's 478 MiB
+/// loss segment, beside the word embedding's AdamW state, and the fp32 job
+/// fills the rest).
+pub fn replay_earlier_jobs(
+    earlier: &[EarlierJob],
+    next_arch: &Architecture,
+    next_workload: &Workload,
+    runtime: &RuntimeProfile,
+    replay: &mut Replay,
+) -> Result<(), Error> {
+    let later_job = RuntimeProfile {
         process_ran_backward: false,
         ..runtime.clone()
     };
     replay.track_blocks();
-    families::replay(arch, earlier, &first_job, replay)?;
-    replay.start_next_job(&KEPT_BETWEEN_JOBS);
+    for (i, job) in earlier.iter().enumerate() {
+        families::replay(job.arch, job.workload, &later_job, replay)?;
+        let (arch_after, workload_after) = earlier
+            .get(i + 1)
+            .map_or((next_arch, next_workload), |j| (j.arch, j.workload));
+        if job.arch == arch_after {
+            replay.start_next_job(&KEPT_BETWEEN_JOBS);
+            if families::nn::param_dtype(job.workload) != families::nn::param_dtype(workload_after)
+            {
+                replay.cast_kept_weights();
+            }
+        } else {
+            replay.start_next_job(&[Component::LibraryWorkspace]);
+        }
+    }
     Ok(())
 }
 
 fn run(
     replay: &mut Replay,
     arch: &Architecture,
-    earlier: Option<&Workload>,
+    earlier: &[EarlierJob],
     workload: &Workload,
     runtime: &RuntimeProfile,
     options: EstimateOptions,
@@ -206,9 +278,9 @@ fn run(
     runtime.validate()?;
     families::validate(arch, workload)?;
     let mut libraries_guess = families::libraries(arch, workload, runtime);
-    if let Some(earlier) = earlier {
-        // Libraries loaded by the earlier job stay loaded.
-        let before = families::libraries(arch, earlier, runtime);
+    for job in earlier {
+        // Libraries loaded by the earlier jobs stay loaded.
+        let before = families::libraries(job.arch, job.workload, runtime);
         libraries_guess.cublas |= before.cublas;
         libraries_guess.backward |= before.backward;
         libraries_guess.cudnn |= before.cudnn;
@@ -217,14 +289,25 @@ fn run(
     let capacity = options.capacity.map(|c| c.saturating_sub(outside));
     replay.reset(runtime.allocator, capacity);
     #[cfg(feature = "diagnostics")]
-    if let Some(earlier) = earlier {
-        replay_earlier_job(arch, earlier, runtime, replay)?;
-        if families::nn::param_dtype(earlier) != families::nn::param_dtype(workload) {
-            replay.cast_kept_weights();
-        }
+    if !earlier.is_empty() {
+        replay_earlier_jobs(earlier, arch, workload, runtime, replay)?;
     }
+    // With its earlier jobs given, the process's history is theirs: it ran
+    // a backward pass if one of them trained.
+    let history;
+    let runtime = if earlier.is_empty() {
+        runtime
+    } else {
+        history = RuntimeProfile {
+            process_ran_backward: earlier
+                .iter()
+                .any(|job| job.workload.mode == crate::workload::Mode::Training),
+            ..runtime.clone()
+        };
+        &history
+    };
     let summary = families::replay_with(arch, workload, runtime, replay, options.replay)?;
-    debug_assert!(earlier.is_some() || summary.libraries == libraries_guess);
+    debug_assert!(!earlier.is_empty() || summary.libraries == libraries_guess);
     let stats = replay.stats();
     let peak = replay.peak();
 

@@ -152,13 +152,69 @@ fn infer_backward_history(
 /// `measurements/inference-batches/`), and each later case leaves it as
 /// it found it. Builds are told apart by `model`,
 /// `weight_bytes`, the dtype and the attention kernel.
+///
+/// A case whose `runtime.process_builds_before` is k > 0 ran in a process
+/// that had built, run and dropped the k builds before its own in the file
+/// (`headroom_measure.py --batch --one-process`, a notebook's order):
+/// [`ProcessHistory::earlier_jobs`] replays, before the case's own
+/// history, each of those builds' first case and its first training case,
+/// the jobs that create the process's cuBLAS workspaces.
 #[derive(Clone, Debug, Default)]
 pub struct ProcessHistory {
     first_training: alloc::vec::Vec<(String, u64, Workload)>,
     first_inference: alloc::vec::Vec<(String, u64, Workload)>,
+    /// The file's builds in order, each with the jobs of it that a later
+    /// build's process history replays.
+    builds: alloc::vec::Vec<((String, u64), Architecture, alloc::vec::Vec<Workload>)>,
 }
 
 impl ProcessHistory {
+    /// The jobs that ran before `spec` (parsed from `case`) in its process
+    /// and left the state it starts with, oldest first, each with its
+    /// model: the earlier builds' jobs (when `runtime.process_builds_before`
+    /// says there were any), then the case's own build's earlier job
+    /// ([`ProcessHistory::earlier_job`]).
+    pub fn earlier_jobs(
+        &mut self,
+        case: &Value,
+        spec: &Spec,
+    ) -> alloc::vec::Vec<(Architecture, Workload)> {
+        use crate::workload::Mode::Training;
+        let own_build = self.earlier_job(case, spec);
+        let key = (
+            case.get("model").map(|m| m.to_string()).unwrap_or_default(),
+            case.get("weight_bytes").and_then(Value::as_u64).unwrap_or(0),
+        );
+        if self.builds.last().is_none_or(|(last, ..)| *last != key) {
+            let arch = spec.model.arch.clone();
+            self.builds.push((key, arch, alloc::vec::Vec::new()));
+        }
+        let builds_before = case
+            .get("runtime")
+            .and_then(|r| r.get("process_builds_before"))
+            .and_then(Value::as_u64)
+            .map_or(0, |n| usize::try_from(n).unwrap_or(usize::MAX));
+        let current = self.builds.len() - 1;
+        let mut chain = alloc::vec::Vec::new();
+        if builds_before == 0 {
+            chain.extend(own_build.map(|w| (spec.model.arch.clone(), w)));
+        } else {
+            // Everything the process ran: the earlier builds' jobs, then
+            // this build's so far.
+            for (_, arch, jobs) in &self.builds[current.saturating_sub(builds_before)..] {
+                chain.extend(jobs.iter().map(|w| (arch.clone(), w.clone())));
+            }
+        }
+        // This build's first case, and its first training case: the jobs
+        // that create the process's workspaces and the optimizer state.
+        let jobs = &mut self.builds[current].2;
+        let training = spec.workload.mode == Training;
+        if jobs.is_empty() || (training && !jobs.iter().any(|w| w.mode == Training)) {
+            jobs.push(spec.workload.clone());
+        }
+        chain
+    }
+
     /// The job that ran before `spec` (parsed from `case`) in its process and
     /// left the state it starts with, if any; records `spec` when it is the
     /// first training or inference job of its build.
@@ -713,6 +769,15 @@ pub fn parse_runtime(value: &Value) -> Result<RuntimeProfile, Error> {
     )?;
     if let Some(Value::Object(allocator)) = map.get("allocator") {
         known_keys::check(allocator, "runtime.allocator", &[known_keys::ALLOCATOR])?;
+    }
+    if let Some(builds) = map.get("process_builds_before") {
+        if builds.as_u64().is_none_or(|n| n > u64::from(u32::MAX)) {
+            return Err(Error::invalid(
+                "runtime.process_builds_before",
+                format!("{builds} is not a count of model builds"),
+                "a whole number from 0",
+            ));
+        }
     }
     serde_json::from_value(value.clone()).map_err(|e| {
         // Name the field: the first key that fails on its own.
