@@ -222,6 +222,9 @@ impl Replay {
         }
         self.allocator.empty_cache();
         self.reset_peaks();
+        // The next job counts its own steps.
+        self.step(None);
+        self.step_kind("");
     }
 
     #[cfg(feature = "diagnostics")]

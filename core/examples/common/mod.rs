@@ -1,6 +1,7 @@
 //! What the diagnostic examples share: the spec named first on the command
 //! line, and a replay that has already run `--after EARLIER.json` (the job
-//! after an earlier one in the same process, as `estimate_after`).
+//! after an earlier one in the same process, of the same model or another,
+//! as `estimate_in_process`).
 use headroom_core::spec::Spec;
 use headroom_core::trace::Replay;
 
@@ -11,9 +12,14 @@ pub fn spec_and_replay(args: &[String]) -> (Spec, Replay) {
     let mut replay = Replay::new(spec.runtime.allocator, None);
     if let Some(i) = args.iter().position(|a| a == "--after") {
         let earlier = read(&args[i + 1]);
-        headroom_core::estimate::replay_earlier_job(
+        let jobs = [headroom_core::estimate::EarlierJob {
+            arch: &earlier.model.arch,
+            workload: &earlier.workload,
+        }];
+        headroom_core::estimate::replay_earlier_jobs(
+            &jobs,
             &spec.model.arch,
-            &earlier.workload,
+            &spec.workload,
             &spec.runtime,
             &mut replay,
         )

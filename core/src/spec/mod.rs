@@ -58,6 +58,7 @@ impl Spec {
         let model = parse_model(obj.get("model"))?;
         let mut workload = parse_workload(obj.get("workload"))?;
         infer_resident_optimizer_state(obj, &mut workload);
+        infer_measured_load(obj, &model.arch, &mut workload);
         let mut runtime = match obj.get("runtime") {
             None | Some(Value::Null) => RuntimeProfile::default(),
             Some(v) => parse_runtime(v)?,
@@ -82,6 +83,23 @@ fn weights_and_resident(obj: &Map<String, Value>) -> Option<(u64, u64)> {
         .and_then(|m| m.get("resident_before"))
         .and_then(Value::as_u64)?;
     Some((weights, resident))
+}
+
+/// A measured case was built the way the harness and the public set build
+/// models: directly on the GPU, then the cache emptied before each case.
+/// For ESMFold, whose `__init__` builds the ESM-2 stem in fp32 and casts it,
+/// that leaves the cast's holes in the segments it shared with kept weights
+/// ([`crate::workload::LoadPath::BuildThenCastEmptied`]); other models are
+/// built in their own dtype, as compact as loaded ones. An explicit
+/// `workload.load` wins.
+fn infer_measured_load(obj: &Map<String, Value>, arch: &Architecture, workload: &mut Workload) {
+    let explicit = obj
+        .get("workload")
+        .and_then(|w| w.get("load"))
+        .is_some();
+    if !explicit && obj.contains_key("measured") && matches!(arch, Architecture::EsmFold(_)) {
+        workload.load = crate::workload::LoadPath::BuildThenCastEmptied;
+    }
 }
 
 /// A measured case (the `measurements/public/` format) says what its process
@@ -881,6 +899,68 @@ mod tests {
         assert_eq!(earlier(16, 1000), None, "a fresh process");
         assert_eq!(earlier(2, kept), Some(16));
         assert_eq!(earlier(8, kept), Some(16), "the first, not the one before");
+    }
+
+    /// A file measured with `--one-process` (the cases of
+    /// `measurements/shared-process/cases/notebook-a.jsonl`): each case
+    /// replays after what its process ran before it, the earlier builds'
+    /// first cases and first training cases included, each with its own
+    /// model; a file without `process_builds_before` keeps to each build.
+    #[test]
+    fn a_case_after_other_builds_replays_their_jobs() {
+        let mut history = ProcessHistory::default();
+        let mut chain = |model: &str, mode: &str, batch: u32, builds: Option<u32>| {
+            let runtime = builds.map_or(String::new(), |n| {
+                format!(r#", "runtime": {{"process_builds_before": {n}}}"#)
+            });
+            let text = format!(
+                r#"{{"case": "x", "model": "{model}", "weight_bytes": 1000, "workload": {{"mode": "{mode}", "batch": {batch}, "inference": {{"kind": "forward"}}}}{runtime}, "measured": {{"driver_peak": 1}}}}"#
+            );
+            let value: Value = serde_json::from_str(&text).unwrap();
+            let spec = Spec::from_value(&value).unwrap();
+            history
+                .earlier_jobs(&value, &spec)
+                .iter()
+                .map(|(arch, w)| (arch.family(), w.batch))
+                .collect::<alloc::vec::Vec<_>>()
+        };
+        assert_eq!(chain("gpt2", "inference", 2, Some(0)), []);
+        // The first build's cases follow its own history (a training case
+        // without the state resident made the optimizer).
+        assert_eq!(chain("gpt2", "training", 8, Some(0)), []);
+        assert_eq!(
+            chain("bert-base-uncased", "inference", 32, Some(1)),
+            [("decoder", 2), ("decoder", 8)]
+        );
+        assert_eq!(
+            chain("resnet-50", "inference", 64, Some(2)),
+            [("decoder", 2), ("decoder", 8), ("encoder", 32)]
+        );
+        assert_eq!(
+            chain("resnet-50", "inference", 256, Some(2)),
+            [("decoder", 2), ("decoder", 8), ("encoder", 32), ("cnn", 64)]
+        );
+        // Only the builds the case names: one before this one.
+        assert_eq!(
+            chain("vit-b-16", "inference", 64, Some(1)),
+            [("cnn", 64)]
+        );
+        // Without the key, a build of its own process.
+        assert_eq!(chain("gpt2", "inference", 4, None), []);
+    }
+
+    #[test]
+    fn process_builds_before_must_be_a_count() {
+        for bad in ["-1", "1.5", "\"two\"", "null", "99999999999"] {
+            let text = format!(
+                r#"{{"model": "gpt2", "workload": {{"mode": "inference"}}, "runtime": {{"process_builds_before": {bad}}}}}"#
+            );
+            let err = Spec::from_json(&text).unwrap_err().to_string();
+            assert!(
+                err.contains("runtime.process_builds_before") && err.contains("whole number"),
+                "{bad}: {err}"
+            );
+        }
     }
 
     #[test]

@@ -727,11 +727,14 @@ pub fn replay(
     } else {
         ranks as u64
     };
-    if workload.load == LoadPath::BuildThenCast
-        && workload.mode == Mode::Inference
+    let cast = workload.mode == Mode::Inference
         && workload.dtype.is_float()
         && workload.dtype != Dtype::Fp32
-    {
+        && matches!(
+            workload.load,
+            LoadPath::BuildThenCast | LoadPath::BuildThenCastEmptied
+        );
+    if cast {
         // Constructed on the GPU in fp32, then `model.to(dtype)`.
         let mut scratch_replay = Replay::new(runtime.allocator, None);
         let mut scratch = Graph::new(&mut scratch_replay);
@@ -743,6 +746,10 @@ pub fn replay(
         g.stage_fp32_construction(&sizes);
     }
     let mut w = weights::build(&mut g, a, workload, gathered_logits);
+    if cast && workload.load == LoadPath::BuildThenCastEmptied {
+        g.replay.empty_cache();
+        g.replay.reset_peaks();
+    }
     let summary = ReplaySummary {
         params: w.params,
         weight_bytes: w.bytes,
