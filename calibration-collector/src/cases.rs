@@ -2,7 +2,9 @@
 //! files line by line, and predicting one case with the core.
 
 use crate::error::{CollectorError, Result};
-use headroom_core::estimate::{estimate, estimate_in_process, EarlierJob, Estimate, EstimateOptions};
+use headroom_core::estimate::{
+    estimate, estimate_in_process, EarlierJob, Estimate, EstimateOptions,
+};
 use headroom_core::spec::{ProcessHistory, Spec};
 use headroom_core::{Error as CoreError, RuntimeProfile};
 use serde_json::Value;

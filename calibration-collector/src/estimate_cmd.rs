@@ -85,8 +85,14 @@ pub fn run(args: &EstimateArgs) -> Result<String> {
                 workload: &s.workload,
             })
             .collect();
-        estimate_in_process(&jobs, &spec.model.arch, &spec.workload, &spec.runtime, options)
-            .map_err(|e| CollectorError::input(format!("{name} after {}: {e}", args.after.join(", "))))
+        estimate_in_process(
+            &jobs,
+            &spec.model.arch,
+            &spec.workload,
+            &spec.runtime,
+            options,
+        )
+        .map_err(|e| CollectorError::input(format!("{name} after {}: {e}", args.after.join(", "))))
     };
     let mut est =
         crate::progress::while_working("estimating: replaying the job", || compute(options))?;

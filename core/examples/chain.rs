@@ -27,11 +27,22 @@ fn main() {
         }
         for (b, size) in r.allocator().live_blocks() {
             if size >= 1 << 20 {
-                println!("   live block {:8.2} MiB at seg-offset {:8.2} MiB (addr {:x})", size as f64 / 1048576.0, (r.allocator().block_location(b) & ((1u64 << 44) - 1)) as f64 / 1048576.0, r.allocator().block_address(b));
+                println!(
+                    "   live block {:8.2} MiB at seg-offset {:8.2} MiB (addr {:x})",
+                    size as f64 / 1048576.0,
+                    (r.allocator().block_location(b) & ((1u64 << 44) - 1)) as f64 / 1048576.0,
+                    r.allocator().block_address(b)
+                );
             }
         }
-        let segs: Vec<_> = r.allocator().segments().into_iter().map(|(s, f)| (s >> 20, f >> 20)).collect();
-        headroom_core::families::replay(&spec.model.arch, &spec.workload, &spec.runtime, r).unwrap();
+        let segs: Vec<_> = r
+            .allocator()
+            .segments()
+            .into_iter()
+            .map(|(s, f)| (s >> 20, f >> 20))
+            .collect();
+        headroom_core::families::replay(&spec.model.arch, &spec.workload, &spec.runtime, r)
+            .unwrap();
         let m = &v["measured"];
         println!(
             "{:45} start-segs(MiB size,free) {}\n    resv {:>8.1} (meas {:>8.1})  alloc {:>8.1} (meas {:>8.1})",

@@ -93,10 +93,7 @@ fn weights_and_resident(obj: &Map<String, Value>) -> Option<(u64, u64)> {
 /// built in their own dtype, as compact as loaded ones. An explicit
 /// `workload.load` wins.
 fn infer_measured_load(obj: &Map<String, Value>, arch: &Architecture, workload: &mut Workload) {
-    let explicit = obj
-        .get("workload")
-        .and_then(|w| w.get("load"))
-        .is_some();
+    let explicit = obj.get("workload").and_then(|w| w.get("load")).is_some();
     if !explicit && obj.contains_key("measured") && matches!(arch, Architecture::EsmFold(_)) {
         workload.load = crate::workload::LoadPath::BuildThenCastEmptied;
     }
@@ -201,7 +198,9 @@ impl ProcessHistory {
         let own_build = self.earlier_job(case, spec);
         let key = (
             case.get("model").map(|m| m.to_string()).unwrap_or_default(),
-            case.get("weight_bytes").and_then(Value::as_u64).unwrap_or(0),
+            case.get("weight_bytes")
+                .and_then(Value::as_u64)
+                .unwrap_or(0),
         );
         if self.builds.last().is_none_or(|(last, ..)| *last != key) {
             let arch = spec.model.arch.clone();
@@ -941,10 +940,7 @@ mod tests {
             [("decoder", 2), ("decoder", 8), ("encoder", 32), ("cnn", 64)]
         );
         // Only the builds the case names: one before this one.
-        assert_eq!(
-            chain("vit-b-16", "inference", 64, Some(1)),
-            [("cnn", 64)]
-        );
+        assert_eq!(chain("vit-b-16", "inference", 64, Some(1)), [("cnn", 64)]);
         // Without the key, a build of its own process.
         assert_eq!(chain("gpt2", "inference", 4, None), []);
     }
