@@ -39,7 +39,9 @@ Modes
     runs its cases one after another (optimizer state persists across the
     training cases of a group, as in the public data). One line per case is
     appended to OUT as soon as it is measured. With --one-process every
-    build runs in this one process instead, one after another, the model,
+    build runs in this one process instead, one after another (only
+    consecutive cases share a build: a model the file comes back to is
+    built again), the model,
     its optimizer and outputs dropped and the cache emptied between builds
     (a notebook that loads one model after another; the public set was
     measured this way).
@@ -367,14 +369,18 @@ def build_spec(case):
     return spec
 
 
-def group_cases(cases):
-    """Consecutive-or-not cases with the same build spec, in first-seen order."""
+def group_cases(cases, consecutive=False):
+    """Cases with the same build spec, in first-seen order; with
+    `consecutive`, only runs of consecutive cases share a build (a notebook
+    that comes back to a model builds it again)."""
     groups, index = [], {}
     for case in cases:
         try:
             key = json.dumps(build_spec(case), sort_keys=True)
         except Unsupported:
             key = json.dumps({"unsupported": case.get("case")})
+        if consecutive and groups and index.get(key) != len(groups) - 1:
+            index.pop(key, None)
         if key not in index:
             index[key] = len(groups)
             groups.append([])
@@ -1332,7 +1338,7 @@ def run_builds(groups, args):
 
 def run_batch(args):
     cases = load_cases(args.batch)
-    groups = group_cases(cases)
+    groups = group_cases(cases, consecutive=args.one_process)
     log(f"{len(cases)} cases in {len(groups)} model builds")
     if args.one_process:
         return run_builds(groups, args)
