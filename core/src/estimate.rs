@@ -191,7 +191,7 @@ pub fn estimate_after_with(
 /// the block's whole segment reserved for the life of the process, and
 /// later models' weights and activations fill the rest of it (GPT-2
 /// training, then BERT, ResNet-50 and ViT-B inference in one process:
-/// every reserved peak to the MiB, `measurements/shared-process/`).
+/// every reserved peak to the byte, `measurements/shared-process/`).
 pub fn estimate_in_process(
     earlier: &[EarlierJob],
     arch: &Architecture,
@@ -277,6 +277,20 @@ fn run(
     workload.validate()?;
     runtime.validate()?;
     families::validate(arch, workload)?;
+    // With its earlier jobs given, the process's history is theirs: it ran
+    // a backward pass if one of them trained.
+    let history;
+    let runtime = if earlier.is_empty() {
+        runtime
+    } else {
+        history = RuntimeProfile {
+            process_ran_backward: earlier
+                .iter()
+                .any(|job| job.workload.mode == crate::workload::Mode::Training),
+            ..runtime.clone()
+        };
+        &history
+    };
     let mut libraries_guess = families::libraries(arch, workload, runtime);
     for job in earlier {
         // Libraries loaded by the earlier jobs stay loaded.
@@ -292,20 +306,6 @@ fn run(
     if !earlier.is_empty() {
         replay_earlier_jobs(earlier, arch, workload, runtime, replay)?;
     }
-    // With its earlier jobs given, the process's history is theirs: it ran
-    // a backward pass if one of them trained.
-    let history;
-    let runtime = if earlier.is_empty() {
-        runtime
-    } else {
-        history = RuntimeProfile {
-            process_ran_backward: earlier
-                .iter()
-                .any(|job| job.workload.mode == crate::workload::Mode::Training),
-            ..runtime.clone()
-        };
-        &history
-    };
     let summary = families::replay_with(arch, workload, runtime, replay, options.replay)?;
     debug_assert!(!earlier.is_empty() || summary.libraries == libraries_guess);
     let stats = replay.stats();
