@@ -54,16 +54,25 @@ pub fn compare_file(text: &str) -> (Vec<Compared>, Vec<(String, String)>) {
         {
             continue;
         }
-        let spec = match Spec::from_value(&value) {
+        let mut spec = match Spec::from_value(&value) {
             Ok(s) => s,
             Err(e) => {
                 skipped.push((case, e.to_string()));
                 continue;
             }
         };
+        let options = headroom_core::estimate::EstimateOptions {
+            replay: headroom_core::spec::as_measured(&value, &mut spec),
+            ..Default::default()
+        };
         let chain = history.earlier_jobs(&value, &spec);
         let estimate = if chain.is_empty() {
-            headroom_core::estimate(&spec.model.arch, &spec.workload, &spec.runtime)
+            headroom_core::estimate::estimate_with(
+                &spec.model.arch,
+                &spec.workload,
+                &spec.runtime,
+                options,
+            )
         } else {
             let earlier: Vec<headroom_core::estimate::EarlierJob> = chain
                 .iter()
@@ -74,7 +83,7 @@ pub fn compare_file(text: &str) -> (Vec<Compared>, Vec<(String, String)>) {
                 &spec.model.arch,
                 &spec.workload,
                 &spec.runtime,
-                Default::default(),
+                options,
             )
         };
         match estimate {

@@ -3,7 +3,7 @@
 
 use crate::error::{CollectorError, Result};
 use headroom_core::estimate::{
-    estimate, estimate_in_process, EarlierJob, Estimate, EstimateOptions,
+    estimate_in_process, estimate_with, EarlierJob, Estimate, EstimateOptions,
 };
 use headroom_core::spec::{ProcessHistory, Spec};
 use headroom_core::{Error as CoreError, RuntimeProfile};
@@ -366,9 +366,13 @@ pub fn predict(
     if let Some(profile) = profile {
         spec.runtime = apply_profile(&spec.runtime, profile);
     }
+    let options = EstimateOptions {
+        replay: headroom_core::spec::as_measured(&case.value, &mut spec),
+        ..EstimateOptions::default()
+    };
     let chain = history.earlier_jobs(&case.value, &spec);
     let result = if chain.is_empty() {
-        estimate(&spec.model.arch, &spec.workload, &spec.runtime)
+        estimate_with(&spec.model.arch, &spec.workload, &spec.runtime, options)
     } else {
         let earlier: Vec<EarlierJob> = chain
             .iter()
@@ -379,7 +383,7 @@ pub fn predict(
             &spec.model.arch,
             &spec.workload,
             &spec.runtime,
-            EstimateOptions::default(),
+            options,
         )
     };
     match result {

@@ -221,11 +221,20 @@ pub fn replay_earlier_job(
         arch,
         workload: earlier,
     }];
-    replay_earlier_jobs(&earlier, arch, earlier[0].workload, runtime, replay)
+    let options = families::ReplayOptions::default();
+    replay_earlier_jobs(
+        &earlier,
+        arch,
+        earlier[0].workload,
+        runtime,
+        options,
+        replay,
+    )
 }
 
 #[cfg(feature = "diagnostics")]
-/// Replays `earlier` in order into `replay`, each ended as a process ends
+/// Replays `earlier` in order into `replay` (with `options`, as the job
+/// after them), each ended as a process ends
 /// one job before the next: the next job, of `next_arch` running
 /// `next_workload`, finds what [`estimate_in_process`] says stays. The
 /// first earlier job is the process's first: the jobs create their cuBLAS
@@ -241,6 +250,7 @@ pub fn replay_earlier_jobs(
     next_arch: &Architecture,
     next_workload: &Workload,
     runtime: &RuntimeProfile,
+    options: families::ReplayOptions,
     replay: &mut Replay,
 ) -> Result<(), Error> {
     let later_job = RuntimeProfile {
@@ -249,7 +259,7 @@ pub fn replay_earlier_jobs(
     };
     replay.track_blocks();
     for (i, job) in earlier.iter().enumerate() {
-        families::replay(job.arch, job.workload, &later_job, replay)?;
+        families::replay_with(job.arch, job.workload, &later_job, replay, options)?;
         let (arch_after, workload_after) = earlier
             .get(i + 1)
             .map_or((next_arch, next_workload), |j| (j.arch, j.workload));
@@ -278,8 +288,11 @@ fn run(
     runtime.validate()?;
     families::validate(arch, workload)?;
     // With its earlier jobs given, the process's history is theirs: it ran
-    // a backward pass if one of them trained.
+    // a backward pass if one of them trained. (Earlier jobs replay only
+    // with `diagnostics`; the page has none.)
+    #[cfg(feature = "diagnostics")]
     let history;
+    #[cfg(feature = "diagnostics")]
     let runtime = if earlier.is_empty() {
         runtime
     } else {
@@ -291,7 +304,11 @@ fn run(
         };
         &history
     };
+    #[cfg(not(feature = "diagnostics"))]
+    let _ = earlier;
+    #[allow(unused_mut)]
     let mut libraries_guess = families::libraries(arch, workload, runtime);
+    #[cfg(feature = "diagnostics")]
     for job in earlier {
         // Libraries loaded by the earlier jobs stay loaded.
         let before = families::libraries(job.arch, job.workload, runtime);
@@ -304,9 +321,12 @@ fn run(
     replay.reset(runtime.allocator, capacity);
     #[cfg(feature = "diagnostics")]
     if !earlier.is_empty() {
-        replay_earlier_jobs(earlier, arch, workload, runtime, replay)?;
+        replay_earlier_jobs(earlier, arch, workload, runtime, options.replay, replay)?;
     }
     let summary = families::replay_with(arch, workload, runtime, replay, options.replay)?;
+    #[cfg(not(feature = "diagnostics"))]
+    debug_assert!(summary.libraries == libraries_guess);
+    #[cfg(feature = "diagnostics")]
     debug_assert!(!earlier.is_empty() || summary.libraries == libraries_guess);
     let stats = replay.stats();
     let peak = replay.peak();

@@ -324,18 +324,9 @@ pub enum LoadPath {
     /// Built on the GPU in fp32 then cast (`.half()`), no `empty_cache()`:
     /// the fp32 copies stay cached as free segments.
     BuildThenCast,
-    /// Built on the GPU in fp32 then cast, then `torch.cuda.empty_cache()`
-    /// and the peak statistics reset before the job: only the segments the
-    /// cast freed entirely are released; those it shared with kept weights
-    /// stay, their holes free. How the measurement harness and the public
-    /// set load ESMFold, whose `__init__` builds the ESM-2 stem in fp32 and
-    /// calls `self.esm.half()`: the first matmul's cuBLAS workspace lands in
-    /// such a hole (a 100 MiB segment with 68 MiB free,
-    /// `measurements/shared-process/trace-public-order.jsonl.gz`).
-    BuildThenCastEmptied,
 }
 
-keyed! { LoadPath { Compact => "compact", BuildThenCast => "build_then_cast", BuildThenCastEmptied => "build_then_cast_emptied" } }
+keyed! { LoadPath { Compact => "compact", BuildThenCast => "build_then_cast" } }
 
 /// How a convolutional model's weights and images are laid out
 /// (`model.to(memory_format=...)`); transformers ignore it.

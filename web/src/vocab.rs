@@ -70,7 +70,6 @@ choice!(MemoryFormat {
 choice!(LoadPath {
     Compact => "moved to the GPU (compact)",
     BuildThenCast => "built on GPU in fp32, then cast",
-    BuildThenCastEmptied => "the same, then empty_cache()",
 });
 choice!(Strategy {
     None => "one GPU",

@@ -21,6 +21,7 @@ pub fn spec_and_replay(args: &[String]) -> (Spec, Replay) {
             &spec.model.arch,
             &spec.workload,
             &spec.runtime,
+            Default::default(),
             &mut replay,
         )
         .unwrap();

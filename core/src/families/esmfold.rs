@@ -431,10 +431,7 @@ pub fn replay(
     let mut g = Graph::for_runtime(replay, runtime);
     let stem_dsize = workload.esmfold.stem_dtype.bytes();
     let folding = folding_tensors(arch);
-    let build_then_cast = matches!(
-        workload.load,
-        LoadPath::BuildThenCast | LoadPath::BuildThenCastEmptied
-    ) && stem_dsize != FP32;
+    let build_then_cast = workload.load == LoadPath::BuildThenCast && stem_dsize != FP32;
     if build_then_cast {
         // Built on the GPU in fp32: `EsmForProteinFolding.__init__` builds the
         // stem and calls `self.esm.half()` at once (fp16_esm), parameter by
@@ -455,7 +452,8 @@ pub fn replay(
     }
     let buffers = 8_448;
     g.param(buffers, false);
-    if build_then_cast && workload.load == LoadPath::BuildThenCastEmptied {
+    #[cfg(feature = "diagnostics")]
+    if build_then_cast && options.cache_emptied_after_load {
         g.replay.empty_cache();
         g.replay.reset_peaks();
     }

@@ -136,12 +136,12 @@ pub const RUNTIME: &[&str] = &[
     "allocator",
 ];
 
-/// `runtime` notes of a measured run: the software it ran with, on
-/// several GPUs the NCCL version, its NVLink SHARP setting and the node,
-/// and how many models its process built, ran and dropped before this
-/// case's (`process_builds_before`, see [`crate::spec::ProcessHistory`]).
+/// `runtime` notes of a measured run: the software it ran with and, on
+/// several GPUs, the NCCL version, its NVLink SHARP setting and the node.
+/// (`process_builds_before`, how many models the case's process built, ran
+/// and dropped before its own, is read by `Spec::from_value` only: see
+/// [`crate::spec::ProcessHistory`].)
 pub const RUNTIME_NOTES: &[&str] = &[
-    "process_builds_before",
     "driver",
     "torch",
     "cuda",

@@ -58,10 +58,22 @@ impl Spec {
         let model = parse_model(obj.get("model"))?;
         let mut workload = parse_workload(obj.get("workload"))?;
         infer_resident_optimizer_state(obj, &mut workload);
-        infer_measured_load(obj, &model.arch, &mut workload);
-        let mut runtime = match obj.get("runtime") {
+        // A note of measured cases ([`ProcessHistory`]), read here and not
+        // by `parse_runtime` (the page parses runtimes without it).
+        let mut runtime_value = obj.get("runtime").cloned();
+        if let Some(Value::Object(r)) = runtime_value.as_mut() {
+            let builds = r.remove("process_builds_before");
+            if builds.is_some_and(|b| b.as_u64().is_none_or(|n| n > u64::from(u32::MAX))) {
+                return Err(Error::invalid(
+                    "runtime.process_builds_before",
+                    "is not a count of model builds",
+                    "a whole number from 0",
+                ));
+            }
+        }
+        let mut runtime = match runtime_value {
             None | Some(Value::Null) => RuntimeProfile::default(),
-            Some(v) => parse_runtime(v)?,
+            Some(v) => parse_runtime(&v)?,
         };
         infer_backward_history(obj, &workload, &mut runtime);
         workload.validate()?;
@@ -85,17 +97,23 @@ fn weights_and_resident(obj: &Map<String, Value>) -> Option<(u64, u64)> {
     Some((weights, resident))
 }
 
-/// A measured case was built the way the harness and the public set build
-/// models: directly on the GPU, then the cache emptied before each case.
-/// For ESMFold, whose `__init__` builds the ESM-2 stem in fp32 and casts it,
-/// that leaves the cast's holes in the segments it shared with kept weights
-/// ([`crate::workload::LoadPath::BuildThenCastEmptied`]); other models are
-/// built in their own dtype, as compact as loaded ones. An explicit
-/// `workload.load` wins.
-fn infer_measured_load(obj: &Map<String, Value>, arch: &Architecture, workload: &mut Workload) {
-    let explicit = obj.get("workload").and_then(|w| w.get("load")).is_some();
-    if !explicit && obj.contains_key("measured") && matches!(arch, Architecture::EsmFold(_)) {
-        workload.load = crate::workload::LoadPath::BuildThenCastEmptied;
+#[cfg(feature = "diagnostics")]
+/// How a measured case ran (the harness and the public set alike): the model
+/// built directly on the GPU, then every case started after
+/// `empty_cache()` and `reset_peak_memory_stats()`. For ESMFold, whose
+/// `__init__` builds the ESM-2 stem in fp32 and casts it, that is a
+/// `build_then_cast` load (unless `case` names its `workload.load`) whose
+/// cast leaves holes in the segments it shared with kept weights; other
+/// models are built in their own dtype, as compact as loaded ones. Sets
+/// `spec`'s load and returns the replay options to estimate it with.
+pub fn as_measured(case: &Value, spec: &mut Spec) -> crate::families::ReplayOptions {
+    let explicit = case.get("workload").and_then(|w| w.get("load")).is_some();
+    if !explicit && matches!(spec.model.arch, Architecture::EsmFold(_)) {
+        spec.workload.load = crate::workload::LoadPath::BuildThenCast;
+    }
+    crate::families::ReplayOptions {
+        cache_emptied_after_load: true,
+        ..Default::default()
     }
 }
 
@@ -786,15 +804,6 @@ pub fn parse_runtime(value: &Value) -> Result<RuntimeProfile, Error> {
     )?;
     if let Some(Value::Object(allocator)) = map.get("allocator") {
         known_keys::check(allocator, "runtime.allocator", &[known_keys::ALLOCATOR])?;
-    }
-    if let Some(builds) = map.get("process_builds_before") {
-        if builds.as_u64().is_none_or(|n| n > u64::from(u32::MAX)) {
-            return Err(Error::invalid(
-                "runtime.process_builds_before",
-                format!("{builds} is not a count of model builds"),
-                "a whole number from 0",
-            ));
-        }
     }
     serde_json::from_value(value.clone()).map_err(|e| {
         // Name the field: the first key that fails on its own.

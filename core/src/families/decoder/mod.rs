@@ -730,10 +730,7 @@ pub fn replay(
     let cast = workload.mode == Mode::Inference
         && workload.dtype.is_float()
         && workload.dtype != Dtype::Fp32
-        && matches!(
-            workload.load,
-            LoadPath::BuildThenCast | LoadPath::BuildThenCastEmptied
-        );
+        && workload.load == LoadPath::BuildThenCast;
     if cast {
         // Constructed on the GPU in fp32, then `model.to(dtype)`.
         let mut scratch_replay = Replay::new(runtime.allocator, None);
@@ -746,7 +743,8 @@ pub fn replay(
         g.stage_fp32_construction(&sizes);
     }
     let mut w = weights::build(&mut g, a, workload, gathered_logits);
-    if cast && workload.load == LoadPath::BuildThenCastEmptied {
+    #[cfg(feature = "diagnostics")]
+    if cast && options.cache_emptied_after_load {
         g.replay.empty_cache();
         g.replay.reset_peaks();
     }
