@@ -158,23 +158,17 @@ pub fn estimate_after(
     workload: &Workload,
     runtime: &RuntimeProfile,
 ) -> Result<Estimate, Error> {
-    estimate_after_with(arch, earlier, workload, runtime, EstimateOptions::default())
-}
-
-#[cfg(feature = "diagnostics")]
-/// [`estimate_after`] with options (a capacity).
-pub fn estimate_after_with(
-    arch: &Architecture,
-    earlier: &Workload,
-    workload: &Workload,
-    runtime: &RuntimeProfile,
-    options: EstimateOptions,
-) -> Result<Estimate, Error> {
     let earlier = [EarlierJob {
         arch,
         workload: earlier,
     }];
-    estimate_in_process(&earlier, arch, workload, runtime, options)
+    estimate_in_process(
+        &earlier,
+        arch,
+        workload,
+        runtime,
+        EstimateOptions::default(),
+    )
 }
 
 #[cfg(feature = "diagnostics")]
@@ -205,31 +199,6 @@ pub fn estimate_in_process(
     }
     let mut replay = Replay::new(runtime.allocator, None);
     run(&mut replay, arch, earlier, workload, runtime, options)
-}
-
-#[cfg(feature = "diagnostics")]
-/// Replays `earlier` into a fresh `replay` and ends it as a process ends
-/// one job before the next (see [`Replay::start_next_job`]); the next
-/// replay into it runs as a later job of the same process, on `arch`.
-pub fn replay_earlier_job(
-    arch: &Architecture,
-    earlier: &Workload,
-    runtime: &RuntimeProfile,
-    replay: &mut Replay,
-) -> Result<(), Error> {
-    let earlier = [EarlierJob {
-        arch,
-        workload: earlier,
-    }];
-    let options = families::ReplayOptions::default();
-    replay_earlier_jobs(
-        &earlier,
-        arch,
-        earlier[0].workload,
-        runtime,
-        options,
-        replay,
-    )
 }
 
 #[cfg(feature = "diagnostics")]

@@ -1,7 +1,7 @@
 //! Jobs that run after another job in the same process (`estimate_after`).
 #![allow(clippy::field_reassign_with_default)]
 
-use headroom_core::estimate::{estimate_after, replay_earlier_job, Component};
+use headroom_core::estimate::{estimate_after, replay_earlier_jobs, Component, EarlierJob};
 use headroom_core::trace::Replay;
 use headroom_core::workload::{Mode, Precision};
 use headroom_core::{estimate, presets, Bytes, RuntimeProfile, Workload};
@@ -111,7 +111,11 @@ fn a_later_job_takes_the_workspaces_the_earlier_one_made() {
     fp32.training.optimizer_state_resident = true;
     let runtime = RuntimeProfile::h200();
     let mut r = Replay::new(runtime.allocator, None);
-    replay_earlier_job(&arch, &amp, &runtime, &mut r).unwrap();
+    let earlier = [EarlierJob {
+        arch: &arch,
+        workload: &amp,
+    }];
+    replay_earlier_jobs(&earlier, &arch, &fp32, &runtime, Default::default(), &mut r).unwrap();
     r.event_log = Some(Vec::new());
     headroom_core::families::replay(&arch, &fp32, &runtime, &mut r).unwrap();
     let events = r.event_log.take().unwrap();
