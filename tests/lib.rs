@@ -61,31 +61,7 @@ pub fn compare_file(text: &str) -> (Vec<Compared>, Vec<(String, String)>) {
                 continue;
             }
         };
-        let options = headroom_core::estimate::EstimateOptions {
-            replay: headroom_core::spec::as_measured(&value, &mut spec),
-            ..Default::default()
-        };
-        let chain = history.earlier_jobs(&value, &spec);
-        let estimate = if chain.is_empty() {
-            headroom_core::estimate::estimate_with(
-                &spec.model.arch,
-                &spec.workload,
-                &spec.runtime,
-                options,
-            )
-        } else {
-            let earlier: Vec<headroom_core::estimate::EarlierJob> = chain
-                .iter()
-                .map(|(arch, workload)| headroom_core::estimate::EarlierJob { arch, workload })
-                .collect();
-            headroom_core::estimate::estimate_in_process(
-                &earlier,
-                &spec.model.arch,
-                &spec.workload,
-                &spec.runtime,
-                options,
-            )
-        };
+        let estimate = headroom_core::spec::estimate_as_measured(&value, &mut spec, &mut history);
         match estimate {
             Ok(e) => {
                 let m = &value["measured"];

@@ -2,9 +2,7 @@
 //! files line by line, and predicting one case with the core.
 
 use crate::error::{CollectorError, Result};
-use headroom_core::estimate::{
-    estimate_in_process, estimate_with, EarlierJob, Estimate, EstimateOptions,
-};
+use headroom_core::estimate::Estimate;
 use headroom_core::spec::{ProcessHistory, Spec};
 use headroom_core::{Error as CoreError, RuntimeProfile};
 use serde_json::Value;
@@ -366,26 +364,7 @@ pub fn predict(
     if let Some(profile) = profile {
         spec.runtime = apply_profile(&spec.runtime, profile);
     }
-    let options = EstimateOptions {
-        replay: headroom_core::spec::as_measured(&case.value, &mut spec),
-        ..EstimateOptions::default()
-    };
-    let chain = history.earlier_jobs(&case.value, &spec);
-    let result = if chain.is_empty() {
-        estimate_with(&spec.model.arch, &spec.workload, &spec.runtime, options)
-    } else {
-        let earlier: Vec<EarlierJob> = chain
-            .iter()
-            .map(|(arch, workload)| EarlierJob { arch, workload })
-            .collect();
-        estimate_in_process(
-            &earlier,
-            &spec.model.arch,
-            &spec.workload,
-            &spec.runtime,
-            options,
-        )
-    };
+    let result = headroom_core::spec::estimate_as_measured(&case.value, &mut spec, history);
     match result {
         Ok(est) => Ok(Prediction::Predicted {
             spec: Box::new(spec),

@@ -1920,7 +1920,7 @@ fn returned_scores_and_timm_vits_are_within_bounds() {
     every_driver_peak_within("real-jobs-2/measured-11.jsonl", 3, |_| 0.004);
 }
 
-/// ESMFold as the harness builds it (`spec::as_measured`):
+/// ESMFold as the harness builds it (`spec::estimate_as_measured`):
 /// `EsmForProteinFolding.__init__` builds the ESM-2 stem in fp32 and casts
 /// it to fp16, and the harness empties the cache before the case, so the
 /// segments the cast shared with kept weights stay with their holes. The

@@ -106,7 +106,7 @@ fn weights_and_resident(obj: &Map<String, Value>) -> Option<(u64, u64)> {
 /// cast leaves holes in the segments it shared with kept weights; other
 /// models are built in their own dtype, as compact as loaded ones. Sets
 /// `spec`'s load and returns the replay options to estimate it with.
-pub fn as_measured(case: &Value, spec: &mut Spec) -> crate::families::ReplayOptions {
+fn as_measured(case: &Value, spec: &mut Spec) -> crate::families::ReplayOptions {
     let explicit = case.get("workload").and_then(|w| w.get("load")).is_some();
     if !explicit && matches!(spec.model.arch, Architecture::EsmFold(_)) {
         spec.workload.load = crate::workload::LoadPath::BuildThenCast;
@@ -115,6 +115,35 @@ pub fn as_measured(case: &Value, spec: &mut Spec) -> crate::families::ReplayOpti
         cache_emptied_after_load: true,
         ..Default::default()
     }
+}
+
+#[cfg(feature = "diagnostics")]
+/// Estimates a measured case (`case`, parsed into `spec`) as it ran: loaded
+/// as [`as_measured`] says, after the jobs its process ran before it
+/// ([`ProcessHistory::earlier_jobs`], which also records this case for the
+/// cases after it in the file). `check`, `fit` and the accuracy tests
+/// predict every measured case this way.
+pub fn estimate_as_measured(
+    case: &Value,
+    spec: &mut Spec,
+    history: &mut ProcessHistory,
+) -> Result<crate::estimate::Estimate, Error> {
+    let options = crate::estimate::EstimateOptions {
+        replay: as_measured(case, spec),
+        ..Default::default()
+    };
+    let chain = history.earlier_jobs(case, spec);
+    let earlier: alloc::vec::Vec<crate::estimate::EarlierJob> = chain
+        .iter()
+        .map(|(arch, workload)| crate::estimate::EarlierJob { arch, workload })
+        .collect();
+    crate::estimate::estimate_in_process(
+        &earlier,
+        &spec.model.arch,
+        &spec.workload,
+        &spec.runtime,
+        options,
+    )
 }
 
 /// A measured case (the `measurements/public/` format) says what its process
