@@ -109,7 +109,22 @@ impl BlockId {
     }
 }
 
-const NONE: u32 = u32::MAX;
+/// Block 0 is a sentinel, never freed: the missing neighbour of a
+/// segment's first and last block. It counts as allocated, so a free block
+/// never merges with it, and links to it are written without a test.
+const NONE: u32 = 0;
+const SENTINEL: Block = Block {
+    address: 0,
+    size: 0,
+    allocated: true,
+    small: false,
+    stream: Stream(0),
+    prev: NONE,
+    next: NONE,
+    segment: NO_SEGMENT,
+};
+/// No segment (a pool without an expandable segment yet).
+const NO_SEGMENT: u32 = u32::MAX;
 
 /// Most CUDA streams a replay allocates on: the compute stream and up to
 /// three side streams (FSDP2's all-gather copy-in, all-gather and
@@ -221,14 +236,18 @@ impl CachingAllocator {
         CachingAllocator {
             config,
             capacity,
-            blocks: Vec::with_capacity(1024),
+            blocks: {
+                let mut blocks = Vec::with_capacity(1024);
+                blocks.push(SENTINEL);
+                blocks
+            },
             free_slots: Vec::new(),
             segments: Vec::with_capacity(512),
             free_lists: core::array::from_fn(|_| FreeList::new()),
             va_free: Vec::new(),
             va_largest: 0,
             va_bottom: TOP_ADDRESS,
-            expandable: [NONE; POOLS],
+            expandable: [NO_SEGMENT; POOLS],
             stats: Stats::default(),
         }
     }
@@ -239,6 +258,7 @@ impl CachingAllocator {
         self.config = config;
         self.capacity = capacity;
         self.blocks.clear();
+        self.blocks.push(SENTINEL);
         self.free_slots.clear();
         self.segments.clear();
         for list in &mut self.free_lists {
@@ -247,7 +267,7 @@ impl CachingAllocator {
         self.va_free.clear();
         self.va_largest = 0;
         self.va_bottom = TOP_ADDRESS;
-        self.expandable = [NONE; POOLS];
+        self.expandable = [NO_SEGMENT; POOLS];
         self.stats = Stats::default();
     }
 
@@ -296,7 +316,7 @@ impl CachingAllocator {
         out.push(self.va_bottom);
         for seg in self.expandable {
             out.push(match seg {
-                NONE => u64::MAX,
+                NO_SEGMENT => u64::MAX,
                 s => self.blocks[self.segments[s as usize].head as usize].address,
             });
         }
@@ -353,6 +373,7 @@ impl CachingAllocator {
         self.blocks
             .iter()
             .enumerate()
+            .skip(1)
             .filter(move |(i, b)| b.allocated && !free.contains(&(*i as u32)))
             .map(|(i, b)| (BlockId(i as u32), b.size))
     }
@@ -477,7 +498,7 @@ impl CachingAllocator {
             self.stats.reserved -= s.size;
             for growing in &mut self.expandable {
                 if *growing == seg {
-                    *growing = NONE;
+                    *growing = NO_SEGMENT;
                 }
             }
             self.free_slots.push(b);
@@ -490,7 +511,7 @@ impl CachingAllocator {
         let page = if small { SMALL_BUFFER } else { LARGE_BUFFER };
         let pool = stream.pool(small);
         let seg = self.expandable[pool];
-        if seg == NONE {
+        if seg == NO_SEGMENT {
             let bytes = size.div_ceil(page) * page;
             if !self.can_reserve(bytes) {
                 return None;
@@ -587,9 +608,7 @@ impl CachingAllocator {
                 next: blk.next,
                 segment: blk.segment,
             });
-            if blk.next != NONE {
-                self.blocks[blk.next as usize].prev = rest;
-            }
+            self.blocks[blk.next as usize].prev = rest;
             let b = &mut self.blocks[block as usize];
             b.next = rest;
             b.size = size;
@@ -610,35 +629,34 @@ impl CachingAllocator {
         self.stats.allocated -= self.blocks[b as usize].size;
         // Merge with the previous block.
         let prev = self.blocks[b as usize].prev;
-        if prev != NONE && !self.blocks[prev as usize].allocated {
+        if !self.blocks[prev as usize].allocated {
             self.remove_free(prev);
             let blk = self.blocks[b as usize];
             let p = &mut self.blocks[prev as usize];
             p.size += blk.size;
             p.next = blk.next;
-            if blk.next != NONE {
-                self.blocks[blk.next as usize].prev = prev;
-            }
+            self.blocks[blk.next as usize].prev = prev;
             self.free_slots.push(b);
             b = prev;
         }
         // Merge with the next block.
         let next = self.blocks[b as usize].next;
-        if next != NONE && !self.blocks[next as usize].allocated {
+        if !self.blocks[next as usize].allocated {
             self.remove_free(next);
             let n = self.blocks[next as usize];
             let blk = &mut self.blocks[b as usize];
             blk.size += n.size;
             blk.next = n.next;
-            if n.next != NONE {
-                self.blocks[n.next as usize].prev = b;
-            }
+            self.blocks[n.next as usize].prev = b;
             self.free_slots.push(next);
         }
-        let seg = self.blocks[b as usize].segment;
-        if self.blocks[b as usize].prev == NONE {
-            self.segments[seg as usize].head = b;
-        }
+        // A merge keeps the lower block's id, so a segment's first block
+        // (its head) never changes here.
+        debug_assert!(
+            self.blocks[b as usize].prev != NONE
+                || self.segments[self.blocks[b as usize].segment as usize].head == b,
+            "a segment's head changed"
+        );
         self.insert_free(b);
     }
 }
