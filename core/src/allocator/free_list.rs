@@ -83,7 +83,6 @@ pub(super) struct FreeList {
     /// holds blocks of one size, and new segments have the lowest addresses).
     bins: Vec<Vec<Entry>>,
     occupied: [u64; WORDS],
-    len: usize,
 }
 
 impl FreeList {
@@ -91,7 +90,6 @@ impl FreeList {
         FreeList {
             bins: vec![Vec::new(); BINS],
             occupied: [0; WORDS],
-            len: 0,
         }
     }
 
@@ -104,13 +102,12 @@ impl FreeList {
                 *bits &= *bits - 1;
             }
         }
-        self.len = 0;
     }
 
     /// Free blocks in the list.
     #[cfg(test)]
     pub(super) fn len(&self) -> usize {
-        self.len
+        self.bins.iter().map(Vec::len).sum()
     }
 
     pub(super) fn insert(&mut self, block: u32, size: u64, address: u64) {
@@ -129,7 +126,6 @@ impl FreeList {
             entries.insert(at, entry);
         }
         self.occupied[bin / 64] |= 1 << (bin % 64);
-        self.len += 1;
     }
 
     /// Removes a block inserted with `size` and `address`.
@@ -142,7 +138,6 @@ impl FreeList {
         if entries.is_empty() {
             self.occupied[bin / 64] &= !(1 << (bin % 64));
         }
-        self.len -= 1;
     }
 
     /// The free block `std::set::lower_bound((size, 0))` finds: the smallest
@@ -178,7 +173,6 @@ impl FreeList {
         if entries.is_empty() {
             self.occupied[found.bin / 64] &= !(1 << (found.bin % 64));
         }
-        self.len -= 1;
         e.block
     }
 
