@@ -48,7 +48,8 @@ Each rank prints one line `HEADROOM_RESULT {...}`: the case plus `measured`:
 NVML is polled by a thread of this process every 0.2 ms; the poll needs no
 CUDA context. With --snapshot-dir, rank 0 records
 torch.cuda.memory._record_memory_history over the steps and writes a compact
-JSON trace (action, address, size, stream, the innermost frames) there.
+JSON trace (action, address, size, stream, the innermost Python frames;
+every frame, C++ included, for blocks of 1 GiB or more) there.
 
 Random weights, random tokens, nothing downloaded. Set NCCL_NVLS_ENABLE=0
 and TORCH_SYMM_MEM_DISABLE_MULTICAST=1 where NVLink multicast is unavailable.
@@ -110,11 +111,16 @@ def torch_dtype(torch, name):
     return {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[name]
 
 
-def frames_of(entry, keep=4):
+# Events of at least this many bytes keep every frame, C++ included (which
+# thread freed a gradient bucket shows only there).
+ALL_FRAMES_FROM = 1 << 30
+
+
+def frames_of(entry, keep=4, python_only=True):
     out = []
     for f in entry.get("frames", []):
         name = f.get("filename", "")
-        if not name.endswith(".py") or "/torch/utils/" in name:
+        if python_only and (not name.endswith(".py") or "/torch/utils/" in name):
             continue
         out.append(f"{os.path.basename(name)}:{f.get('line')}:{f.get('name')}")
         if len(out) == keep:
@@ -127,7 +133,9 @@ def write_trace(torch, path):
     events = []
     for trace in snap["device_traces"]:
         for e in trace:
-            events.append([e["action"], e["addr"], e["size"], e["stream"], frames_of(e)])
+            frames = (frames_of(e, keep=40, python_only=False) if e["size"] >= ALL_FRAMES_FROM
+                      else frames_of(e))
+            events.append([e["action"], e["addr"], e["size"], e["stream"], frames])
     with gzip.open(path, "wt") as f:
         json.dump({"events": events}, f)
     return len(events)
