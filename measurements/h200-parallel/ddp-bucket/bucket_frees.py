@@ -33,7 +33,8 @@ def main(paths):
             highest = max(highest, allocated)
             if size < BIG:
                 continue
-            named = [fr for fr in frames if "?" not in fr.split(":")[0]][:8]
+            # file:line:function; C++ frames often have no file ("??").
+            named = [fr for fr in frames if fr.split(":", 2)[-1].strip("? ")][:12]
             print(f"{i:>8} {action:<16} {size:>14,} B at {addr:#x}  allocated after {allocated:>16,}"
                   f"  (stream {stream})")
             for fr in named:
