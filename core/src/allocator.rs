@@ -373,7 +373,7 @@ impl CachingAllocator {
         self.blocks
             .iter()
             .enumerate()
-            .skip(1)
+            .skip(1) // block 0, the sentinel
             .filter(move |(i, b)| b.allocated && !free.contains(&(*i as u32)))
             .map(|(i, b)| (BlockId(i as u32), b.size))
     }
@@ -754,6 +754,30 @@ mod tests {
         // 11.5 MiB in a 12 MiB block: 0.5 MiB remainder is not split off.
         a.malloc(11 * MB + MB / 2).unwrap();
         assert_eq!(a.stats().allocated, 12 * MB);
+    }
+
+    /// Block 0 is the sentinel neighbour: never handed out, never listed,
+    /// and it survives a reset.
+    #[test]
+    fn the_sentinel_block_is_never_a_tensor() {
+        let mut a = fresh();
+        for round in 0..2 {
+            let x = a.malloc(3 * MB).unwrap();
+            let y = a.malloc(4096).unwrap();
+            let z = a.malloc(40 * MB).unwrap();
+            a.free(y);
+            let live: Vec<(BlockId, u64)> = a.live_blocks().collect();
+            assert!(live.iter().all(|(id, _)| id.index() > 0), "round {round}");
+            assert_eq!(
+                live.iter().map(|(_, size)| size).sum::<u64>(),
+                a.stats().allocated,
+                "round {round}"
+            );
+            assert_eq!(live.len(), 2, "round {round}");
+            a.free(x);
+            a.free(z);
+            a.reset(AllocatorConfig::default(), None);
+        }
     }
 
     #[test]
