@@ -476,6 +476,49 @@ async fn redraw_time_after_an_input_change() {
     assert!(first_n >= 50 && complete_n >= 50 && marker_n >= 50);
 }
 
+/// An input rebuilds only what depends on it: changing the batch keeps the
+/// other fields (the one being typed in keeps its focus and caret) and the
+/// line under the chart (the page below does not move when the scale
+/// changes), so the browser re-lays out and repaints little while the
+/// curve is computed.
+#[wasm_bindgen_test]
+async fn a_batch_change_keeps_the_other_fields_and_the_line_under_the_chart() {
+    let page = Page::open("model=llama-3.1-8b").await;
+    page.curve_drawn().await;
+    let kept = [
+        "seq-len",
+        "seq-slider",
+        "dtype",
+        "world-size",
+        "strategy",
+        "off-scale",
+    ];
+    let before: Vec<Element> = kept.iter().map(|id| page.get(id)).collect();
+    assert!(
+        page.text("off-scale").starts_with("Above the chart:"),
+        "batch 2's curve stays below an H200: {}",
+        page.text("off-scale")
+    );
+    let draws = perf::complete_draws();
+    page.type_in("batch", "9");
+    wait_until("the complete curve for batch 9", || {
+        perf::complete_draws() > draws
+    })
+    .await;
+    settle().await;
+    assert_eq!(
+        page.text("off-scale"),
+        "",
+        "batch 9's curve reaches the H200 line"
+    );
+    for (id, old) in kept.iter().zip(&before) {
+        assert!(
+            old.is_connected() && page.get(id).is_same_node(Some(old)),
+            "{id} was rebuilt by a batch change"
+        );
+    }
+}
+
 /// The page's worker threads start from the module the page loaded, and a
 /// curve shared between them and the page's thread is the curve the page's
 /// thread computes alone.

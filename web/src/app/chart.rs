@@ -358,14 +358,13 @@ pub fn ChartPanel() -> impl IntoView {
                 </p>
             })}
             {caption}
-            {move || {
-                let off = off_scale.get();
-                (!off.is_empty()).then(|| view! {
-                    <p class="hint" data-testid="off-scale">
-                        {format!("Above the chart: {}", off.iter().map(|(n, g)| format!("{n} ({} usable)", format::gb(*g))).collect::<Vec<_>>().join(", "))}
-                    </p>
-                })
-            }}
+            // Always there (empty when no line is off the chart), so that
+            // the page below does not move as an input changes the scale.
+            <p class="hint off-scale" data-testid="off-scale">
+                {move || off_scale.with(|off| (!off.is_empty()).then(|| {
+                    format!("Above the chart: {}", off.iter().map(|(n, g)| format!("{n} ({} usable)", format::gb(*g))).collect::<Vec<_>>().join(", "))
+                }))}
+            </p>
             <div class="exports" role="group" aria-label="Export">
                 <button type="button" data-testid="export-png" on:click=export_png>"Chart as PNG"</button>
                 <button type="button" data-testid="export-csv" on:click=export_csv>"Curve as CSV"</button>

@@ -24,8 +24,18 @@ pub fn WorkloadPanel() -> impl IntoView {
     let length_label =
         Memo::new(move |_| page.state.with(|s| defaults::length_label(&s.model.arch)));
 
+    // Views are rebuilt only when what they depend on changes (a Memo),
+    // not on every change of the state: a rebuilt field costs the page its
+    // layout and paint while a curve is computed.
+    let vision = Memo::new(move |_| page.state.with(|s| s.vision()));
+    let lora_on = Memo::new(move |_| page.state.with(|s| s.workload.training.lora.is_some()));
+    let parallel_shown = Memo::new(move |_| {
+        page.state.with(|s| {
+            matches!(s.model.arch, Architecture::Decoder(_)) || !s.workload.parallel.is_single()
+        })
+    });
     let length_fields = move || {
-        let vision = page.state.with(|s| s.vision());
+        let vision = vision.get();
         let (min, max) = if vision {
             (16, headroom_core::workload::MAX_IMAGE_SIZE)
         } else {
@@ -95,7 +105,7 @@ pub fn WorkloadPanel() -> impl IntoView {
             {length_fields}
             {move || {
                 let a = applies.get();
-                let show = !training() || page.state.with(|s| s.workload.training.lora.is_some());
+                let show = !training() || lora_on.get();
                 show.then(|| {
                     let label = if training() { "Base weight dtype (LoRA)" } else { "Weight dtype" };
                     choice_field("dtype", label, vocab::dtype_options(a.quantised), |w| w.dtype.key(),
@@ -117,9 +127,7 @@ pub fn WorkloadPanel() -> impl IntoView {
             {move || (!training()).then(|| view! { <InferenceFields applies=applies/> })}
             {move || training().then(|| view! { <TrainingFields applies=applies/> })}
             {move || applies.get().esmfold.then(|| view! { <EsmFoldFields/> })}
-            {move || page.state.with(|s| {
-                matches!(s.model.arch, Architecture::Decoder(_)) || !s.workload.parallel.is_single()
-            }).then(|| view! { <ParallelFields/> })}
+            {move || parallel_shown.get().then(|| view! { <ParallelFields/> })}
             {choice_field(
                 "load", "How weights were loaded", options(LoadPath::ALL), |w| w.load.key(),
                 |w, k| if let Some(l) = LoadPath::from_key(k) { w.load = l },
