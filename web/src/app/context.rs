@@ -127,6 +127,16 @@ pub fn use_page() -> PageContext {
     expect_context::<PageContext>()
 }
 
+/// A Memo of what `of` reads from the state: a view that follows it is
+/// rebuilt only when that changes, not on every change of the state. One
+/// copy of the Memo's code per type keeps the page's code small.
+pub fn state_memo<T: PartialEq + Send + Sync + 'static>(
+    page: PageContext,
+    of: fn(&AppState) -> T,
+) -> Memo<T> {
+    Memo::new(move |_| page.state.with(of))
+}
+
 impl PageContext {
     /// The page's signals, read from the URL. A quick estimate at the
     /// chosen length and a quick first curve are computed here, before the

@@ -1,7 +1,7 @@
 //! The model panel: preset picker, the architecture's fields, and a
 //! Hugging Face config.json import.
 
-use super::context::use_page;
+use super::context::{state_memo, use_page};
 use super::fields::read_file_text;
 use super::perf;
 use crate::format;
@@ -19,7 +19,7 @@ pub fn ModelPanel() -> impl IntoView {
     let page = use_page();
     let search = RwSignal::new(String::new());
     let all = StoredValue::new(presets::all());
-    let current_id = Memo::new(move |_| page.state.with(|s| s.model.id.clone()));
+    let current_id = state_memo(page, |s| s.model.id.clone());
     let groups = move || {
         let needle = search.get().to_ascii_lowercase();
         let mut groups: Vec<(&'static str, Vec<(&'static str, &'static str)>)> = Vec::new();

@@ -6,7 +6,7 @@
 //! computes and draws (`crate::panels::timeline`).
 
 use super::chart::file_stem;
-use super::context::use_page;
+use super::context::{state_memo, use_page};
 use super::lazy::{self, ModuleState};
 use crate::chart::Theme;
 use crate::format;
@@ -20,7 +20,7 @@ use leptos::task::spawn_local;
 #[component]
 pub fn TimelinePanel() -> impl IntoView {
     let page = use_page();
-    let open = Memo::new(move |_| page.state.with(|s| s.panels.timeline));
+    let open = state_memo(page, |s| s.panels.timeline);
     let request = Memo::new(move |_| {
         let runtime = page.runtime.get();
         page.state.with(|s| {
@@ -32,7 +32,7 @@ pub fn TimelinePanel() -> impl IntoView {
             .to_json_with(&[])
         })
     });
-    let stem = Memo::new(move |_| page.state.with(file_stem));
+    let stem = state_memo(page, file_stem);
     let body: NodeRef<html::Div> = NodeRef::new();
     let module = RwSignal::new(ModuleState::Loading);
     Effect::new(move |_| {

@@ -1,6 +1,6 @@
 //! The workload panel: mode, batch, length and the workload's options.
 
-use super::context::use_page;
+use super::context::{state_memo, use_page};
 use super::fields::{check_field, choice_field, number_field, parse_u32};
 use crate::defaults;
 use crate::state::AppState;
@@ -19,20 +19,18 @@ pub fn WorkloadPanel() -> impl IntoView {
     let page = use_page();
     let applies = Memo::new(move |_| page.state.with(|s| defaults::applies(&s.model.arch)));
     let w = move |f: fn(&Workload) -> String| move || page.state.with(|s| f(&s.workload));
-    let mode = Memo::new(move |_| page.state.with(|s| s.workload.mode));
+    let mode = state_memo(page, |s| s.workload.mode);
     let training = move || mode.get() == Mode::Training;
     let length_label =
         Memo::new(move |_| page.state.with(|s| defaults::length_label(&s.model.arch)));
 
-    // Views are rebuilt only when what they depend on changes (a Memo),
-    // not on every change of the state: a rebuilt field costs the page its
-    // layout and paint while a curve is computed.
-    let vision = Memo::new(move |_| page.state.with(|s| s.vision()));
-    let lora_on = Memo::new(move |_| page.state.with(|s| s.workload.training.lora.is_some()));
-    let parallel_shown = Memo::new(move |_| {
-        page.state.with(|s| {
-            matches!(s.model.arch, Architecture::Decoder(_)) || !s.workload.parallel.is_single()
-        })
+    // Views follow Memos of what they depend on, not the whole state: a
+    // rebuilt field costs the page its layout and paint while a curve is
+    // computed.
+    let vision = state_memo(page, AppState::vision);
+    let lora_on = state_memo(page, |s| s.workload.training.lora.is_some());
+    let parallel_shown = state_memo(page, |s| {
+        matches!(s.model.arch, Architecture::Decoder(_)) || !s.workload.parallel.is_single()
     });
     let length_fields = move || {
         let vision = vision.get();
@@ -180,7 +178,7 @@ fn InferenceFields(applies: Memo<defaults::Applies>) -> impl IntoView {
 #[component]
 fn TrainingFields(applies: Memo<defaults::Applies>) -> impl IntoView {
     let page = use_page();
-    let lora_on = Memo::new(move |_| page.state.with(|s| s.workload.training.lora.is_some()));
+    let lora_on = state_memo(page, |s| s.workload.training.lora.is_some());
     view! {
         {choice_field(
             "optimizer", "Optimizer", options(Optimizer::ALL),
@@ -228,12 +226,9 @@ fn TrainingFields(applies: Memo<defaults::Applies>) -> impl IntoView {
 #[component]
 fn ParallelFields() -> impl IntoView {
     let page = use_page();
-    let mode = Memo::new(move |_| page.state.with(|s| s.workload.mode));
-    let fsdp2 = Memo::new(move |_| {
-        page.state
-            .with(|s| s.workload.parallel.strategy == Strategy::Fsdp2)
-    });
-    let spread = Memo::new(move |_| page.state.with(|s| !s.workload.parallel.is_single()));
+    let mode = state_memo(page, |s| s.workload.mode);
+    let fsdp2 = state_memo(page, |s| s.workload.parallel.strategy == Strategy::Fsdp2);
+    let spread = state_memo(page, |s| !s.workload.parallel.is_single());
     let refused = move || {
         page.state.with(
             |s| match headroom_core::families::validate(&s.model.arch, &s.workload) {
