@@ -50,9 +50,13 @@ pub struct Estimate {
     pub allocated_peak: Bytes,
     /// CUDA context and library kernels, outside torch's allocator.
     pub outside_allocator: Bytes,
-    /// Bytes by component at the driver-level peak; sums to `driver_peak`.
+    /// What makes up `driver_peak`, summing to it: the outside-allocator
+    /// overheads, the tensors' bytes by component at the moment they took
+    /// the most memory (the allocated peak, `trace::PeakMoment`), and the
+    /// allocator's slack, the rest of the reserved peak (cached free
+    /// blocks, split remainders, segments created after that moment).
     pub breakdown: Vec<Share>,
-    /// The op running when the peak was reached.
+    /// The op that allocated the allocated peak's last tensor.
     pub peak_op: String,
     /// Parameters (LoRA adapters included).
     pub params: u64,
@@ -319,13 +323,14 @@ fn run(
             });
         }
     }
+    // The reserved peak is never below the allocated one.
     breakdown.push(Share {
         component: Component::AllocatorSlack,
-        bytes: Bytes(peak.reserved - peak.allocated),
+        bytes: Bytes(stats.peak_reserved - peak.allocated),
     });
 
     Ok(Estimate {
-        driver_peak: Bytes(outside + peak.reserved),
+        driver_peak: Bytes(outside + stats.peak_reserved),
         reserved_peak: Bytes(stats.peak_reserved),
         allocated_peak: Bytes(stats.peak_allocated),
         outside_allocator: Bytes(outside),

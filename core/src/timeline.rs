@@ -134,27 +134,18 @@ pub struct TimelinePoint {
     pub allocated: u64,
     /// Highest reserved bytes in the run.
     pub reserved: u64,
-    /// The op of the run's fullest moment: the highest reserved bytes, on
-    /// ties the highest allocated bytes, the first such event (as the
-    /// estimate's peak moment, `trace::PeakMoment`).
+    /// The op of the run's highest allocated bytes, the first such event
+    /// (as the estimate's peak moment, `trace::PeakMoment`).
     pub op: Op,
-    /// Allocated bytes right after that op's event.
-    pub op_allocated: u64,
 }
 
-impl TimelinePoint {
-    /// Whether this run's fullest moment is fuller than `other`'s.
-    fn fuller_than(&self, other: &TimelinePoint) -> bool {
-        (self.reserved, self.op_allocated) > (other.reserved, other.op_allocated)
-    }
-}
-
-/// The index of the point holding the job's peak moment: the fullest
-/// point, the first of equals (its op is the estimate's `peak_op`).
+/// The index of the point holding the job's peak moment: the highest
+/// allocated bytes, the first of equals (its op is the estimate's
+/// `peak_op`).
 pub fn peak_index(points: &[TimelinePoint]) -> Option<usize> {
     let mut peak: Option<usize> = None;
     for (i, point) in points.iter().enumerate() {
-        if peak.is_none_or(|p| point.fuller_than(&points[p])) {
+        if peak.is_none_or(|p| point.allocated > points[p].allocated) {
             peak = Some(i);
         }
     }
@@ -258,11 +249,10 @@ impl Timeline {
         if let Some(last) = self.points.last_mut() {
             if last.events < self.width {
                 last.events += 1;
-                last.allocated = last.allocated.max(allocated);
-                if (reserved, allocated) > (last.reserved, last.op_allocated) {
-                    last.reserved = reserved;
+                last.reserved = last.reserved.max(reserved);
+                if allocated > last.allocated {
+                    last.allocated = allocated;
                     last.op = op;
-                    last.op_allocated = allocated;
                 }
                 return;
             }
@@ -276,7 +266,6 @@ impl Timeline {
             allocated,
             reserved,
             op,
-            op_allocated: allocated,
         });
     }
 
@@ -287,14 +276,13 @@ impl Timeline {
             .chunks(2)
             .map(|pair| match pair {
                 [a, b] => {
-                    let fullest = if b.fuller_than(a) { b } else { a };
+                    let fullest = if b.allocated > a.allocated { b } else { a };
                     TimelinePoint {
                         first_event: a.first_event,
                         events: a.events + b.events,
-                        allocated: a.allocated.max(b.allocated),
-                        reserved: fullest.reserved,
+                        allocated: fullest.allocated,
+                        reserved: a.reserved.max(b.reserved),
                         op: fullest.op,
-                        op_allocated: fullest.op_allocated,
                     }
                 }
                 [a] => *a,
@@ -355,11 +343,12 @@ mod tests {
         }
     }
 
-    /// Reserved bytes reach their highest at one op and stay there while
-    /// a later op allocates more: the peak is the later op's, as the
-    /// estimate's peak moment, however the events fall into points.
+    /// The tensors take the most memory at one op; a later op frees most of
+    /// them and then grows reserved memory by a small segment: the peak is
+    /// the earlier op's (the estimate's peak moment), however the events
+    /// fall into points.
     #[test]
-    fn the_peak_is_the_fullest_moment_on_reserved_ties() {
+    fn the_peak_is_the_highest_allocated_moment_not_the_last_growth() {
         let op = |layer| Op {
             layer: Some(layer),
             ..Op::default()
@@ -369,13 +358,16 @@ mod tests {
             for _ in 0..before {
                 t.observe(op(0), 10, 20);
             }
-            t.observe(op(1), 50, 100); // the segment that makes reserved highest
-            t.observe(op(2), 80, 100); // more allocated inside it
+            t.observe(op(1), 50, 100);
+            t.observe(op(2), 80, 100); // the tensors at their most
+            t.observe(op(5), 80, 100); // as much again: the first counts
             t.observe(op(3), 30, 100);
+            t.observe(op(4), 32, 102); // a small segment: reserved's peak
             let points = t.points();
             let peak = &points[peak_index(points).unwrap()];
-            assert_eq!((peak.op.layer, peak.reserved), (Some(2), 100), "{before}");
-            assert_eq!(peak.op_allocated, 80);
+            assert_eq!((peak.op.layer, peak.allocated), (Some(2), 80), "{before}");
+            let reserved = points.iter().map(|p| p.reserved).max();
+            assert_eq!(reserved, Some(102), "{before}");
         }
     }
 

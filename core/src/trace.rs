@@ -42,14 +42,18 @@ enum Adopt {
 /// The live bytes of each component at one moment.
 pub type ComponentBytes = [u64; Component::IN_ALLOCATOR];
 
-/// The fullest moment of the run: highest reserved bytes, and on ties the
-/// highest allocated bytes.
+/// The moment the job's tensors took the most memory: the highest
+/// allocated bytes, the first such moment. The breakdown is taken there:
+/// reserved memory only grows (it is the cache's), so its peak often comes
+/// later, when a small new segment is created after the tensors that grew
+/// the cache are freed; at that moment the live tensors explain little and
+/// the cache's free blocks most. At the allocated peak the components say
+/// what the job's tensors need, and the allocator's slack is the rest of
+/// the reserved peak.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct PeakMoment {
     /// Allocated bytes by component at that moment.
     pub live: ComponentBytes,
-    /// Reserved bytes at that moment.
-    pub reserved: u64,
     /// Allocated bytes at that moment.
     pub allocated: u64,
     /// The op that made the allocation.
@@ -374,12 +378,9 @@ impl Replay {
         #[cfg(feature = "diagnostics")]
         self.record(block, bytes, component, segments_before);
         let stats = self.allocator.stats();
-        if stats.reserved > self.peak.reserved
-            || (stats.reserved == self.peak.reserved && stats.allocated > self.peak.allocated)
-        {
+        if stats.allocated > self.peak.allocated {
             self.peak = PeakMoment {
                 live: self.live,
-                reserved: stats.reserved,
                 allocated: stats.allocated,
                 op: self.op,
             };
@@ -534,7 +535,6 @@ impl Replay {
         let stats = self.allocator.stats();
         self.peak = PeakMoment {
             live: self.live,
-            reserved: stats.reserved,
             allocated: stats.allocated,
             op: self.op,
         };
@@ -550,7 +550,7 @@ impl Replay {
         self.allocator.stats()
     }
 
-    /// The fullest moment since the last peak reset.
+    /// The allocated peak's moment since the last peak reset.
     pub fn peak(&self) -> PeakMoment {
         self.peak
     }

@@ -117,12 +117,25 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: cases(96), .. ProptestConfig::default() })]
 
     /// The breakdown adds up to the driver-level peak, and no input panics.
+    /// Its tensors are those of the allocated peak, the allocator's slack
+    /// the rest of the reserved peak.
     #[test]
     fn breakdown_adds_up(id in small_preset(), w in workload()) {
         let arch = presets::find(id).unwrap().arch;
         if let Ok(e) = estimate(&arch, &w, &RuntimeProfile::h200()) {
             let sum: u64 = e.breakdown.iter().map(|s| s.bytes.0).sum();
             prop_assert_eq!(sum, e.driver_peak.0);
+            let tensors: u64 = e
+                .breakdown
+                .iter()
+                .filter(|s| (s.component as usize) < Component::IN_ALLOCATOR)
+                .map(|s| s.bytes.0)
+                .sum();
+            prop_assert_eq!(tensors, e.allocated_peak.0);
+            prop_assert_eq!(
+                e.component(Component::AllocatorSlack).0,
+                e.reserved_peak.0 - e.allocated_peak.0
+            );
             prop_assert!(e.reserved_peak.0 >= e.allocated_peak.0);
             prop_assert!(e.driver_peak.0 > e.reserved_peak.0);
             prop_assert!(e.component(Component::Weights).0 > 0);

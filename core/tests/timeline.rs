@@ -49,10 +49,10 @@ fn the_highest_point_is_the_peak_and_points_are_in_order() {
         let allocated = points.iter().map(|p| p.allocated).max().unwrap();
         assert_eq!(reserved, estimate.reserved_peak.0, "{id}");
         assert_eq!(allocated, estimate.allocated_peak.0, "{id}");
-        // The op of the peak point (highest reserved, on ties highest
-        // allocated at its op) is the estimate's peak op.
+        // The op of the peak point (the highest allocated, the first of
+        // equals) is the estimate's peak op.
         let top = &points[peak_index(points).unwrap()];
-        assert_eq!(top.reserved, reserved, "{id}");
+        assert_eq!(top.allocated, allocated, "{id}");
         assert!(
             estimate.peak_op.contains(top.op.name),
             "{id}: {} vs {}",

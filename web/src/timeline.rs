@@ -115,7 +115,9 @@ mod tests {
     fn a_training_timeline_has_its_peak_bands_and_csv() {
         let t = llama_training();
         let peak = &t.points[t.peak_index().unwrap()];
-        assert_eq!(peak.reserved, t.estimate.reserved_peak.0);
+        assert_eq!(peak.allocated, t.estimate.allocated_peak.0);
+        let reserved = t.points.iter().map(|p| p.reserved).max();
+        assert_eq!(reserved, Some(t.estimate.reserved_peak.0));
         let bands = t.bands();
         assert_eq!(bands[0].from, 0);
         assert_eq!(bands.last().unwrap().to, t.events);

@@ -40,7 +40,7 @@ pub fn BreakdownPanel() -> impl IntoView {
                             <p class="peak">
                                 "Peak "<strong data-testid="peak-total">{format::bytes(total)}</strong>
                                 {format!(" at {} {}", label, format::int(length as u64))}
-                                ", during "<code data-testid="peak-op">{e.peak_op.clone()}</code>
+                                "; tensors at their most during "<code data-testid="peak-op">{e.peak_op.clone()}</code>
                                 {per_rank.map(|p| view! { " ("<span data-testid="per-rank">{p}</span>")" })}
                             </p>
                             <div class="bar" role="img" aria-label="Share of each component at the peak">

@@ -118,12 +118,13 @@ fn draw(ctx: &CanvasRenderingContext2d, w: f64, h: f64, dpr: f64, t: &JobTimelin
         }
         ctx.stroke();
     }
-    // The peak.
+    // The peak moment: where the tensors took the most memory (the
+    // breakdown's moment; reserved memory may grow later).
     if let Some(i) = t.peak_index() {
         let p = &t.points[i];
         let (px, py) = (
             x(p.first_event as f64 + p.events as f64 / 2.0),
-            y(p.reserved),
+            y(p.allocated),
         );
         ctx.set_stroke_style_str(&css(theme.foreground()));
         ctx.begin_path();
@@ -134,7 +135,7 @@ fn draw(ctx: &CanvasRenderingContext2d, w: f64, h: f64, dpr: f64, t: &JobTimelin
         ctx.begin_path();
         let _ = ctx.arc(px, py, 4.0, 0.0, std::f64::consts::TAU);
         ctx.fill();
-        let label = format!("peak {}", format::bytes(Bytes(p.reserved)));
+        let label = format!("allocated peak {}", format::bytes(Bytes(p.allocated)));
         let width = ctx.measure_text(&label).map_or(60.0, |m| m.width());
         let lx = if px + 6.0 + width > w {
             px - 6.0 - width
@@ -279,14 +280,14 @@ pub fn TimelineBody(
                 view! {
                     <p class="peak">
                         "Peak reserved "<strong data-testid="timeline-peak">{format::bytes(t.estimate.reserved_peak)}</strong>
-                        {peak.map(|p| format!(" during {} ({}); allocated at most {}", op_label(&p.op), t.phase_at(p.first_event), format::bytes(t.estimate.allocated_peak)))}
+                        {peak.map(|p| format!("; allocated at most {} during {} ({})", format::bytes(t.estimate.allocated_peak), op_label(&p.op), t.phase_at(p.first_event)))}
                     </p>
                     <p class="legend">
                         <span class="swatch" style=format!("background:{RESERVED}")></span>"reserved "
                         <span class="swatch" style=format!("background:{ALLOCATED}")></span>"allocated, over "{format::int(t.events)}" allocations and frees"
                     </p>
                     <table data-testid="timeline-live">
-                        <caption>"Live at the peak (the driver-level peak adds what lives outside the allocator)"</caption>
+                        <caption>"Live when the tensors took the most memory; the slack is the rest of the reserved peak, and the driver-level peak adds what lives outside the allocator"</caption>
                         <thead><tr><th scope="col">"Component"</th><th scope="col">"GB"</th></tr></thead>
                         <tbody>
                             {parts.into_iter().map(|s| view! {
