@@ -276,13 +276,13 @@ impl Timeline {
             .chunks(2)
             .map(|pair| match pair {
                 [a, b] => {
-                    let fullest = if b.allocated > a.allocated { b } else { a };
+                    let peak = if b.allocated > a.allocated { b } else { a };
                     TimelinePoint {
                         first_event: a.first_event,
                         events: a.events + b.events,
-                        allocated: fullest.allocated,
+                        allocated: peak.allocated,
                         reserved: a.reserved.max(b.reserved),
-                        op: fullest.op,
+                        op: peak.op,
                     }
                 }
                 [a] => *a,
