@@ -297,6 +297,42 @@ class Poller:
 DTYPE_NAMES = ("fp32", "fp16", "bf16")
 
 
+# What a workload field means when a case leaves it out (or sends null):
+# written here once, read through `read_case`.
+WORKLOAD_DEFAULTS = {"head": "lm", "num_labels": 2}
+
+# The key under which a read case keeps the case as it was sent: result
+# lines echo the sender's workload, nulls included.
+AS_SENT = "_as_sent"
+
+
+def without_nulls(value):
+    """`value` with every null object member dropped, at any depth: the
+    collector sends its whole workload, where null means "absent"."""
+    if isinstance(value, dict):
+        return {k: without_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [without_nulls(v) for v in value]
+    return value
+
+
+def read_case(sent):
+    """The one way the harness reads a case: nulls are absent, the workload's
+    defaults (`WORKLOAD_DEFAULTS`) filled in, the case as sent kept for the
+    result line. Reading a read case again gives the same case."""
+    if not isinstance(sent, dict):
+        raise Unsupported(f"a case is a JSON object, not {type(sent).__name__}")
+    sent = sent.get(AS_SENT, sent)
+    case = without_nulls(sent)
+    workload = case.get("workload")
+    if not isinstance(workload, dict):
+        raise Unsupported("the case has no `workload` object")
+    for key, value in WORKLOAD_DEFAULTS.items():
+        workload.setdefault(key, value)
+    case[AS_SENT] = sent
+    return case
+
+
 def load_cases(path):
     cases = []
     with open(path) as f:
@@ -304,7 +340,7 @@ def load_cases(path):
             line = line.strip()
             if line and not line.startswith("#"):
                 cases.append(json.loads(line))
-    return [c for c in cases if c.get("case") != "runtime_overheads"]
+    return [read_case(c) for c in cases if c.get("case") != "runtime_overheads"]
 
 
 def training_of(case):
@@ -356,8 +392,8 @@ def build_spec(case):
         "lora": lora_of(case),
         "grad_checkpointing": bool(tr.get("grad_checkpointing", False)),
         "optimizer": None,
-        "head": w.get("head", "lm"),
-        "num_labels": int(w.get("num_labels", 2)),
+        "head": w["head"],
+        "num_labels": int(w["num_labels"]),
     }
     if is_training(case):
         spec["optimizer"] = {"name": tr.get("optimizer", "adamw").lower(),
@@ -432,8 +468,9 @@ def tiny_overrides(model_id):
                 num_attention_heads=4, num_key_value_heads=2)
 
 
-def build_hf(spec, device, tiny=False):
-    import torch
+def hf_config(spec, tiny=False):
+    """The Hugging Face config of a build spec and the model class to build
+    from it (with its extra arguments); needs transformers, not torch."""
     import transformers
     cfg_name, cls_name, kwargs, _ = HF_PRESETS[spec["model"]]
     kwargs = dict(kwargs)
@@ -463,8 +500,15 @@ def build_hf(spec, device, tiny=False):
             raise Unsupported(f"{spec['model']} has no {spec['head']} head here")
         kwargs["num_labels"] = spec["num_labels"]
     config = getattr(transformers, cfg_name)(**kwargs)
-    cls = getattr(transformers, cls_name)
     extra = {"add_pooling_layer": False} if cls_name == "EsmModel" else {}
+    return config, cls_name, extra
+
+
+def build_hf(spec, device, tiny=False):
+    import torch
+    import transformers
+    config, cls_name, extra = hf_config(spec, tiny)
+    cls = getattr(transformers, cls_name)
     with torch.device(device), default_dtype(torch_dtype(spec["dtype"])):
         # ESMFold: the stem is built fp32 then .half()'d by the model's own
         # __init__ when esmfold_config.fp16_esm (the default), as HF does.
@@ -524,6 +568,21 @@ def expected_params(model_id):
 # ----------------------------------------------------------------------------
 # Runtime description
 # ----------------------------------------------------------------------------
+
+def apply_allocator_limit(case, device):
+    """`allocator_limit_bytes` (`run --capacity`): torch's allocator may
+    reserve at most that many bytes, and frees its cache and retries at the
+    limit as at the card's end (a smaller card, emulated). Before the first
+    allocation."""
+    limit = case.get("allocator_limit_bytes")
+    if limit is None or device == "cpu":
+        return
+    import torch
+    total = torch.cuda.get_device_properties(device).total_memory
+    if not 0 < int(limit) <= total:
+        raise Unsupported(f"allocator_limit_bytes {limit} is not within the card's {total} bytes")
+    torch.cuda.set_per_process_memory_fraction(int(limit) / total, device)
+
 
 def runtime_info(nvml, device):
     import torch
@@ -698,7 +757,7 @@ def head_labels(case, ids):
     transformers treats as regression) or per token for a classifier."""
     import torch
     w = case["workload"]
-    head, n = w.get("head", "lm"), int(w.get("num_labels", 2))
+    head, n = w["head"], int(w["num_labels"])
     if head == "lm":
         return None
     if head == "sequence_classification":
@@ -967,6 +1026,7 @@ def measure_case(runner, case, mem, nvml=None, poller=None, baseline=None, snap=
 
 
 def result_line(case, runner, runtime, measured):
+    case = case.get(AS_SENT, case)
     out = {k: case[k] for k in case if k not in ("measured", "params", "weight_bytes", "runtime")}
     out["params"] = runner.params if runner else None
     out["weight_bytes"] = runner.weight_bytes if runner else None
@@ -978,7 +1038,7 @@ def result_line(case, runner, runtime, measured):
         out["runtime"] = dict(runtime, process_ran_backward=runner.before_case["backward"],
                               process_builds_before=runner.builds_before)
         if case["workload"].get("mode") == "training":
-            training = dict(case["workload"].get("training", {}),
+            training = dict(case["workload"].get("training") or {},
                             optimizer_state_resident=runner.before_case["optimizer"])
             out["workload"] = dict(case["workload"], training=training)
     out["measured"] = measured
@@ -1250,6 +1310,7 @@ def run_single(case, args):
     try:
         spec = build_spec(case)
         import torch  # noqa: F401  (first CUDA use comes after the baseline)
+        apply_allocator_limit(case, args.device)
         runtime = runtime_info(nvml, args.device)
         runner = Runner(spec, args.device, args.tiny, case)
         mem = Mem(args.device)
@@ -1295,6 +1356,8 @@ def run_builds(groups, args):
     nvml = Nvml() if args.nvml else None
     baseline = nvml.used() if nvml else None
     import torch
+    if groups and groups[0]:
+        apply_allocator_limit(groups[0][0], args.device)
     runtime = runtime_info(nvml, args.device)
     mem = Mem(args.device)
     poller = Poller(nvml) if nvml else None
@@ -1354,7 +1417,7 @@ def run_batch(args):
         group_file = f"{args.out}.group{gi}.tmp"
         with open(group_file, "w") as f:
             for c in group:
-                f.write(json.dumps(c) + "\n")
+                f.write(json.dumps(c[AS_SENT]) + "\n")
         cmd = [sys.executable, os.path.abspath(__file__), "--group-file", group_file,
                "--out", args.out, "--device", args.device]
         for flag in ("nvml", "snapshot", "tiny"):
@@ -1590,6 +1653,8 @@ def parse_args(argv=None):
     mode.add_argument("--case-file", help="JSONL file of cases; use with --index (mode a)")
     mode.add_argument("--batch", help="JSONL file of cases, calibration methodology (mode b)")
     mode.add_argument("--probe-overheads", action="store_true", help="fixed runtime costs (mode d)")
+    mode.add_argument("--check-cases", metavar="FILE",
+                      help="read every case of a JSONL file and build its config; no torch, no GPU")
     mode.add_argument("--group-file", help=argparse.SUPPRESS)   # child of --batch
     mode.add_argument("--probe-chain", help=argparse.SUPPRESS)  # child of --probe-overheads
     p.add_argument("--index", type=int, default=0, help="line of --case-file (0-based)")
@@ -1612,8 +1677,41 @@ def parse_args(argv=None):
     return args
 
 
+def check_cases(path):
+    """`--check-cases FILE`: read every case of FILE as a run would and build
+    its model's config (transformers, no torch, no GPU): what the collector
+    sends and the harness cannot read fails here, before any GPU time. One
+    line per case; exit 1 when any case fails."""
+    try:
+        import transformers  # noqa: F401
+    except ImportError:
+        log("--check-cases needs transformers (pip install transformers): the configs are built")
+        return EXIT_ERROR
+    failed = 0
+    with open(path) as f:
+        sent = [json.loads(line) for line in f if line.strip() and not line.startswith("#")]
+    for raw in sent:
+        name = raw.get("case") if isinstance(raw, dict) else None
+        try:
+            case = read_case(raw)
+            spec = build_spec(case)
+            if spec["model"] in VISION_PRESETS:
+                built = VISION_PRESETS[spec["model"]][0]
+            else:
+                config, cls_name, _ = hf_config(spec)
+                built = f"{cls_name}({type(config).__name__})"
+            print(f"ok {name}: {built}, {spec['dtype']}, head {spec['head']}")
+        except Exception as exc:  # noqa: BLE001 - every failure is reported, by case
+            failed += 1
+            print(f"FAILED {name}: {type(exc).__name__}: {exc}")
+    print(f"{len(sent) - failed} of {len(sent)} cases read")
+    return EXIT_ERROR if failed else EXIT_OK
+
+
 def main(argv=None):
     args = parse_args(argv)
+    if args.check_cases:
+        return check_cases(args.check_cases)
     if args.probe_overheads:
         return run_probes(args)
     if args.probe_chain:
@@ -1623,7 +1721,7 @@ def main(argv=None):
     if args.group_file:
         return run_group(load_cases(args.group_file), args)
     if args.case_json:
-        case = json.loads(args.case_json)
+        case = read_case(json.loads(args.case_json))
     else:
         case = load_cases(args.case_file)[args.index]
     return run_single(case, args)

@@ -149,6 +149,17 @@ def versions(torch, local):
                 nccl_nvls=os.environ.get("NCCL_NVLS_ENABLE") != "0")
 
 
+def without_nulls(value):
+    """`value` with every null object member dropped, at any depth: the
+    collector sends its whole workload, where null means "absent" (the
+    rule of headroom_measure.read_case; this harness travels alone)."""
+    if isinstance(value, dict):
+        return {k: without_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [without_nulls(v) for v in value]
+    return value
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--case-json")
@@ -188,7 +199,7 @@ def main():
         dist.destroy_process_group()
         return
 
-    w = case["workload"]
+    w = without_nulls(case["workload"])
     par = w["parallel"]
     tr = w.get("training", {})
     strategy = par["strategy"]

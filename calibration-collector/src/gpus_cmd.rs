@@ -160,6 +160,15 @@ pub fn run(args: &GpusArgs) -> Result<String> {
         }
         out.push('\n');
     }
+    for (strategy, _) in &peaks {
+        if let Some(why) = search::strategy_unavailable(arch, w, *strategy) {
+            let _ = writeln!(
+                out,
+                "\ngpus {}: not for this model ({why}): the column says 1 where one card runs the job, else \"-\"",
+                strategy.key()
+            );
+        }
+    }
     if !peaks.is_empty() {
         let _ = write!(
             out,
@@ -172,6 +181,33 @@ pub fn run(args: &GpusArgs) -> Result<String> {
             " counts tried: {}",
             search::GPU_COUNTS.map(|c| c.to_string()).join(", ")
         );
+    }
+    let islands: Vec<String> = fits
+        .iter()
+        .flat_map(|f| {
+            let length = f.length_runs_again_up_to.map(|top| {
+                format!(
+                    "{}: some {length}s above {} run again, up to {top}; not every one",
+                    f.gpu.name,
+                    opt(f.max_length)
+                )
+            });
+            let batch = f.batch_runs_again_up_to.map(|top| {
+                format!(
+                    "{}: some batches above {} run again, up to {top}; not every one",
+                    f.gpu.name,
+                    opt(f.max_batch)
+                )
+            });
+            length.into_iter().chain(batch)
+        })
+        .collect();
+    let _ = writeln!(
+        out,
+        "\nmax {length}, max batch: every value up to it runs (near the card's end, where PyTorch frees its cache and retries, the first that does not run, found by a scan)"
+    );
+    for line in &islands {
+        let _ = writeln!(out, "  {line}");
     }
     if let Some(card) = &args.advise {
         let cards: Vec<&'static headroom_core::gpus::Gpu> = if card.is_empty() {

@@ -159,7 +159,7 @@ fn point(origin: &str, mut case: Value, nproc: Option<u32>) -> Result<ParallelPo
             parsed.parallel.strategy.key()
         )));
     }
-    let predicted = run::fresh_process_prediction(&model.arch, &parsed);
+    let predicted = run::fresh_process_prediction(&model.arch, &parsed, None);
     Ok(ParallelPoint {
         case: name,
         model: model.id,

@@ -18,7 +18,7 @@ use crate::gpu::{self, Gpu};
 use crate::stats::{relative_error, Summary};
 use crate::template::{Template, Values, Var};
 use headroom_core::arch::Dtype;
-use headroom_core::estimate::estimate;
+use headroom_core::estimate::{estimate_with, EstimateOptions};
 use headroom_core::spec::{parse_model, parse_workload};
 use headroom_core::workload::{Mode, MAX_BATCH, MAX_SEQ_LEN};
 use headroom_core::RuntimeProfile;
@@ -42,6 +42,8 @@ pub const RESULT_PREFIX: &str = "HEADROOM_RESULT ";
 pub const POLL_INTERVAL_US: RangeInclusive<u64> = 50..=1_000_000;
 /// Allowed `--timeout-s`: 1 s to a week.
 pub const TIMEOUT_S: RangeInclusive<u64> = 1..=604_800;
+/// Allowed `--capacity`: 64 MiB to 1 TiB.
+pub const CAPACITY_BYTES: RangeInclusive<u64> = (64 << 20)..=(1 << 40);
 
 /// The harness's exit codes.
 const HARNESS_UNSUPPORTED: i32 = 2;
@@ -107,6 +109,15 @@ pub struct RunArgs {
     /// The torchrun to launch (--nproc, --cases).
     #[arg(long, default_value = "torchrun")]
     pub torchrun: String,
+    /// Emulate a smaller card: torch's allocator may reserve at most BYTES
+    /// (`torch.cuda.set_per_process_memory_fraction(BYTES / total)`), and
+    /// frees its cache and retries at that limit as it does at the card's
+    /// end. Give the smaller card's usable memory less the job's bytes
+    /// outside the allocator (`estimate`'s `outside_allocator`). Recorded in
+    /// each case as `allocator_limit_bytes`; the prediction says whether
+    /// the job runs under it. Built-in harness only.
+    #[arg(long, value_name = "BYTES")]
+    pub capacity: Option<u64>,
     /// No progress bar or per-point lines (for callers other than the command line).
     #[arg(skip)]
     pub quiet: bool,
@@ -133,6 +144,7 @@ impl Default for RunArgs {
             nproc: None,
             cases: None,
             torchrun: "torchrun".into(),
+            capacity: None,
             quiet: false,
         }
     }
@@ -174,6 +186,8 @@ pub struct PointPlan {
     pub batch: u32,
     /// The core's prediction, or why there is none.
     pub predicted: Value,
+    /// `--capacity`: what torch's allocator may reserve.
+    pub allocator_limit: Option<u64>,
 }
 
 /// Every point of a sweep.
@@ -221,7 +235,16 @@ pub fn check_flags(args: &RunArgs) -> Result<()> {
         &POLL_INTERVAL_US,
         "microseconds",
     )?;
-    check_range("--timeout-s", args.timeout_s, &TIMEOUT_S, "seconds")
+    check_range("--timeout-s", args.timeout_s, &TIMEOUT_S, "seconds")?;
+    if let Some(limit) = args.capacity {
+        check_range("--capacity", limit, &CAPACITY_BYTES, "bytes")?;
+        if args.cmd.is_some() || args.nproc.is_some() || args.cases.is_some() {
+            return Err(CollectorError::input(
+                "--capacity: the built-in harness on one GPU sets the limit; allowed with --model or --spec, not with --cmd, --nproc or --cases",
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Builds the sweep without touching a GPU.
@@ -309,7 +332,7 @@ pub fn plan(args: &RunArgs) -> Result<Plan> {
             let case = format!("{prefix}_b{batch}_{}{len}", if vision { "r" } else { "L" });
             let predicted = match &model {
                 None => json!({"skipped": "no model given"}),
-                Some(m) => fresh_process_prediction(&m.arch, &w),
+                Some(m) => fresh_process_prediction(&m.arch, &w, args.capacity),
             };
             let workload = if let Some(m) = &model {
                 let mut v = serde_json::to_value(&w).expect("workload serialises");
@@ -332,6 +355,7 @@ pub fn plan(args: &RunArgs) -> Result<Plan> {
                 seq_len: len,
                 batch,
                 predicted,
+                allocator_limit: args.capacity,
             });
         }
     }
@@ -376,22 +400,36 @@ fn base_spec(args: &RunArgs) -> Result<(Option<Value>, Option<Value>)> {
 /// The model's prediction for a job run in a fresh process (no earlier
 /// backward pass), as a measurement line's `predicted` object, or why it
 /// was skipped.
+///
+/// Under an allocator limit (`--capacity`) the replay frees its cache and
+/// retries at the limit, and `fits` says whether the job runs under it.
 pub fn fresh_process_prediction(
     arch: &headroom_core::arch::Architecture,
     workload: &headroom_core::Workload,
+    allocator_limit: Option<u64>,
 ) -> Value {
     let runtime = RuntimeProfile {
         process_ran_backward: false,
         ..RuntimeProfile::default()
     };
-    match estimate(arch, workload, &runtime) {
-        Ok(e) => json!({
-            "driver_peak": e.driver_peak,
-            "reserved_peak": e.reserved_peak,
-            "allocated_peak": e.allocated_peak,
-            "outside_allocator": e.outside_allocator,
-            "peak_op": e.peak_op,
-        }),
+    let options = EstimateOptions {
+        allocator_limit,
+        ..EstimateOptions::default()
+    };
+    match estimate_with(arch, workload, &runtime, options) {
+        Ok(e) => {
+            let mut v = json!({
+                "driver_peak": e.driver_peak,
+                "reserved_peak": e.reserved_peak,
+                "allocated_peak": e.allocated_peak,
+                "outside_allocator": e.outside_allocator,
+                "peak_op": e.peak_op,
+            });
+            if allocator_limit.is_some() {
+                v["fits"] = json!(e.fits);
+            }
+            v
+        }
         Err(e) => json!({"skipped": e.to_string()}),
     }
 }
@@ -434,7 +472,11 @@ pub fn command_for(
 
 /// The case object the harness gets.
 pub fn case_json(point: &PointPlan) -> Value {
-    json!({"case": point.case, "model": point.model, "workload": point.workload})
+    let mut case = json!({"case": point.case, "model": point.model, "workload": point.workload});
+    if let Some(limit) = point.allocator_limit {
+        case["allocator_limit_bytes"] = json!(limit);
+    }
+    case
 }
 
 /// How a finished child is classified.
@@ -509,7 +551,17 @@ pub fn render_dry_run(plan: &Plan, harness: &Path) -> Result<String> {
     for p in &plan.points {
         let (_, shown) = command_for(&plan.launcher, p, harness)?;
         let pred = match p.predicted.get("driver_peak").and_then(Value::as_u64) {
-            Some(b) => format!("predicted {:.3} GB", b as f64 / 1e9),
+            Some(b) => match (
+                p.allocator_limit,
+                p.predicted.get("fits").and_then(Value::as_bool),
+            ) {
+                (Some(limit), Some(fits)) => format!(
+                    "predicted {:.3} GB; under the allocator limit of {limit} B it {}",
+                    b as f64 / 1e9,
+                    if fits { "runs" } else { "runs out of memory" }
+                ),
+                _ => format!("predicted {:.3} GB", b as f64 / 1e9),
+            },
             None => format!(
                 "no prediction ({})",
                 p.predicted

@@ -525,3 +525,37 @@ fn fit_records_the_probes_nccl_figures_in_the_profile() {
     )
     .unwrap();
 }
+
+/// A strategy that does not apply to the model (tensor parallelism is
+/// modelled for Llama-style decoders) is a column without an answer and a
+/// note, never an error: Mixtral, Qwen-MoE, GPT-2 and Phi-3 inference, with
+/// and without `--advise`.
+#[test]
+fn a_strategy_the_model_does_not_take_is_a_dash_not_an_error() {
+    for model in ["mixtral-8x7b", "qwen1.5-moe-a2.7b", "gpt2", "phi-3-mini-4k"] {
+        let spec =
+            json!({"model": model, "workload": {"mode": "inference", "batch": 1, "seq_len": 4096,
+            "dtype": "bf16", "inference": {"kind": "generate", "new_tokens": 16}}})
+            .to_string();
+        for extra in [&[][..], &["--advise", "rtx-4090"][..]] {
+            let args: Vec<&str> = ["gpus"].iter().chain(extra).copied().collect();
+            let out = run(&args, Some(&spec));
+            assert_eq!(out.status.code(), Some(0), "{model}: {}", text(&out.stderr));
+            let table = text(&out.stdout);
+            assert!(
+                table.contains(
+                    "gpus tp: not for this model (`tp` is modelled for Llama-style decoders"
+                ),
+                "{model}: {table}"
+            );
+            // One card or none: `1` where the row fits, `-` elsewhere.
+            for gpu in CATALOG {
+                let row = table.lines().find(|l| l.starts_with(gpu.name)).unwrap();
+                let cells: Vec<&str> = row.split_whitespace().collect();
+                let fits = row[gpu.name.len()..].split_whitespace().nth(2) == Some("yes");
+                let want = if fits { "1" } else { "-" };
+                assert_eq!(cells.last(), Some(&want), "{model}: {row}");
+            }
+        }
+    }
+}

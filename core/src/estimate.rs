@@ -33,6 +33,11 @@ pub struct EstimateOptions {
     /// cache and retries when a `cudaMalloc` would exceed it, as PyTorch does,
     /// and [`Estimate::fits`] says whether the job survives.
     pub capacity: Option<u64>,
+    /// A limit on what torch's allocator may reserve, below the device's
+    /// capacity: `torch.cuda.set_per_process_memory_fraction(limit / total)`.
+    /// Reaching it frees the cache and retries, as running out of device
+    /// memory does; a smaller card is emulated this way on a larger one.
+    pub allocator_limit: Option<u64>,
     /// How the replay runs (its shortcuts, which never change the answer).
     pub replay: ReplayOptions,
 }
@@ -65,6 +70,11 @@ pub struct Estimate {
     /// With a capacity: `false` when an allocation could not be served even
     /// after the allocator freed its cache (an out-of-memory error).
     pub fits: bool,
+    /// With a capacity: whether the replay reached it (a `cudaMalloc` that
+    /// would have exceeded it freed the cache and retried). A job that never
+    /// reaches the capacity runs exactly as with an unlimited one.
+    #[cfg_attr(feature = "serde", serde(skip))]
+    pub reached_capacity: bool,
 }
 
 impl Estimate {
@@ -290,7 +300,13 @@ fn run(
         libraries_guess.cudnn |= before.cudnn;
     }
     let outside = outside_allocator(runtime, libraries_guess);
-    let capacity = options.capacity.map(|c| c.saturating_sub(outside));
+    let capacity = match (
+        options.capacity.map(|c| c.saturating_sub(outside)),
+        options.allocator_limit,
+    ) {
+        (Some(device), Some(limit)) => Some(device.min(limit)),
+        (device, limit) => device.or(limit),
+    };
     replay.reset(runtime.allocator, capacity);
     #[cfg(feature = "diagnostics")]
     if !earlier.is_empty() {
@@ -339,6 +355,7 @@ fn run(
         params: summary.params,
         weight_bytes: Bytes(summary.weight_bytes),
         fits: replay.out_of_memory().is_none(),
+        reached_capacity: stats.cache_flushes > 0,
     })
 }
 

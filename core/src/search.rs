@@ -7,6 +7,7 @@ use crate::parallel::Strategy;
 use crate::runtime::RuntimeProfile;
 use crate::trace::Replay;
 use crate::workload::{Workload, MAX_BATCH, MAX_IMAGE_SIZE, MAX_SEQ_LEN};
+use alloc::string::String;
 use alloc::vec::Vec;
 
 /// One point of a curve.
@@ -163,6 +164,30 @@ pub fn fits(
     runtime: &RuntimeProfile,
     capacity: u64,
 ) -> Result<bool, Error> {
+    Ok(probe(arch, workload, runtime, capacity)?.fits)
+}
+
+/// What one replay under a capacity tells a fit search.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Probe {
+    /// Every request was served (the cache freed and retried where needed).
+    pub fits: bool,
+    /// It fits without ever reaching the capacity: the replay ran exactly
+    /// as with an unlimited card. This part of the answer grows with the
+    /// job (a longer or larger job never peaks lower before it reaches the
+    /// capacity), so a bisection on it is sound; `fits` alone is not, near
+    /// the capacity, where freeing the cache rescues some lengths and not
+    /// their neighbours.
+    pub within_capacity: bool,
+}
+
+/// [`fits`], with whether the replay reached the capacity.
+pub fn probe(
+    arch: &Architecture,
+    workload: &Workload,
+    runtime: &RuntimeProfile,
+    capacity: u64,
+) -> Result<Probe, Error> {
     let e = estimate_with(
         arch,
         workload,
@@ -172,38 +197,66 @@ pub fn fits(
             ..EstimateOptions::default()
         },
     )?;
-    Ok(e.fits && e.outside_allocator.0 <= capacity)
+    let fits = e.fits && e.outside_allocator.0 <= capacity;
+    Ok(Probe {
+        fits,
+        within_capacity: fits && !e.reached_capacity,
+    })
 }
 
-/// Largest value in `[1, max]` for which `ok` holds, assuming `ok` is
-/// monotone (true up to some point, false after). `None` when even 1 fails.
-fn largest(max: u64, mut ok: impl FnMut(u64) -> Result<bool, Error>) -> Result<Option<u64>, Error> {
-    let mut search = LargestSearch::new(max);
-    while let Some(value) = search.probe() {
-        search.report(ok(value)?);
-    }
-    Ok(search.found())
-}
-
-/// The search for the largest value in `[1, max]` that fits, one probe at a
-/// time: an exponential probe from 1, then bisection. The page runs it a
-/// few probes per task, so that a table of slow estimates never holds its
-/// thread for long.
+/// The search for the longest length (or largest batch) in `[1, max]`
+/// below which every value runs, one probe at a time.
+///
+/// Near a card's capacity whether a job runs is not monotone in its size:
+/// when a `cudaMalloc` fails, PyTorch frees its cache and retries, and
+/// whether the retry succeeds depends on how the live blocks sit in their
+/// segments, which changes from one length to the next (the replay of
+/// Llama 3.1 8B training on an H100 runs at 10,750 tokens, not at 10,751,
+/// again at 10,752). A bisection on "runs" can land on any island. So:
+/// 1. a bisection on [`Probe::within_capacity`] (the job never reaches the
+///    capacity: it runs as on an unlimited card), `within`;
+/// 2. a bisection on "runs", which ends on some value that runs with the
+///    next one failing, `top`;
+/// 3. a scan of `within..top` at [`SCAN_POINTS`] evenly spaced values; below
+///    the first that fails, a scan of the interval since the last that ran
+///    at as many points, and so on down to every value: the answer is the
+///    value below that failure. Every value checked below it runs; a
+///    failure narrower than the spacing of a level can go unseen;
+/// 4. when `top` lies above the answer, it is reported apart as the top of
+///    an island where the job runs again, never as the headline.
+///
+/// The page runs it a few probes per task, so that a table of slow
+/// estimates never holds its thread for long.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LargestSearch {
     max: u64,
-    /// Largest value known to fit (0: none yet).
-    lo: u64,
-    /// Smallest value known not to fit, or the next to probe while growing.
-    hi: u64,
     phase: Phase,
+    /// The bisection under way: the largest value known to pass, the
+    /// smallest known to fail (or the next to probe while growing).
+    lo: u64,
+    hi: u64,
+    growing: bool,
+    /// Phase 1's answer: every value up to it runs within the capacity.
+    within: u64,
+    /// Phase 2's answer: a value that runs, the next one failing (0: none).
+    top: u64,
+    /// Phase 3: the interval scanned, its spacing and the next value.
+    scan_from: u64,
+    scan_to: u64,
+    stride: u64,
+    next: u64,
+    /// The first value found not to run, once known.
+    first_failure: Option<u64>,
 }
+
+/// Values checked per level of the scan in [`LargestSearch`] (phase 3).
+pub const SCAN_POINTS: u64 = 32;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Phase {
-    Grow,
-    AtMax,
-    Bisect,
+    Within,
+    Runs,
+    Scan,
     Done,
 }
 
@@ -212,54 +265,172 @@ impl LargestSearch {
     pub fn new(max: u64) -> LargestSearch {
         LargestSearch {
             max: max.max(1),
+            phase: Phase::Within,
             lo: 0,
             hi: 1,
-            phase: Phase::Grow,
+            growing: true,
+            within: 0,
+            top: 0,
+            scan_from: 0,
+            scan_to: 0,
+            stride: 1,
+            next: 0,
+            first_failure: None,
         }
     }
 
     /// The value to test next; `None` once the search is over.
     pub fn probe(&self) -> Option<u64> {
         match self.phase {
-            Phase::Grow => Some(self.hi),
-            Phase::AtMax => Some(self.max),
-            Phase::Bisect => Some(self.lo + (self.hi - self.lo) / 2),
+            Phase::Within | Phase::Runs if self.growing => Some(self.hi.min(self.max)),
+            Phase::Within | Phase::Runs => Some(self.lo + (self.hi - self.lo) / 2),
+            Phase::Scan => Some(self.next),
             Phase::Done => None,
         }
     }
 
-    /// Records whether the value [`LargestSearch::probe`] gave fits.
-    pub fn report(&mut self, fits: bool) {
+    /// Records whether the value [`LargestSearch::probe`] gave runs, and
+    /// whether it runs without reaching the capacity.
+    pub fn report(&mut self, outcome: Probe) {
         let Some(value) = self.probe() else { return };
-        if fits {
-            self.lo = value;
-        } else {
-            self.hi = value;
-        }
-        self.phase = match self.phase {
-            Phase::Grow if fits => {
-                self.hi = value.saturating_mul(2);
-                if self.hi > self.max {
-                    Phase::AtMax
+        match self.phase {
+            Phase::Within | Phase::Runs => {
+                let pass = if self.phase == Phase::Within {
+                    outcome.within_capacity
                 } else {
-                    Phase::Grow
+                    outcome.fits
+                };
+                if pass {
+                    self.lo = value;
+                } else {
+                    self.hi = value;
+                    self.growing = false;
+                }
+                if self.growing {
+                    if value >= self.max {
+                        self.growing = false;
+                        self.hi = self.max + 1;
+                    } else {
+                        // Doubling the distance from where the growth began.
+                        let base = if self.phase == Phase::Within {
+                            0
+                        } else {
+                            self.within
+                        };
+                        self.hi = base + (value - base).saturating_mul(2);
+                    }
+                }
+                if !self.growing && self.hi - self.lo <= 1 {
+                    self.end_bisection();
                 }
             }
-            _ if self.lo == 0 || self.lo == self.max || self.hi - self.lo <= 1 => Phase::Done,
-            _ => Phase::Bisect,
-        };
+            Phase::Scan => {
+                if outcome.fits {
+                    self.scan_from = value;
+                    if value >= self.scan_to {
+                        // The whole interval ran: everything up to `top`.
+                        self.phase = Phase::Done;
+                        return;
+                    }
+                    self.next = (value + self.stride).min(self.scan_to);
+                } else if self.stride == 1 || value - self.scan_from <= 1 {
+                    self.first_failure = Some(value);
+                    self.phase = Phase::Done;
+                } else {
+                    // Below this failure, since the last value that ran.
+                    self.scan_to = value;
+                    self.start_level();
+                }
+            }
+            Phase::Done => {}
+        }
     }
 
-    /// The answer once the search is over: the largest value that fits,
-    /// `None` when even 1 does not (or while the search goes on).
+    fn end_bisection(&mut self) {
+        if self.phase == Phase::Within {
+            self.within = self.lo;
+            if self.within >= self.max {
+                self.top = self.max;
+                self.phase = Phase::Done;
+                return;
+            }
+            // Phase 2 grows from where phase 1 ended (`within` runs):
+            // `within` + 1, + 2, + 4, ...
+            self.phase = Phase::Runs;
+            self.lo = self.within;
+            self.hi = self.within + 1;
+            self.growing = true;
+            return;
+        }
+        self.top = self.lo;
+        if self.top <= self.within {
+            // Nothing above `within` was seen to run: the value above it fails.
+            self.first_failure = Some(self.within + 1);
+            self.phase = Phase::Done;
+            return;
+        }
+        self.scan_from = self.within;
+        self.scan_to = self.top;
+        self.phase = Phase::Scan;
+        self.start_level();
+    }
+
+    fn start_level(&mut self) {
+        let span = self.scan_to - self.scan_from;
+        self.stride = span.div_ceil(SCAN_POINTS).max(1);
+        self.next = (self.scan_from + self.stride).min(self.scan_to);
+    }
+
+    /// The answer once the search is over: the largest value below which
+    /// every value checked runs, `None` when even 1 does not (or while the
+    /// search goes on).
     pub fn found(&self) -> Option<u64> {
-        (self.phase == Phase::Done && self.lo > 0).then_some(self.lo)
+        if self.phase != Phase::Done {
+            return None;
+        }
+        let below = match self.first_failure {
+            Some(f) => f - 1,
+            None => self.top.max(self.within),
+        };
+        (below > 0).then_some(below)
+    }
+
+    /// Once the search is over, a value above the answer where the job runs
+    /// again (the top of an island: it runs, the next one does not). `None`
+    /// when none was seen.
+    pub fn runs_again_up_to(&self) -> Option<u64> {
+        match (self.phase, self.first_failure) {
+            (Phase::Done, Some(f)) if self.top > f => Some(self.top),
+            _ => None,
+        }
     }
 
     /// Whether the search is over.
     pub fn is_done(&self) -> bool {
         self.phase == Phase::Done
     }
+}
+
+/// Largest value in `[1, max]` below which every value runs ([`LargestSearch`]).
+fn largest(max: u64, mut ok: impl FnMut(u64) -> Result<Probe, Error>) -> Result<Boundary, Error> {
+    let mut search = LargestSearch::new(max);
+    while let Some(value) = search.probe() {
+        search.report(ok(value)?);
+    }
+    Ok(Boundary {
+        longest: search.found(),
+        runs_again_up_to: search.runs_again_up_to(),
+    })
+}
+
+/// The answer of a fit search along one axis.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Boundary {
+    /// The largest value below which every value runs (`None`: not even 1).
+    pub longest: Option<u64>,
+    /// Above the first value that does not run, a larger one that runs
+    /// again (the top of an island); never an answer to plan on.
+    pub runs_again_up_to: Option<u64>,
 }
 
 /// What [`max_length`] and [`max_batch`] search along.
@@ -292,46 +463,72 @@ pub fn fits_at(
     axis: Axis,
     value: u64,
 ) -> Result<bool, Error> {
+    Ok(probe_at(arch, workload, runtime, capacity, axis, value)?.fits)
+}
+
+/// [`fits_at`], with whether the replay reached the capacity.
+pub fn probe_at(
+    arch: &Architecture,
+    workload: &Workload,
+    runtime: &RuntimeProfile,
+    capacity: u64,
+    axis: Axis,
+    value: u64,
+) -> Result<Probe, Error> {
     let vision = arch.is_vision();
     let value = value.min(u32::MAX as u64) as u32;
     let w = match axis {
         // Images start at 16 px: smaller ones count as fitting.
-        Axis::Length if vision && value < 16 => return Ok(true),
+        Axis::Length if vision && value < 16 => {
+            return Ok(Probe {
+                fits: true,
+                within_capacity: true,
+            })
+        }
         Axis::Length => workload.with_length(vision, value),
         Axis::Batch => Workload {
             batch: value,
             ..workload.clone()
         },
     };
-    fits(arch, &w, runtime, capacity)
+    probe(arch, &w, runtime, capacity)
 }
 
-/// The longest sequence (or largest image) that runs within `capacity`
-/// bytes of device memory, or `None` if even length 1 does not.
+/// The fit search along `axis` within `capacity` bytes ([`LargestSearch`]).
+pub fn boundary(
+    arch: &Architecture,
+    workload: &Workload,
+    runtime: &RuntimeProfile,
+    capacity: u64,
+    axis: Axis,
+) -> Result<Boundary, Error> {
+    largest(axis.limit(arch), |value| {
+        probe_at(arch, workload, runtime, capacity, axis, value)
+    })
+}
+
+/// The longest sequence (or largest image) below which every length runs
+/// within `capacity` bytes of device memory, or `None` if even length 1
+/// does not.
 pub fn max_length(
     arch: &Architecture,
     workload: &Workload,
     runtime: &RuntimeProfile,
     capacity: u64,
 ) -> Result<Option<u32>, Error> {
-    let axis = Axis::Length;
-    let found = largest(axis.limit(arch), |len| {
-        fits_at(arch, workload, runtime, capacity, axis, len)
-    })?;
+    let found = boundary(arch, workload, runtime, capacity, Axis::Length)?.longest;
     Ok(found.map(|l| l as u32))
 }
 
-/// The largest batch that runs within `capacity` bytes, or `None`.
+/// The largest batch below which every batch runs within `capacity` bytes,
+/// or `None`.
 pub fn max_batch(
     arch: &Architecture,
     workload: &Workload,
     runtime: &RuntimeProfile,
     capacity: u64,
 ) -> Result<Option<u32>, Error> {
-    let axis = Axis::Batch;
-    let found = largest(axis.limit(arch), |b| {
-        fits_at(arch, workload, runtime, capacity, axis, b)
-    })?;
+    let found = boundary(arch, workload, runtime, capacity, Axis::Batch)?.longest;
     Ok(found.map(|b| b as u32))
 }
 
@@ -428,16 +625,25 @@ mod tests {
         }
     }
 
+    fn monotone(x: u64, boundary: u64) -> Probe {
+        Probe {
+            fits: x <= boundary,
+            within_capacity: x <= boundary,
+        }
+    }
+
     #[test]
     fn largest_finds_the_boundary() {
-        assert_eq!(largest(1000, |x| Ok(x <= 37)).unwrap(), Some(37));
-        assert_eq!(largest(1000, |x| Ok(x <= 5000)).unwrap(), Some(1000));
-        assert_eq!(largest(1000, |_| Ok(false)).unwrap(), None);
+        let found = |b: u64| largest(1000, |x| Ok(monotone(x, b))).unwrap();
+        assert_eq!(found(37).longest, Some(37));
+        assert_eq!(found(5000).longest, Some(1000));
+        assert_eq!(found(0).longest, None);
+        assert_eq!(found(37).runs_again_up_to, None);
     }
 
     /// The probe-at-a-time search finds every boundary of every small
-    /// range, within two probes per doubling (plus the first and the
-    /// range's end).
+    /// range, within two probes per doubling (plus the first, the range's
+    /// end and the check of the value above the boundary).
     #[test]
     fn the_stepwise_search_finds_every_boundary() {
         for max in 1..=130u64 {
@@ -446,14 +652,86 @@ mod tests {
                 let mut probes = 0;
                 while let Some(x) = search.probe() {
                     assert!((1..=max).contains(&x), "probe {x} outside 1..={max}");
-                    search.report(x <= boundary);
+                    search.report(monotone(x, boundary));
                     probes += 1;
                 }
                 assert!(search.is_done());
                 let expected = (boundary > 0).then_some(boundary.min(max));
                 assert_eq!(search.found(), expected, "max {max}, boundary {boundary}");
                 let doublings = 64 - max.leading_zeros() as u64;
-                assert!(probes <= 2 * doublings + 2, "{probes} probes for max {max}");
+                assert!(probes <= 2 * doublings + 3, "{probes} probes for max {max}");
+            }
+        }
+    }
+
+    /// Near the capacity a value can fail while larger ones run again (the
+    /// cache freed and the request retried). The answer is the value below
+    /// the first failure, checked one value at a time above the last one
+    /// that ran within the capacity, whatever the islands above it; an
+    /// island above is reported apart, with its top.
+    #[test]
+    fn a_failure_below_an_island_is_the_boundary() {
+        // Within the capacity up to 40; above, runs except at 45..=47;
+        // nothing above 90 runs.
+        let outcome = |x: u64| Probe {
+            fits: x <= 90 && !(45..=47).contains(&x),
+            within_capacity: x <= 40,
+        };
+        let found = largest(1000, |x| Ok(outcome(x))).unwrap();
+        assert_eq!(found.longest, Some(44));
+        assert_eq!(found.runs_again_up_to, Some(90));
+        let top = 90;
+        assert!(outcome(top).fits && !outcome(top + 1).fits);
+    }
+
+    /// A failure narrower than a level's spacing can go unseen (the
+    /// documented limit of the scan): here the scan of 40..=90 checks every
+    /// second value, so a lone failure at 47 is not checked, and the answer
+    /// is below the next failure it meets.
+    #[test]
+    fn a_failure_narrower_than_the_spacing_can_go_unseen() {
+        let outcome = |x: u64| Probe {
+            fits: x <= 90 && x != 47 && !(60..=69).contains(&x),
+            within_capacity: x <= 40,
+        };
+        let mut search = LargestSearch::new(1000);
+        let mut checked = Vec::new();
+        while let Some(x) = search.probe() {
+            checked.push(x);
+            search.report(outcome(x));
+        }
+        assert!(!checked.contains(&47));
+        assert_eq!(search.found(), Some(59));
+        assert!((41..=59)
+            .filter(|x| checked.contains(x))
+            .all(|x| outcome(x).fits));
+    }
+
+    /// Every pattern on a small range in which "runs within the capacity" is
+    /// monotone and implies "runs": the answer is the first failure less
+    /// one, and an island, when reported, is a value that runs with the
+    /// next one failing.
+    #[test]
+    fn every_small_pattern_is_answered_by_its_first_failure() {
+        let max = 12u64;
+        for within in 0..=max {
+            // Bits of `fits` above `within` (every value up to it runs).
+            for bits in 0u32..(1 << (max - within)) {
+                let outcome = |x: u64| Probe {
+                    fits: x <= within || (bits >> (x - within - 1)) & 1 == 1,
+                    within_capacity: x <= within,
+                };
+                let found = largest(max, |x| Ok(outcome(x))).unwrap();
+                let first_failure = (1..=max).find(|&x| !outcome(x).fits);
+                let expected = match first_failure {
+                    Some(f) => (f > 1).then_some(f - 1),
+                    None => Some(max),
+                };
+                assert_eq!(found.longest, expected, "within {within}, bits {bits:b}");
+                if let Some(top) = found.runs_again_up_to {
+                    assert!(top > first_failure.unwrap());
+                    assert!(outcome(top).fits && (top == max || !outcome(top + 1).fits));
+                }
             }
         }
     }
@@ -511,6 +789,11 @@ pub struct GpuFit {
     pub max_length: Option<u32>,
     /// Largest batch at the workload's length.
     pub max_batch: Option<u32>,
+    /// Above `max_length`, a longer length found to run again (the top of
+    /// an island: lengths between do not all run).
+    pub length_runs_again_up_to: Option<u32>,
+    /// Above `max_batch`, a larger batch found to run again.
+    pub batch_runs_again_up_to: Option<u32>,
     /// ESMFold: longest sequence without chunking.
     pub max_length_unchunked: Option<u32>,
     /// ESMFold: longest sequence at the smallest chunk size tried.
@@ -624,11 +907,16 @@ pub fn gpu_fit(
     } else {
         (None, None, None)
     };
+    let length = boundary(arch, workload, runtime, capacity, Axis::Length)?;
+    let batch = boundary(arch, workload, runtime, capacity, Axis::Batch)?;
+    let narrow = |v: Option<u64>| v.map(|v| v as u32);
     Ok(GpuFit {
         gpu,
         fits: fits(arch, workload, runtime, capacity)?,
-        max_length: max_length(arch, workload, runtime, capacity)?,
-        max_batch: max_batch(arch, workload, runtime, capacity)?,
+        max_length: narrow(length.longest),
+        max_batch: narrow(batch.longest),
+        length_runs_again_up_to: narrow(length.runs_again_up_to),
+        batch_runs_again_up_to: narrow(batch.runs_again_up_to),
         max_length_unchunked: unchunked,
         max_length_chunked: chunked,
         chunk_for_length: chunk,
@@ -691,6 +979,35 @@ pub fn strategies_for(arch: &Architecture, workload: &Workload) -> Vec<Strategy>
     }
 }
 
+/// Why `strategy` does not apply to this model and workload (tensor
+/// parallelism is modelled for Llama-style decoders only), or `None` when
+/// it does. A strategy that does not apply is a column without an answer,
+/// never an error: the job on one card is still answered.
+pub fn strategy_unavailable(
+    arch: &Architecture,
+    workload: &Workload,
+    strategy: Strategy,
+) -> Option<String> {
+    match crate::families::validate(arch, &on_gpus(workload, strategy, 2)) {
+        Err(Error::InvalidField { field, problem, .. }) if field == STRATEGY_FIELD => Some(problem),
+        _ => None,
+    }
+}
+
+/// The field whose error means "this strategy does not apply to the model".
+const STRATEGY_FIELD: &str = "workload.parallel.strategy";
+
+/// Whether an error of one rank's estimate means that GPU count (or the
+/// strategy itself) has no answer for this model rather than a bad input:
+/// a count that does not divide the heads, or a strategy that does not
+/// apply ([`strategy_unavailable`]).
+pub fn no_answer_at_count(error: &Error) -> bool {
+    matches!(
+        error.field(),
+        Some("workload.parallel.world_size") | Some(STRATEGY_FIELD)
+    )
+}
+
 /// The workload on `count` GPUs with `strategy` (`batch` per rank); one
 /// GPU runs the job as given, without a strategy.
 pub fn on_gpus(workload: &Workload, strategy: Strategy, count: u32) -> Workload {
@@ -717,7 +1034,7 @@ pub fn rank_peaks(
         let w = on_gpus(workload, strategy, count);
         let peak = match estimate_with(arch, &w, runtime, EstimateOptions::default()) {
             Ok(e) => Some(e.driver_peak.0),
-            Err(e) if e.field() == Some("workload.parallel.world_size") => None,
+            Err(e) if no_answer_at_count(&e) => None,
             Err(e) => return Err(e),
         };
         peaks.push((count, peak));

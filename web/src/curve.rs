@@ -354,6 +354,7 @@ pub(crate) mod tests {
             params: 8_030_261_248,
             weight_bytes: Bytes(16 * gb),
             fits: true,
+            reached_capacity: false,
         }
     }
 

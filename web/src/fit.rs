@@ -20,7 +20,7 @@ use headroom_core::estimate::{estimate_with, EstimateOptions};
 use headroom_core::gpus::{Gpu, CATALOG};
 use headroom_core::parallel::Strategy;
 use headroom_core::search::{
-    decision_capacity, fewest_gpus, fits_at, on_gpus, rank_peaks, strategies_for,
+    decision_capacity, fewest_gpus, on_gpus, probe_at, rank_peaks, strategies_for,
     strategy_capacity, Axis, LargestSearch, GPU_COUNTS,
 };
 use headroom_core::workload::Workload;
@@ -197,7 +197,7 @@ impl PeaksSearch {
         let w = on_gpus(workload, strategy, count);
         let peak = match estimate_with(arch, &w, runtime, EstimateOptions::default()) {
             Ok(e) => Some(e.driver_peak.0),
-            Err(e) if e.field() == Some("workload.parallel.world_size") => None,
+            Err(e) if headroom_core::search::no_answer_at_count(&e) => None,
             Err(e) => {
                 self.current.clear();
                 self.done.push((strategy, Err(e.to_string())));
@@ -328,8 +328,8 @@ impl RowSearch {
             });
         };
         if let Some(value) = search.probe() {
-            match fits_at(arch, workload, runtime, self.capacity, axis, value) {
-                Ok(fits) => search.report(fits),
+            match probe_at(arch, workload, runtime, self.capacity, axis, value) {
+                Ok(outcome) => search.report(outcome),
                 Err(e) => *error = Some(e.to_string()),
             }
         }

@@ -296,6 +296,8 @@ pub fn read_estimates(response: &str, expected: usize) -> Result<Vec<PointResult
             params: n[4],
             weight_bytes: Bytes(n[5]),
             fits: n[6] == 1,
+            // Curve points are replayed without a capacity: never reached.
+            reached_capacity: false,
             breakdown,
             peak_op: peak_op.to_string(),
         }));

@@ -34,6 +34,7 @@ pub const CASE_NOTES: &[&str] = &[
     "attn_implementation",
     "loss",
     "prediction",
+    "allocator_limit_bytes",
 ];
 
 /// A `model` object that wraps a Hugging Face config.

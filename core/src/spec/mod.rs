@@ -118,6 +118,23 @@ fn as_measured(case: &Value, spec: &mut Spec) -> crate::families::ReplayOptions 
 }
 
 #[cfg(feature = "diagnostics")]
+/// The allocator limit a measured case ran under (`allocator_limit_bytes`:
+/// `run --capacity`, `torch.cuda.set_per_process_memory_fraction`), if any.
+pub fn allocator_limit_of(case: &Value) -> Result<Option<u64>, Error> {
+    match case.get("allocator_limit_bytes") {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => match v.as_u64() {
+            Some(n) if n > 0 => Ok(Some(n)),
+            _ => Err(Error::invalid(
+                "allocator_limit_bytes",
+                "is not a positive whole number of bytes",
+                "the bytes torch's allocator may reserve, from 1",
+            )),
+        },
+    }
+}
+
+#[cfg(feature = "diagnostics")]
 /// Estimates a measured case (`case`, parsed into `spec`) as it ran: loaded
 /// as [`as_measured`] says, after the jobs its process ran before it
 /// ([`ProcessHistory::earlier_jobs`], which also records this case for the
@@ -130,6 +147,7 @@ pub fn estimate_as_measured(
 ) -> Result<crate::estimate::Estimate, Error> {
     let options = crate::estimate::EstimateOptions {
         replay: as_measured(case, spec),
+        allocator_limit: allocator_limit_of(case)?,
         ..Default::default()
     };
     let chain = history.earlier_jobs(case, spec);

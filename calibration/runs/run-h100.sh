@@ -1,0 +1,87 @@
+#!/bin/bash
+# The collector on an H100 as a user runs it, in stages that fit one device
+# call each (every point a fresh process, measured from outside):
+#   bash calibration/runs/run-h100.sh loop      # probe, GPU tests, ESMFold and Llama 8B generation
+#   bash calibration/runs/run-h100.sh loop2     # the other public shapes, fit, upload to a registry
+#   bash calibration/runs/run-h100.sh emulate [REGEX]   # the points of measurements/emulated-cards/plan.jsonl
+# Needs the release collector, the registry and the GPU-test binary in
+# .collector-bin/ (built on the workstation: x86-64 glibc). Writes under $OUT.
+set -u
+OUT=${OUT:-/tmp/headroom-collector-out}
+mkdir -p "$OUT"
+B=.collector-bin/calibration-collector
+export PYTHONUNBUFFERED=1
+for d in /usr/local/cuda/lib64 $(python3 - <<'PY' 2>/dev/null
+import glob, os, site
+for p in site.getsitepackages():
+    for f in glob.glob(os.path.join(p, "nvidia", "**", "libcublas.so*"), recursive=True):
+        print(os.path.dirname(f)); break
+PY
+); do LD_LIBRARY_PATH="$d:${LD_LIBRARY_PATH:-}"; done
+export LD_LIBRARY_PATH
+START=$(date +%s)
+stage() { echo "=== $* ($(( $(date +%s) - START )) s)" | tee -a "$OUT/log.txt"; }
+{ date -u; nvidia-smi; python3 -c 'import torch, transformers; print("torch", torch.__version__, "cuda", torch.version.cuda, "transformers", transformers.__version__)'; } >> "$OUT/log.txt" 2>&1
+sweep() { # name seconds model workload seq-lens batches [extra...]
+  local name=$1 secs=$2 model=$3 w=$4 lens=$5 batches=$6; shift 6
+  stage "$name"
+  timeout -s INT -k 15 "$secs" $B run --model "$model" --workload "$w" --seq-lens "$lens" --batches "$batches" \
+    --out "$OUT/${FILE:-$name}.jsonl" "$@" >> "$OUT/log.txt" 2>&1
+  echo "exit $?" >> "$OUT/log.txt"
+}
+ESM='{"mode":"inference","dtype":"fp32","esmfold":{"stem_dtype":"fp16","chunk_size":null,"num_recycles":4}}'
+LLAMA='{"mode":"inference","dtype":"bf16","attention":"sdpa","inference":{"kind":"generate","logits":"last","kv_cache":true,"new_tokens":16}}'
+case "${1:-loop}" in
+loop)
+  stage probe
+  $B probe --json > "$OUT/probe.json" 2>> "$OUT/log.txt"; echo "exit $?" >> "$OUT/log.txt"
+  stage gpu-tests
+  HEADROOM_COLLECTOR_BIN=$B timeout -s INT -k 10 150 .collector-bin/gpu-tests --ignored --test-threads 1 \
+    > "$OUT/gpu-tests.txt" 2>&1
+  echo "exit $?" >> "$OUT/log.txt"
+  sweep esmfold-v1 200 esmfold-v1 "$ESM" 64,128,256,384,512,640,768,1024 1
+  sweep llama-3.1-8b 130 llama-3.1-8b "$LLAMA" 2048,8192,32768,65536 1
+  sweep llama-3.1-8b 45 llama-3.1-8b "$LLAMA" 4096 8
+  sweep llama-3.1-8b 45 llama-3.1-8b "$LLAMA" 2048 32
+  ;;
+loop2)
+  export FILE=public-rest
+  sweep llama-3.2-1b 80 llama-3.2-1b '{"mode":"training","attention":"sdpa","training":{"optimizer":"adamw","steps":2,"precision":"amp_bf16","grad_checkpointing":false}}' 512,1024,2048 4
+  sweep bert-base-uncased 40 bert-base-uncased '{"mode":"inference","dtype":"fp32","attention":"sdpa","inference":{"kind":"forward","logits":"all","kv_cache":false}}' 128,512 32
+  sweep esm2-t33-650m 30 esm2-t33-650m '{"mode":"inference","dtype":"fp32","attention":"sdpa","inference":{"kind":"forward","logits":"none","kv_cache":false}}' 1024 1
+  sweep esm2-t33-650m 40 esm2-t33-650m '{"mode":"inference","dtype":"fp32","attention":"sdpa","inference":{"kind":"forward","logits":"none","kv_cache":false}}' 512,1024 8
+  sweep resnet-50 50 resnet-50 '{"mode":"inference","dtype":"fp32"}' 224 64,256
+  unset FILE
+  stage fit
+  $B fit "$OUT"/esmfold-v1.jsonl "$OUT"/llama-3.1-8b.jsonl --probe "$OUT/probe.json" \
+    --out "$OUT/profile.json" --force > "$OUT/fit.txt" 2>&1
+  echo "exit $?" >> "$OUT/log.txt"
+  stage upload
+  REG=$(mktemp -d)
+  .collector-bin/headroom-registry --db "$REG/registry.sqlite" --listen 127.0.0.1:0 --dist "$REG/none" > "$REG/out" 2>&1 &
+  for _ in $(seq 1 50); do grep -q 'listening on' "$REG/out" && break; sleep 0.1; done
+  URL=$(grep -o 'http://[0-9.:]*' "$REG/out" | head -n 1)
+  { $B upload "$OUT/profile.json" --to "$URL/api/v1/profiles"; echo "exit $?";
+    curl -s "$URL/api/v1/profiles"; echo; } > "$OUT/upload.txt" 2>&1
+  ;;
+loop2-emulate)
+  bash "$0" loop2; bash "$0" emulate "${2:-}"
+  ;;
+emulate)
+  CMDS=$(mktemp)
+  python3 - "${2:-}" > "$CMDS" <<'PY'
+import json, re, sys
+for line in open("measurements/emulated-cards/plan.jsonl"):
+    p = json.loads(line)
+    if sys.argv[1] and not re.search(sys.argv[1], p["job"] + " " + p["card"]):
+        continue
+    print(p["job"], p["card"], p["model"], p["axis"], p["under"], p["over"], p["allocator_limit_bytes"])
+PY
+  while read -r job card model axis under over limit; do
+    W=$(python3 -c "import json,sys; sys.path.insert(0,'measurements/emulated-cards'); import plan; print(json.dumps(plan.JOBS['$job'][1]))")
+    if [ "$axis" = length ]; then LENS="$under,$over"; BATCHES=1; else LENS=224; BATCHES="$under,$over"; fi
+    FILE=emulated sweep "emulated $job $card" 140 "$model" "$W" "$LENS" "$BATCHES" --capacity "$limit" --name "${job}_${card}"
+  done < "$CMDS"
+  ;;
+esac
+stage done
