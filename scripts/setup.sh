@@ -59,3 +59,19 @@ else
     $SUDO apt-get update
     $SUDO apt-get install -y chromium chromium-driver
 fi
+
+# The measuring harness's case reader is tested without a GPU: Python with
+# transformers (its model configs; no torch), in a virtual environment of
+# the tools folder. HEADROOM_HARNESS_PYTHON points the tests at it.
+TRANSFORMERS_VERSION=5.17.0
+HARNESS_VENV="$TOOLS_DIR/harness-venv"
+if [ -x "$HARNESS_VENV/bin/python" ] \
+    && "$HARNESS_VENV/bin/python" -c "import transformers, sys; sys.exit(transformers.__version__ != '$TRANSFORMERS_VERSION')" 2>/dev/null; then
+    say "harness python (transformers $TRANSFORMERS_VERSION): present"
+else
+    say "harness python: installing transformers $TRANSFORMERS_VERSION into $HARNESS_VENV"
+    mkdir -p "$TOOLS_DIR"
+    python3 -m venv "$HARNESS_VENV"
+    "$HARNESS_VENV/bin/pip" install --quiet --disable-pip-version-check "transformers==$TRANSFORMERS_VERSION"
+fi
+export HEADROOM_HARNESS_PYTHON="$HARNESS_VENV/bin/python"

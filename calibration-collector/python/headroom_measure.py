@@ -1681,7 +1681,8 @@ def check_cases(path):
     """`--check-cases FILE`: read every case of FILE as a run would and build
     its model's config (transformers, no torch, no GPU): what the collector
     sends and the harness cannot read fails here, before any GPU time. One
-    line per case; exit 1 when any case fails."""
+    line per case (`ok`, `unsupported` as a run would record it, `FAILED`);
+    exit 1 when any case fails."""
     try:
         import transformers  # noqa: F401
     except ImportError:
@@ -1701,10 +1702,13 @@ def check_cases(path):
                 config, cls_name, _ = hf_config(spec)
                 built = f"{cls_name}({type(config).__name__})"
             print(f"ok {name}: {built}, {spec['dtype']}, head {spec['head']}")
+        except Unsupported as exc:
+            # What a run would record as unsupported: a refusal, not a failure.
+            print(f"unsupported {name}: {exc}")
         except Exception as exc:  # noqa: BLE001 - every failure is reported, by case
             failed += 1
             print(f"FAILED {name}: {type(exc).__name__}: {exc}")
-    print(f"{len(sent) - failed} of {len(sent)} cases read")
+    print(f"{len(sent) - failed} of {len(sent)} cases read, {failed} failed")
     return EXIT_ERROR if failed else EXIT_OK
 
 

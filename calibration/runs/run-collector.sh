@@ -1,9 +1,10 @@
 #!/bin/bash
-# The collector on an H100 as a user runs it, in stages that fit one device
+# The collector on a GPU as a user runs it, in stages that fit one device
 # call each (every point a fresh process, measured from outside):
-#   bash calibration/runs/run-h100.sh loop      # probe, GPU tests, ESMFold and Llama 8B generation
-#   bash calibration/runs/run-h100.sh loop2     # the other public shapes, fit, upload to a registry
-#   bash calibration/runs/run-h100.sh emulate [REGEX]   # the points of measurements/emulated-cards/plan.jsonl
+#   bash calibration/runs/run-collector.sh loop     # probe, GPU tests, ESMFold and Llama 8B generation
+#   bash calibration/runs/run-collector.sh loop2    # the other public shapes, fit, upload to a registry
+#   bash calibration/runs/run-collector.sh tests    # the collector's GPU tests
+#   bash calibration/runs/run-collector.sh emulate [REGEX]  # the points of measurements/emulated-cards/plan.jsonl
 # Needs the release collector, the registry and the GPU-test binary in
 # .collector-bin/ (built on the workstation: x86-64 glibc). Writes under $OUT.
 set -u
@@ -35,10 +36,7 @@ case "${1:-loop}" in
 loop)
   stage probe
   $B probe --json > "$OUT/probe.json" 2>> "$OUT/log.txt"; echo "exit $?" >> "$OUT/log.txt"
-  stage gpu-tests
-  HEADROOM_COLLECTOR_BIN=$B timeout -s INT -k 10 150 .collector-bin/gpu-tests --ignored --test-threads 1 \
-    > "$OUT/gpu-tests.txt" 2>&1
-  echo "exit $?" >> "$OUT/log.txt"
+  bash "$0" tests
   sweep esmfold-v1 200 esmfold-v1 "$ESM" 64,128,256,384,512,640,768,1024 1
   sweep llama-3.1-8b 130 llama-3.1-8b "$LLAMA" 2048,8192,32768,65536 1
   sweep llama-3.1-8b 45 llama-3.1-8b "$LLAMA" 4096 8
@@ -63,6 +61,12 @@ loop2)
   URL=$(grep -o 'http://[0-9.:]*' "$REG/out" | head -n 1)
   { $B upload "$OUT/profile.json" --to "$URL/api/v1/profiles"; echo "exit $?";
     curl -s "$URL/api/v1/profiles"; echo; } > "$OUT/upload.txt" 2>&1
+  ;;
+tests)
+  stage gpu-tests
+  HEADROOM_COLLECTOR_BIN=$B timeout -s INT -k 10 150 .collector-bin/gpu-tests --ignored --test-threads 1 \
+    > "$OUT/gpu-tests.txt" 2>&1
+  echo "exit $?" >> "$OUT/log.txt"
   ;;
 loop2-emulate)
   bash "$0" loop2; bash "$0" emulate "${2:-}"
