@@ -147,8 +147,8 @@ pub fn parse_records(file: &str, text: &str) -> Result<Vec<Record>> {
                 line.len()
             )));
         }
-        let value: Value = serde_json::from_str(line)
-            .map_err(|e| CollectorError::input(format!("{origin}: malformed JSON: {e}")))?;
+        let value = headroom_core::spec::json::parse(line)
+            .map_err(|e| CollectorError::input(format!("{origin}: {e}")))?;
         if !value.is_object() {
             return Err(not_an_object(&origin));
         }

@@ -464,6 +464,17 @@ pub fn card_is_measured(gpu: Option<&gpus::Gpu>) -> bool {
 /// The likely range in words: the bytes, and where it comes from.
 pub fn describe_range(range: &LikelyRange) -> String {
     let band = &range.band;
+    if let Some(note) = headroom_core::uncertainty::unmeasured_note(band) {
+        let mut text = format!(
+            "{:.2} to {:.2} GB, wide: {note}",
+            range.low.as_gb(),
+            range.high.as_gb()
+        );
+        if !range.card_measured {
+            text.push_str("; wider still: this card's own overheads were not measured");
+        }
+        return text;
+    }
     let mut text = format!(
         "{:.2} to {:.2} GB: the errors of {} measured {} {} case(s){} were {:+.1}% to {:+.1}%",
         range.low.as_gb(),
@@ -497,5 +508,6 @@ pub fn range_json(range: &LikelyRange) -> Value {
         "lowest_error": range.band.lowest,
         "highest_error": range.band.highest,
         "card_measured": range.card_measured,
+        "unmeasured": headroom_core::uncertainty::unmeasured_note(&range.band),
     })
 }

@@ -371,8 +371,8 @@ fn base_spec(args: &RunArgs) -> Result<(Option<Value>, Option<Value>)> {
             ));
         }
         let text = crate::cases::read_text(path)?;
-        let value: Value = serde_json::from_str(&text)
-            .map_err(|e| CollectorError::input(format!("{path}: malformed JSON: {e}")))?;
+        let value = headroom_core::spec::json::parse(&text)
+            .map_err(|e| CollectorError::input(format!("{path}: {e}")))?;
         let model = value.get("model").cloned();
         if model.is_none() {
             return Err(CollectorError::input(format!(
@@ -384,8 +384,8 @@ fn base_spec(args: &RunArgs) -> Result<(Option<Value>, Option<Value>)> {
     let workload = match &args.workload {
         None => None,
         Some(text) => {
-            let v: Value = serde_json::from_str(text)
-                .map_err(|e| CollectorError::input(format!("--workload: malformed JSON: {e}")))?;
+            let v = headroom_core::spec::json::parse(text)
+                .map_err(|e| CollectorError::input(format!("--workload: {e}")))?;
             if !v.is_object() {
                 return Err(CollectorError::input(
                     "--workload: not a JSON object; allowed: the `workload` object of a measurement case",

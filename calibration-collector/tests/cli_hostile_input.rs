@@ -267,3 +267,63 @@ fn long_checks_show_progress_on_a_terminal_only() {
     let shown = on_a_terminal("600000");
     assert!(!shown.contains("cases"), "{shown:?}");
 }
+
+/// A key given twice kept its last value silently: refused, by path, in a
+/// spec, a pasted config, `run --workload` and a measurement file.
+#[test]
+fn a_repeated_key_is_refused_naming_it() {
+    let spec = r#"{"model":"gpt2","workload":{"mode":"inference","seq_len":512,"seq_len":4096}}"#;
+    for cmd in ["estimate", "gpus"] {
+        fails_with(
+            &[cmd],
+            Some(spec),
+            1,
+            &["`workload.seq_len` is given twice"],
+        );
+    }
+    fails_with(
+        &["estimate"],
+        Some(
+            r#"{"model":{"hf_config":{"model_type":"gpt2","n_layer":2,"n_layer":48}},"workload":{"mode":"inference","seq_len":64}}"#,
+        ),
+        1,
+        &["`model.hf_config.n_layer` is given twice"],
+    );
+    fails_with(
+        &[
+            "run",
+            "--model",
+            "gpt2",
+            "--workload",
+            r#"{"batch":1,"batch":2}"#,
+            "--seq-lens",
+            "8",
+            "--dry-run",
+        ],
+        None,
+        1,
+        &["--workload", "`batch` is given twice"],
+    );
+    let (_dir, path) = temp_file(
+        "cases.jsonl",
+        br#"{"case":"a","case":"b","model":"gpt2","workload":{"mode":"inference","seq_len":8},"measured":{"driver_peak":1000000000}}"#,
+    );
+    fails_with(&["check", &path], None, 1, &["`case` is given twice"]);
+}
+
+/// A pasted config with a misspelled key the importer reads is refused
+/// from the command line too, naming the key it resembles.
+#[test]
+fn a_misspelled_config_key_is_refused_from_the_command_line() {
+    fails_with(
+        &["estimate"],
+        Some(
+            r#"{"model":{"hf_config":{"model_type":"llama","vocab_size":32000,"hidden_size":256,"intermediate_size":512,"num_hidden_layers":2,"num_attention_heads":8,"num_key_value_head":2}},"workload":{"mode":"inference","seq_len":64}}"#,
+        ),
+        1,
+        &[
+            "`hf_config.num_key_value_head`",
+            "did you mean `num_key_value_heads`?",
+        ],
+    );
+}

@@ -80,11 +80,70 @@ pub fn band_family(arch: &Architecture, workload: &Workload) -> &'static str {
     }
 }
 
+/// The family key of a band without measurements: jobs whose weights are
+/// stored quantized (`dtype` int8 or int4, bitsandbytes' formats).
+pub const QUANTIZED_FAMILY: &str = "quantized";
+
+/// Why a band without measurements is as wide as it is, in words; `None`
+/// for a measured band.
+pub fn unmeasured_note(band: &ErrorBand) -> Option<&'static str> {
+    match (band.family, band.mode) {
+        (QUANTIZED_FAMILY, Mode::Training) => Some(
+            "no job with int8/int4 (bitsandbytes) weights was measured, and the model counts only their storage: \
+             the range reaches the same job with every weight in fp32 (prepare_model_for_kbit_training casts \
+             what stays unquantized to fp32; no weight is held wider)",
+        ),
+        (QUANTIZED_FAMILY, _) => Some(
+            "no job with int8/int4 (bitsandbytes) weights was measured, and the model counts only their storage: \
+             the range reaches the same job with every weight in bf16 (the compute dtype; a layer's \
+             dequantized weight is one layer's bf16 copy)",
+        ),
+        _ => None,
+    }
+}
+
+/// The band of a job with quantized weights, which no measurement covers:
+/// from the estimate (its lowest error is the estimate against the same
+/// job with its weights in fp32 for training, bf16 for inference, the
+/// most a quantized model's weights can take) to 1% over it. `None` for
+/// other jobs, or when either estimate fails.
+fn quantized_band(arch: &Architecture, workload: &Workload) -> Option<ErrorBand> {
+    use crate::arch::Dtype;
+    if !matches!(workload.dtype, Dtype::Int8 | Dtype::Int4) {
+        return None;
+    }
+    let runtime = crate::runtime::RuntimeProfile::default();
+    let predicted = crate::estimate::estimate(arch, workload, &runtime).ok()?;
+    let widest = Workload {
+        dtype: if workload.mode == Mode::Training {
+            Dtype::Fp32
+        } else {
+            Dtype::Bf16
+        },
+        ..workload.clone()
+    };
+    let upper = crate::estimate::estimate(arch, &widest, &runtime).ok()?;
+    let ratio = predicted.driver_peak.0 as f64 / upper.driver_peak.0.max(1) as f64;
+    Some(ErrorBand {
+        family: QUANTIZED_FAMILY,
+        mode: workload.mode,
+        strategy: workload.parallel.strategy,
+        cases: 0,
+        lowest: (ratio - 1.0).min(-MIN_ERROR),
+        highest: MIN_ERROR,
+    })
+}
+
 /// The band for a job: its family ([`band_family`]), mode and strategy; a
 /// strategy without measurements falls back to one GPU's band of the
 /// family and mode, and a family and mode without any to the band over
-/// every case.
+/// every case. Jobs with quantized weights, which no measurement covers,
+/// get a band of their own, as wide as what the model does not count
+/// (`quantized_band`, [`unmeasured_note`]).
 pub fn band_for(arch: &Architecture, workload: &Workload) -> ErrorBand {
+    if let Some(band) = quantized_band(arch, workload) {
+        return band;
+    }
     let family = band_family(arch, workload);
     let find = |strategy: Strategy| {
         MEASURED_BANDS

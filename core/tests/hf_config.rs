@@ -393,3 +393,38 @@ fn no_value_panics() {
         }
     }
 }
+
+/// A key one or two letters from a key the importer reads, while that key
+/// is absent, is a misspelling whose default would be used in silence
+/// (Gemma 2 with `"tie_word_embedding": false` kept the embeddings tied):
+/// refused, naming the key, the one it resembles and the keys read. Keys
+/// the importer does not read and that resemble none stay accepted.
+#[test]
+fn a_misspelled_key_is_refused_not_defaulted() {
+    let mut gemma: serde_json::Value = serde_json::from_str(&fixture("gemma-2-9b")).unwrap();
+    gemma["tie_word_embedding"] = serde_json::json!(false);
+    let e = import_value(&gemma).unwrap_err().to_string();
+    assert!(e.contains("`hf_config.tie_word_embedding`"), "{e}");
+    assert!(e.contains("did you mean `tie_word_embeddings`?"), "{e}");
+    assert!(
+        e.contains("the keys it reads:") && e.contains("num_key_value_heads"),
+        "{e}"
+    );
+
+    let mut llama: serde_json::Value = serde_json::from_str(&fixture("Llama-3.1-8B")).unwrap();
+    let kv = llama
+        .as_object_mut()
+        .unwrap()
+        .remove("num_key_value_heads")
+        .unwrap();
+    llama["num_key_value_head"] = kv;
+    let e = import_value(&llama).unwrap_err().to_string();
+    assert!(e.contains("did you mean `num_key_value_heads`?"), "{e}");
+
+    // Both spellings present: not a misspelling; an unrelated key: fine.
+    let mut both: serde_json::Value = serde_json::from_str(&fixture("gemma-2-9b")).unwrap();
+    both["tie_word_embeddings"] = serde_json::json!(false);
+    both["tie_word_embedding"] = serde_json::json!(false);
+    both["my_own_note"] = serde_json::json!("kept");
+    import_value(&both).unwrap();
+}

@@ -304,13 +304,14 @@ pub fn likely_band(
     arch: &headroom_core::arch::Architecture,
     workload: &headroom_core::Workload,
 ) -> Vec<(f64, f64)> {
+    // One band for the whole curve (a quantized job's takes two replays).
+    let band = headroom_core::uncertainty::band_for(arch, workload);
     curve
         .estimates
         .iter()
         .map(|e| {
-            let range = headroom_core::uncertainty::likely_range(
-                arch,
-                workload,
+            let range = headroom_core::uncertainty::range_of(
+                band,
                 e.driver_peak,
                 e.outside_allocator,
                 true,

@@ -213,7 +213,7 @@ pub fn closest<'a>(key: &str, known: &[&'a str]) -> Option<&'a str> {
 
 /// Edit distance in characters: insertions, deletions, substitutions and
 /// swaps of two neighbouring characters (optimal string alignment).
-fn edit_distance(a: &str, b: &str) -> usize {
+pub fn edit_distance(a: &str, b: &str) -> usize {
     let a: Vec<char> = a.chars().collect();
     let b: Vec<char> = b.chars().collect();
     let width = b.len() + 1;

@@ -20,6 +20,7 @@ use crate::workload::{
     Attention, Head, InferenceKind, LoadPath, Logits, MemoryFormat, Mode, Optimizer, OptimizerImpl,
     Precision, Workload,
 };
+pub mod json;
 pub mod known_keys;
 use alloc::format;
 use alloc::string::{String, ToString};
@@ -39,9 +40,7 @@ pub struct Spec {
 impl Spec {
     /// Parses and validates a spec document.
     pub fn from_json(text: &str) -> Result<Spec, Error> {
-        let value: Value = serde_json::from_str(text).map_err(|e| Error::Json {
-            message: e.to_string(),
-        })?;
+        let value = json::parse(text)?;
         Spec::from_value(&value)
     }
 

@@ -228,12 +228,16 @@ fn HfImport() -> impl IntoView {
             error.set(Some(e));
             return;
         }
-        let value = match serde_json::from_str::<serde_json::Value>(&source) {
+        let value = match headroom_core::spec::json::parse(&source) {
             Ok(v) => v,
-            Err(e) => {
+            Err(headroom_core::error::Error::Json { message: m }) => {
                 let e = headroom_core::error::Error::Json {
-                    message: format!("config.json: {e}"),
+                    message: format!("config.json: {m}"),
                 };
+                error.set(Some(message(&e)));
+                return;
+            }
+            Err(e) => {
                 error.set(Some(message(&e)));
                 return;
             }
