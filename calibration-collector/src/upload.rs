@@ -4,7 +4,8 @@
 //! Contract (see the README): `POST URL`, `Content-Type: application/json`,
 //! body = the validated profile re-serialised (schema_version 1; nothing but
 //! the schema's fields: no host name, user name or file path). 200, 201 or
-//! 202 = accepted; 408, 429 and 5xx = retried (honouring `Retry-After`);
+//! 202 with the registry's JSON answer (`{"id": ...}`) = accepted (the same
+//! statuses with any other body = failed, exit 4); 408, 429 and 5xx = retried (honouring `Retry-After`);
 //! a redirect (3xx) is never followed; any other status = rejected, not
 //! retried. Credentials in the URL are sent (HTTP Basic) but never shown,
 //! and what the server says is shown escaped and cut.
@@ -415,6 +416,18 @@ fn inert(v: serde_json::Value) -> serde_json::Value {
     }
 }
 
+/// The id a registry gives a stored profile (`{"id": ..., ...}`): a
+/// non-empty string or a whole number; `None` for any other answer (an
+/// HTML page, an empty body, a proxy's text).
+fn stored_id(body: &[u8]) -> Option<String> {
+    let v: serde_json::Value = serde_json::from_slice(body).ok()?;
+    match v.get("id")? {
+        serde_json::Value::String(s) if !s.trim().is_empty() => Some(s.clone()),
+        serde_json::Value::Number(n) if n.is_u64() => Some(n.to_string()),
+        _ => None,
+    }
+}
+
 /// The accepted answer as the outcome shows it.
 fn response_value(body: &[u8]) -> serde_json::Value {
     if body.len() <= MAX_SHOWN_BYTES {
@@ -444,6 +457,13 @@ pub fn run(
     for n in 1..=attempts {
         match attempt(&agent, &target.url, &body) {
             Attempt::Done(status, text) => {
+                if stored_id(&text).is_none() {
+                    return Err(CollectorError::Upload(target.scrub(&format!(
+                        "the server answered HTTP {status} but not as a profile registry does (a JSON object with the stored profile's `id`): {}; the profile may not be stored; check --to (a headroom-registry's /api/v1/profiles); {} was not changed",
+                        server_text(&text),
+                        args.profile
+                    ))));
+                }
                 return Ok((
                     Some(UploadOutcome {
                         url: shown,

@@ -576,7 +576,8 @@ fn server_text_is_escaped_and_cut() {
     let err = check(&out);
     assert!(err.len() < 8_000, "{} bytes printed", err.len());
     // Accepted with a hostile answer: text and JSON output stay inert.
-    let json_answer = "{\"id\": \"\u{9b}2J\u{1b}[31m\", \"\u{202e}k\": 1}";
+    // Valid JSON whose strings decode to control characters.
+    let json_answer = r#"{"id": "\u009b2J\u001b[31m", "\u202ek": 1}"#;
     for (body, extra) in [
         (hostile.as_str(), &[][..]),
         (hostile.as_str(), &["--json"][..]),
@@ -586,10 +587,12 @@ fn server_text_is_escaped_and_cut() {
         let server = serve_replies(vec![Reply::status(201).body(body)]);
         let out = upload(&path, &server.url, extra);
         server.finish();
-        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        // Only the registry's JSON answer is a success.
+        let want = if body == json_answer { 0 } else { 4 };
+        assert_eq!(out.status.code(), Some(want), "{}", text(&out.stderr));
         let all = check(&out);
         assert!(all.len() < 4_000, "{} bytes printed", all.len());
-        if extra == ["--json"] {
+        if extra == ["--json"] && want == 0 {
             let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
             assert_eq!(v["status"], 201);
         }
@@ -695,4 +698,27 @@ fn oversized_and_endless_profiles_fail_fast() {
     );
     assert_eq!(code, Some(1), "{err}");
     assert!(err.contains(&limit), "{err}");
+}
+
+/// A 200, 201 or 202 is a success only with the registry's answer, a JSON
+/// object with the stored profile's `id`: an HTML page (a proxy's login, a
+/// static site), an empty body or JSON without an id exit 4 and say the
+/// profile may not be stored.
+#[test]
+fn an_answer_that_is_not_the_registrys_is_not_a_success() {
+    let (_dir, path, _) = profile_file();
+    for (status, body) in [
+        (200, "<html><body>Welcome</body></html>"),
+        (201, ""),
+        (202, r#"{"ok": true}"#),
+        (200, r#"{"id": ""}"#),
+    ] {
+        let server = serve_replies(vec![Reply::status(status).body(body)]);
+        let out = upload(&path, &server.url, &[]);
+        server.finish();
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(4), "{status} {body:?}: {err}");
+        assert!(err.contains("not as a profile registry does"), "{err}");
+        assert!(err.contains("may not be stored"), "{err}");
+    }
 }
