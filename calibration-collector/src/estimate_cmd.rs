@@ -43,11 +43,24 @@ pub struct EstimateArgs {
     /// with its phase, step, layer and op.
     #[arg(long, value_name = "FILE.csv")]
     pub timeline: Option<std::path::PathBuf>,
+    /// Replace the --timeline file if it exists (without it, an existing file is refused).
+    #[arg(long, requires = "timeline")]
+    pub force: bool,
 }
 
 /// Runs `estimate`, returning what to print.
 pub fn run(args: &EstimateArgs) -> Result<String> {
     let path = args.spec.as_deref().unwrap_or("-");
+    if let Some(timeline) = &args.timeline {
+        // Before any work: never replace a file (the spec itself, say)
+        // that the user did not say to replace.
+        if timeline.exists() && !args.force {
+            return Err(CollectorError::input(format!(
+                "--timeline: {} exists; pass --force to replace it, or name a new file",
+                timeline.display()
+            )));
+        }
+    }
     let name = if path == "-" { "(stdin)" } else { path };
     let text = read_text(path)?;
     let mut spec =
@@ -133,7 +146,18 @@ pub fn run(args: &EstimateArgs) -> Result<String> {
         .map_err(|e| CollectorError::input(format!("{name}: {e}")))?;
         debug_assert_eq!(on_timeline.driver_peak, est.driver_peak);
         let csv = timeline.csv(on_timeline.outside_allocator.0);
-        std::fs::write(path, csv).map_err(|e| CollectorError::io(path, e))?;
+        let mut file = if args.force {
+            std::fs::File::create(path)
+        } else {
+            // Created here, so a file that appeared meanwhile is not replaced.
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(path)
+        }
+        .map_err(|e| CollectorError::io(path, e))?;
+        std::io::Write::write_all(&mut file, csv.as_bytes())
+            .map_err(|e| CollectorError::io(path, e))?;
     }
     let range = likely_range(
         &spec.model.arch,

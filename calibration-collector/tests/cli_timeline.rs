@@ -88,3 +88,29 @@ fn a_timeline_after_an_earlier_job_is_refused() {
     );
     assert!(!std::path::Path::new("x.csv").exists());
 }
+
+/// `--timeline` never replaces a file it was not told to: the spec itself
+/// named as the timeline (`estimate --timeline v.json v.json`) is refused
+/// and left as it was; `--force` replaces a file.
+#[test]
+fn an_existing_timeline_file_is_refused_without_force() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec_path = dir.path().join("v.json");
+    let spec = r#"{"model": "gpt2", "workload": {"mode": "inference", "seq_len": 64}}"#;
+    std::fs::write(&spec_path, spec).unwrap();
+    let p = spec_path.to_str().unwrap();
+    let out = run(&["estimate", "--timeline", p, p], None);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("exists; pass --force to replace it"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(std::fs::read_to_string(&spec_path).unwrap(), spec);
+    let csv = dir.path().join("t.csv");
+    std::fs::write(&csv, "old").unwrap();
+    let c = csv.to_str().unwrap();
+    let out = run(&["estimate", "--timeline", c, "--force", p], None);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(std::fs::read_to_string(&csv).unwrap().starts_with("first_event,"));
+}
