@@ -436,3 +436,48 @@ mod tests {
         }
     }
 }
+
+/// The case names seen across a command's files, in first-seen order, with
+/// where each appeared: `check` and `fit` refuse a name seen twice (a row
+/// would not say which measurement it is; a profile fitted on it would
+/// then fail `check`).
+#[derive(Debug, Default)]
+pub struct CaseNames {
+    seen: Vec<(String, Vec<Origin>)>,
+    index: std::collections::HashMap<String, usize>,
+}
+
+impl CaseNames {
+    /// Records `name` at `origin`.
+    pub fn add(&mut self, name: &str, origin: &Origin) {
+        match self.index.get(name) {
+            Some(&i) => self.seen[i].1.push(origin.clone()),
+            None => {
+                self.index.insert(name.to_string(), self.seen.len());
+                self.seen.push((name.to_string(), vec![origin.clone()]));
+            }
+        }
+    }
+
+    /// The error for names seen more than once in `files`, if any.
+    pub fn refuse_duplicates(&self, files: &[String]) -> Result<()> {
+        let duplicates: Vec<String> = self
+            .seen
+            .iter()
+            .filter(|(_, origins)| origins.len() > 1)
+            .map(|(name, origins)| {
+                let at: Vec<String> = origins.iter().map(ToString::to_string).collect();
+                format!("duplicate case `{name}` at {}", at.join(", "))
+            })
+            .collect();
+        if duplicates.is_empty() {
+            return Ok(());
+        }
+        Err(CollectorError::input(format!(
+            "{} case name(s) appear more than once in {}, so a row would not say which measurement it is; give a re-measured case its own name (e.g. a `_run2` suffix):\n  {}",
+            duplicates.len(),
+            files.join(", "),
+            duplicates.join("\n  ")
+        )))
+    }
+}

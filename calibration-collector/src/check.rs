@@ -2,7 +2,7 @@
 //! case, and the summary line.
 
 use crate::cases::{
-    classify, predict, read_records, refuse_repeated_files, Classified, Origin, Prediction, Status,
+    classify, predict, read_records, refuse_repeated_files, Classified, Prediction, Status,
 };
 use crate::error::{CollectorError, Result};
 use crate::profile;
@@ -12,7 +12,6 @@ use headroom_core::spec::ProcessHistory;
 use headroom_core::uncertainty::{likely_range, LikelyRange};
 use headroom_core::workload::Mode;
 use headroom_core::RuntimeProfile;
-use std::collections::HashMap;
 use std::fmt::Write as _;
 
 /// Options of `check` (its command-line flags).
@@ -206,8 +205,7 @@ pub fn compare(args: &CheckArgs, profile: Option<&RuntimeProfile>) -> Result<Rep
         .is_some_and(|w| FAMILIES.iter().any(|k| normalise(k) == w));
     let mut rows = Vec::new();
     let mut skipped = Vec::new();
-    let mut seen: Vec<(String, Vec<Origin>)> = Vec::new();
-    let mut index: HashMap<String, usize> = HashMap::new();
+    let mut names = crate::cases::CaseNames::default();
     let mut without_cases: Vec<String> = Vec::new();
     let (mut cases, mut family_hits, mut selected) = (0usize, 0usize, 0usize);
     let mut progress =
@@ -226,13 +224,7 @@ pub fn compare(args: &CheckArgs, profile: Option<&RuntimeProfile>) -> Result<Rep
                 Classified::Case(c) => c,
             };
             cases_here += 1;
-            match index.get(&case.name) {
-                Some(&i) => seen[i].1.push(case.origin.clone()),
-                None => {
-                    index.insert(case.name.clone(), seen.len());
-                    seen.push((case.name.clone(), vec![case.origin.clone()]));
-                }
-            }
+            names.add(&case.name, &case.origin);
             let skip = |reason: String| Skip {
                 case: case.name.clone(),
                 reason,
@@ -323,22 +315,7 @@ pub fn compare(args: &CheckArgs, profile: Option<&RuntimeProfile>) -> Result<Rep
             without_cases.join("; ")
         )));
     }
-    let duplicates: Vec<String> = seen
-        .iter()
-        .filter(|(_, origins)| origins.len() > 1)
-        .map(|(name, origins)| {
-            let at: Vec<String> = origins.iter().map(ToString::to_string).collect();
-            format!("duplicate case `{name}` at {}", at.join(", "))
-        })
-        .collect();
-    if !duplicates.is_empty() {
-        return Err(CollectorError::input(format!(
-            "{} case name(s) appear more than once in {}, so a row would not say which measurement it is; give a re-measured case its own name (e.g. a `_run2` suffix):\n  {}",
-            duplicates.len(),
-            args.files.join(", "),
-            duplicates.join("\n  ")
-        )));
-    }
+    names.refuse_duplicates(&args.files)?;
     if let Some(family) = &args.family {
         if !family_is_key && family_hits == 0 {
             return Err(CollectorError::input(format!(

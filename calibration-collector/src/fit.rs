@@ -355,6 +355,7 @@ pub fn run(args: &FitArgs) -> Result<FitOutput> {
     let probe_device = probe.as_ref().and_then(|p| p.devices.first().cloned());
     let mut points = Vec::new();
     let mut skipped = Vec::new();
+    let mut names = crate::cases::CaseNames::default();
     for file in &args.files {
         let mut history = headroom_core::spec::ProcessHistory::default();
         for record in read_records(file)? {
@@ -362,6 +363,7 @@ pub fn run(args: &FitArgs) -> Result<FitOutput> {
                 Classified::Overheads => continue,
                 Classified::Case(c) => c,
             };
+            names.add(&case.name, &case.origin);
             if let Some(x) = args.exclude.iter().find(|x| case.name.contains(x.as_str())) {
                 skipped.push((case.name.clone(), format!("excluded (--exclude {x})")));
                 continue;
@@ -383,6 +385,7 @@ pub fn run(args: &FitArgs) -> Result<FitOutput> {
             }
         }
     }
+    names.refuse_duplicates(&args.files)?;
     if points.is_empty() {
         return Err(CollectorError::input(format!(
             "fit: no usable points in {} ({} skipped: cases the core does not model yet, out-of-memory or failed points)",

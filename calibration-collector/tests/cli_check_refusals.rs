@@ -173,3 +173,27 @@ fn check_and_fit_refuse_the_same_file_twice() {
     );
     assert!(!out_profile.exists());
 }
+
+/// `fit` refuses the duplicate case names `check` refuses (a profile fitted
+/// on them then failed `check`), and writes no profile.
+#[test]
+fn fit_refuses_duplicate_case_names_as_check_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let lines = case_lines();
+    let twice = dir.path().join("twice.jsonl");
+    std::fs::write(
+        &twice,
+        format!("{}\n{}\n{}\n", lines[0], lines[1], lines[0]),
+    )
+    .unwrap();
+    let out_file = dir.path().join("profile.json");
+    let out = run(&["fit", s(&twice), "--out", s(&out_file)]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("duplicate case `"), "{err}");
+    assert!(
+        err.contains(&format!("{}:1, {}:3", s(&twice), s(&twice))),
+        "{err}"
+    );
+    assert!(!out_file.exists());
+}

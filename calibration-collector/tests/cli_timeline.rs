@@ -112,5 +112,7 @@ fn an_existing_timeline_file_is_refused_without_force() {
     let c = csv.to_str().unwrap();
     let out = run(&["estimate", "--timeline", c, "--force", p], None);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    assert!(std::fs::read_to_string(&csv).unwrap().starts_with("first_event,"));
+    assert!(std::fs::read_to_string(&csv)
+        .unwrap()
+        .starts_with("first_event,"));
 }
