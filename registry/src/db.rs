@@ -132,6 +132,42 @@ fn connect(path: &Path) -> Result<Connection, DbError> {
     Ok(conn)
 }
 
+/// What an SQLite file at the registry's path holds.
+#[derive(Debug, PartialEq, Eq)]
+enum Ownership {
+    /// This registry's schema.
+    Ours,
+    /// No table and no schema version: new, or empty.
+    Empty,
+}
+
+/// Reads (changes nothing) whether the file at `path` is this registry's
+/// database or an empty one; anything else is refused.
+fn owned_or_empty(conn: &Connection, path: &Path) -> Result<Ownership, DbError> {
+    let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    match version {
+        0 => {
+            let tables: i64 = conn.query_row(
+                "SELECT count(*) FROM sqlite_schema WHERE type = 'table'",
+                [],
+                |r| r.get(0),
+            )?;
+            if tables > 0 {
+                return Err(DbError::Schema(format!(
+                    "{}: an SQLite database of something else (it has tables, none of them this registry's); it was left as it was",
+                    path.display()
+                )));
+            }
+            Ok(Ownership::Empty)
+        }
+        SCHEMA_VERSION => Ok(Ownership::Ours),
+        v => Err(DbError::Schema(format!(
+            "{}: schema version {v}, this registry reads {SCHEMA_VERSION}; it was left as it was",
+            path.display()
+        ))),
+    }
+}
+
 impl Db {
     /// Opens (creating it and its folder if needed) the database at `path`.
     pub fn open(path: &Path) -> Result<Db, DbError> {
@@ -141,6 +177,10 @@ impl Db {
             })?;
         }
         let mut writer = connect(path)?;
+        // Whose file is it? Asked before anything is changed: another
+        // program's SQLite file is refused as it was found (switching it
+        // to WAL first would change it).
+        owned_or_empty(&writer, path)?;
         let mode: String = writer.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
         if !mode.eq_ignore_ascii_case("wal") {
             return Err(DbError::Schema(format!(
@@ -150,30 +190,11 @@ impl Db {
         }
         writer.pragma_update(None, "synchronous", "FULL")?;
         let tx = writer.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let version: i64 = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
-        match version {
-            0 => {
-                let tables: i64 = tx.query_row(
-                    "SELECT count(*) FROM sqlite_schema WHERE type = 'table'",
-                    [],
-                    |r| r.get(0),
-                )?;
-                if tables > 0 {
-                    return Err(DbError::Schema(format!(
-                        "{}: an SQLite database of something else (it has tables, none of them this registry's)",
-                        path.display()
-                    )));
-                }
-                tx.execute_batch(SCHEMA)?;
-                tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
-            }
-            SCHEMA_VERSION => {}
-            v => {
-                return Err(DbError::Schema(format!(
-                    "{}: schema version {v}, this registry reads {SCHEMA_VERSION}",
-                    path.display()
-                )))
-            }
+        // Again inside the write transaction: another process may have
+        // created the schema since.
+        if owned_or_empty(&tx, path)? == Ownership::Empty {
+            tx.execute_batch(SCHEMA)?;
+            tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
         }
         tx.commit()?;
         let reader = connect(path)?;

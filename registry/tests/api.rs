@@ -673,6 +673,13 @@ fn a_database_that_is_not_a_registry_is_refused_at_start() {
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("something else"));
+    // Left as it was: still in its rollback journal, no WAL file beside it.
+    let mode: String = rusqlite::Connection::open(&other)
+        .unwrap()
+        .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(mode, "delete", "another program's file was switched to WAL");
+    assert!(!dir.path().join("other.sqlite-wal").exists());
 
     let usage = std::process::Command::new(env!("CARGO_BIN_EXE_headroom-registry"))
         .arg("--no-such-flag")
