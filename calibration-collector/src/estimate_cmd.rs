@@ -479,10 +479,10 @@ pub fn table(spec: &Spec, est: &Estimate, gpu: Option<&gpus::Gpu>) -> String {
     out
 }
 
-/// Whether the overheads of the card an estimate is for were measured: the
-/// H200's are (the runtime's defaults); no other card's yet.
+/// Whether the overheads of the card an estimate is for were measured
+/// (`gpus::overheads_measured`: the H200's and the H100's).
 pub fn card_is_measured(gpu: Option<&gpus::Gpu>) -> bool {
-    gpu.is_none_or(|g| g.id.starts_with("h200"))
+    gpu.is_none_or(gpus::overheads_measured)
 }
 
 /// The likely range in words: the bytes, and where it comes from.
@@ -515,7 +515,7 @@ pub fn describe_range(range: &LikelyRange) -> String {
         band.highest * 100.0
     );
     if !range.card_measured {
-        text.push_str("; wider: this card's own overheads were not measured (only the H200's are)");
+        text.push_str("; wider: this card's own overheads were not measured (only the H200's and the H100's are)");
     }
     text
 }

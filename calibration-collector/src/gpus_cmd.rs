@@ -95,7 +95,7 @@ pub fn run(args: &GpusArgs) -> Result<String> {
     );
     let _ = writeln!(
         out,
-        "fits: the likely range's high end ({} measured {} {} case(s) were {:+.1}% to {:+.1}% off){} within the card's usable memory; other cards than the H200 also allow for their unmeasured overheads\n",
+        "fits: the likely range's high end ({} measured {} {} case(s) were {:+.1}% to {:+.1}% off){} within the card's usable memory; cards other than the H200 and H100 also allow for their unmeasured overheads\n",
         range.band.cases,
         range.band.family,
         range.band.mode.key(),

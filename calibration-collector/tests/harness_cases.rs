@@ -6,15 +6,30 @@
 //! `--check-cases`, which reads each case as a run does and builds its
 //! model's Hugging Face config (transformers, no torch).
 //!
-//! Python: `HEADROOM_HARNESS_PYTHON` (scripts/test.sh sets up one with
-//! transformers), else `python3`.
+//! Python: `HEADROOM_HARNESS_PYTHON`, else the one scripts/setup.sh
+//! installs with transformers, else `python3`.
 
 use calibration_collector::run::{case_json, plan, RunArgs, HARNESS};
 use serde_json::{json, Value};
 use std::process::Command;
 
 fn python() -> String {
-    std::env::var("HEADROOM_HARNESS_PYTHON").unwrap_or_else(|_| "python3".into())
+    if let Ok(p) = std::env::var("HEADROOM_HARNESS_PYTHON") {
+        return p;
+    }
+    // Where scripts/setup.sh puts it, for a plain `cargo test`.
+    let tools = std::env::var("HEADROOM_TOOLS_DIR").map_or_else(
+        |_| {
+            std::path::PathBuf::from(std::env::var("HOME").unwrap_or_default())
+                .join(".cache/headroom-tools")
+        },
+        std::path::PathBuf::from,
+    );
+    let venv = tools.join("harness-venv/bin/python");
+    if venv.exists() {
+        return venv.to_string_lossy().into_owned();
+    }
+    "python3".into()
 }
 
 /// Runs the harness's `--check-cases` on `cases`; its report.

@@ -61,6 +61,17 @@ const fn less_h200_reservation(nvml_total: u64) -> u64 {
     nvml_total - kept as u64
 }
 
+/// Whether the bytes `gpu`'s processes hold outside PyTorch's allocator
+/// (the CUDA context, cuBLAS's handle and workspaces, the kernels loaded)
+/// were measured, so that an estimate for it needs no allowance for them:
+/// the H200 (the runtime's defaults come from it) and the H100 80GB, which
+/// gives the same figures (`measurements/h100/README.md`: `probe` reads the
+/// same context and cuBLAS bytes; seven framework jobs peaked at the same
+/// allocated and reserved bytes, the driver-level peak within 2 MiB).
+pub fn overheads_measured(gpu: &Gpu) -> bool {
+    matches!(gpu.id, "h200" | "h100-80gb")
+}
+
 /// The catalog.
 pub const CATALOG: &[Gpu] = &[
     Gpu {

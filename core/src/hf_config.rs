@@ -749,6 +749,7 @@ mod tests {
             let config = Config {
                 map: &map,
                 model_type: "qwen2_moe",
+                read: RefCell::new(BTreeSet::new()),
             };
             config
                 .qwen2_moe(24)

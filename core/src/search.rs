@@ -865,10 +865,9 @@ pub fn range_reservation(
     reservation(range.high.0, margin_percent)
 }
 
-/// Whether `gpu`'s overheads were measured (the H200's are; the runtime's
-/// defaults come from it).
+/// Whether `gpu`'s overheads were measured ([`crate::gpus::overheads_measured`]).
 pub fn is_measured_card(gpu: &crate::gpus::Gpu) -> bool {
-    gpu.id.starts_with("h200")
+    crate::gpus::overheads_measured(gpu)
 }
 
 /// For every GPU of the catalog: whether the workload fits, the longest
