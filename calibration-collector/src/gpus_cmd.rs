@@ -110,7 +110,7 @@ pub fn run(args: &GpusArgs) -> Result<String> {
     let esmfold = fits.iter().any(|f| f.chunk_for_length.is_some());
     let _ = write!(
         out,
-        "{:30} {:>10} {:>5} {:>5} {:>11} {:>9}",
+        "{:30} {:>11}{:>5} {:>5} {:>11} {:>9}",
         "gpu",
         "usable",
         "fits",
@@ -132,9 +132,17 @@ pub fn run(args: &GpusArgs) -> Result<String> {
     for f in &fits {
         let _ = write!(
             out,
-            "{:30} {:>10} {:>5} {:>5} {:>11} {:>9}",
+            "{:30} {:>11}{:>5} {:>5} {:>11} {:>9}",
             f.gpu.name,
-            Bytes(f.gpu.usable_bytes).to_string(),
+            format!(
+                "{}{}",
+                Bytes(f.gpu.usable_bytes),
+                if headroom_core::gpus::overheads_measured(f.gpu) {
+                    "*"
+                } else {
+                    " "
+                }
+            ),
             if f.fits { "yes" } else { "no" },
             search::jobs_on_card(f.fits, f.gpu.usable_bytes, reservation),
             opt(f.max_length),
@@ -204,7 +212,11 @@ pub fn run(args: &GpusArgs) -> Result<String> {
         .collect();
     let _ = writeln!(
         out,
-        "\nmax {length}, max batch: every value up to it runs (near the card's end, where PyTorch frees its cache and retries, the first that does not run, found by a scan)"
+        "\n*: the card's overheads outside the allocator (CUDA context, cuBLAS, kernels) were measured (the H200; the H100 gives the same figures); the other cards' are the H200's, and their fit allows for half of them either way"
+    );
+    let _ = writeln!(
+        out,
+        "max {length}, max batch: every value up to it runs (near the card's end, where PyTorch frees its cache and retries, the first that does not run, found by a scan)"
     );
     for line in &islands {
         let _ = writeln!(out, "  {line}");

@@ -7,6 +7,7 @@
 //! [`stats`], [`profile`] and [`error`]; every CUDA call is in [`gpu`] and
 //! every NVML call in [`nvml`].
 
+pub mod calibrate;
 pub mod cases;
 pub mod check;
 pub mod error;

@@ -1,4 +1,4 @@
-//! `calibration-collector`: estimate, check, probe, run, fit, upload.
+//! `calibration-collector`: estimate, gpus, check, probe, run, calibrate, fit, upload.
 //!
 //! Exit codes: 0 ok; 1 bad input (the message names the file, line or
 //! field); 2 no NVIDIA driver or GPU; 3 a GPU or measurement step failed;
@@ -7,7 +7,9 @@
 
 use anyhow::Result;
 use calibration_collector::error::{escape_controls, CollectorError, EXIT_USAGE};
-use calibration_collector::{check, estimate_cmd, fit, gpu, gpus_cmd, probe, profile, run, upload};
+use calibration_collector::{
+    calibrate, check, estimate_cmd, fit, gpu, gpus_cmd, probe, profile, run, upload,
+};
 use clap::{Parser, Subcommand};
 use std::io::Write;
 use std::path::PathBuf;
@@ -38,9 +40,12 @@ enum Command {
     Probe(probe::ProbeArgs),
     /// Measure a workload's peak over sequence lengths and batches, a fresh process per point (needs a GPU).
     #[command(
-        after_help = "Examples:\n  calibration-collector run --model esmfold-v1 --seq-lens 64,256,512,1024 --out esmfold.jsonl\n  calibration-collector run --model llama-3.1-8b --workload '{\"dtype\":\"bf16\",\"inference\":{\"kind\":\"generate\",\"new_tokens\":16}}' --seq-lens 2048,8192 --batches 1,8\n  calibration-collector run --cmd 'python my_job.py --len {seq_len} --batch {batch}' --seq-lens 512,1024 --batches 1,4\n\nPlaceholders of --cmd: {seq_len} {batch} {image_size} {case} {model}; values are shell-quoted by the collector, so leave them unquoted. A job may print `HEADROOM_RESULT {\"alloc_peak\": N, \"reserved_peak\": N}` to record torch's own peaks."
+        after_help = "Examples:\n  calibration-collector run --model esmfold-v1 --seq-lens 64,256,512,1024 --out esmfold.jsonl\n  calibration-collector run --model llama-3.1-8b --workload '{\"dtype\":\"bf16\",\"inference\":{\"kind\":\"generate\",\"new_tokens\":16}}' --seq-lens 2048,8192 --batches 1,8\n  calibration-collector run --cmd 'python my_job.py --len {seq_len} --batch {batch}' --seq-lens 512,1024 --batches 1,4\n\nPlaceholders of --cmd: {seq_len} {batch} {image_size} {case} {model}; values are shell-quoted by the collector, so leave them unquoted. A job may print `HEADROOM_RESULT {\"alloc_peak\": N, \"reserved_peak\": N}` to record torch's own peaks.\n\nTo calibrate a card (its profile for the page), `calibrate` runs the sweep that pins every runtime coefficient, with probe and fit, in one go."
     )]
     Run(run::RunArgs),
+    /// Calibrate this card in one go (a few minutes): probe, the sweep that pins every
+    /// runtime coefficient, fit; writes the profile that `upload` shares (needs a GPU).
+    Calibrate(calibrate::CalibrateArgs),
     /// Fit the runtime coefficients to measurement files and write a calibration profile.
     Fit(fit::FitArgs),
     /// Validate a profile and POST it as JSON (retries with backoff; the file is never changed).
@@ -109,6 +114,7 @@ fn dispatch(cli: Cli) -> Result<i32> {
         }
         Command::ProbeChild(args) => gpu::probe_child(args.device, args.workspace_bytes)?,
         Command::Run(args) => run_points(&args)?,
+        Command::Calibrate(args) => print(&calibrate::run(&args)?.report)?,
         Command::Fit(args) => fit_profile(&args)?,
         Command::Upload(args) => upload_profile(&args)?,
     }

@@ -361,3 +361,68 @@ fn fit_without_usable_points_is_bad_input() {
         text(&out.stderr)
     );
 }
+
+/// `calibrate --dry-run` shows the sweep that pins the three figures the
+/// fit separates (inference, a backward pass, cuDNN), each at two sizes,
+/// every point small enough for a 12 GB card, and writes nothing.
+#[test]
+fn calibrate_dry_run_shows_a_sweep_that_pins_every_coefficient() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("cal");
+    let out = run(
+        &[
+            "calibrate",
+            "--dry-run",
+            "--out-dir",
+            out_dir.to_str().unwrap(),
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let shown = text(&out.stdout);
+    for pins in [
+        "## pins inference",
+        "## pins a backward pass",
+        "## pins cuDNN",
+    ] {
+        assert!(shown.contains(pins), "{shown}");
+    }
+    let predicted: Vec<f64> = shown
+        .lines()
+        .filter_map(|l| l.split("predicted ").nth(1))
+        .map(|t| t.trim_end_matches(" GB").parse().unwrap())
+        .collect();
+    assert_eq!(predicted.len(), 6, "{shown}");
+    let rtx_3060 = headroom_core::gpus::find("rtx-3060-12gb")
+        .unwrap()
+        .usable_bytes as f64
+        / 1e9;
+    assert!(predicted.iter().all(|&gb| gb < rtx_3060), "{predicted:?}");
+    assert!(!out_dir.exists(), "a dry run writes nothing");
+}
+
+/// `calibrate` never replaces a file of an earlier calibration (checked
+/// before any GPU is looked for), and without a driver it exits 2.
+#[test]
+fn calibrate_refuses_an_earlier_calibration_s_files() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("probe.json"), "{}").unwrap();
+    let out = run(
+        &["calibrate", "--out-dir", dir.path().to_str().unwrap()],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("calibrate never replaces a file"));
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("probe.json")).unwrap(),
+        "{}"
+    );
+    if calibration_collector::gpu::driver_present() {
+        skip("this machine has an NVIDIA driver");
+        return;
+    }
+    let fresh = dir.path().join("fresh");
+    let out = run(&["calibrate", "--out-dir", fresh.to_str().unwrap()], None);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("no NVIDIA driver found"));
+}

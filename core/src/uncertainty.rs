@@ -113,7 +113,6 @@ fn quantized_band(arch: &Architecture, workload: &Workload) -> Option<ErrorBand>
         return None;
     }
     let runtime = crate::runtime::RuntimeProfile::default();
-    let predicted = crate::estimate::estimate(arch, workload, &runtime).ok()?;
     let widest = Workload {
         dtype: if workload.mode == Mode::Training {
             Dtype::Fp32
@@ -122,8 +121,13 @@ fn quantized_band(arch: &Architecture, workload: &Workload) -> Option<ErrorBand>
         },
         ..workload.clone()
     };
-    let upper = crate::estimate::estimate(arch, &widest, &runtime).ok()?;
-    let ratio = predicted.driver_peak.0 as f64 / upper.driver_peak.0.max(1) as f64;
+    let peak =
+        |w: &Workload| crate::estimate::estimate(arch, w, &runtime).map_or(0, |e| e.driver_peak.0);
+    let (predicted, upper) = (peak(workload), peak(&widest));
+    if predicted == 0 || upper == 0 {
+        return None;
+    }
+    let ratio = predicted as f64 / upper as f64;
     Some(ErrorBand {
         family: QUANTIZED_FAMILY,
         mode: workload.mode,

@@ -54,12 +54,12 @@ impl Spec {
             )
         })?;
         known_keys::check(obj, "", &[known_keys::SPEC, known_keys::CASE_NOTES])?;
-        let model = parse_model(obj.get("model"))?;
-        let mut workload = parse_workload(obj.get("workload"))?;
+        let model = parse_model(member(obj, "model"))?;
+        let mut workload = parse_workload(member(obj, "workload"))?;
         infer_resident_optimizer_state(obj, &mut workload);
         // A note of measured cases ([`ProcessHistory`]), read here and not
         // by `parse_runtime` (the page parses runtimes without it).
-        let mut runtime_value = obj.get("runtime").cloned();
+        let mut runtime_value = member(obj, "runtime").cloned();
         if let Some(Value::Object(r)) = runtime_value.as_mut() {
             let builds = r.remove("process_builds_before");
             if builds.is_some_and(|b| b.as_u64().is_none_or(|n| n > u64::from(u32::MAX))) {
@@ -368,7 +368,7 @@ fn custom_arch(map: &serde_json::Map<String, Value>) -> Result<Architecture, Err
                 .unwrap_or_else(|| Error::invalid("model", message, ALLOWED_MODEL))
         })
     }
-    Ok(match map.get("family").and_then(Value::as_str) {
+    Ok(match member(map, "family").and_then(Value::as_str) {
         Some("decoder") => Architecture::Decoder(read(map)?),
         Some("encoder") => Architecture::Encoder(read(map)?),
         Some("vit") => Architecture::Vit(read(map)?),
@@ -396,7 +396,7 @@ pub fn parse_model(value: Option<&Value>) -> Result<Model, Error> {
         None | Some(Value::Null) => Err(Error::missing("model", ALLOWED)),
         Some(Value::String(id)) => Ok(presets::find(id)?.model()),
         Some(Value::Object(map)) => {
-            if let Some(config) = map.get("hf_config") {
+            if let Some(config) = member(map, "hf_config") {
                 known_keys::check(map, "model", &[known_keys::HF_MODEL])?;
                 let arch = crate::hf_config::import_value(config)?;
                 let name = map
@@ -429,13 +429,20 @@ pub fn parse_model(value: Option<&Value>) -> Result<Model, Error> {
 /// Checks a custom architecture's shapes (see [`crate::arch::validate_arch`]).
 pub use crate::arch::validate_arch;
 
+/// `map[key]`. Not inlined: one copy of the map's search serves every
+/// reader (each inlined copy weighed on the page's bundle).
+#[inline(never)]
+fn member<'a>(map: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {
+    map.get(key)
+}
+
 fn field<T: serde::de::DeserializeOwned>(
     map: &Map<String, Value>,
     prefix: &str,
     key: &str,
     allowed: &str,
 ) -> Result<Option<T>, Error> {
-    match map.get(key) {
+    match member(map, key) {
         None => Ok(None),
         Some(v) => serde_json::from_value(v.clone()).map(Some).map_err(|e| {
             let field = format!("{prefix}.{key}");
@@ -486,7 +493,7 @@ fn key_field<T>(
     allowed: Option<&str>,
 ) -> Result<Option<T>, Error> {
     let allowed = || allowed.map_or_else(|| one_of(keys), String::from);
-    match map.get(key) {
+    match member(map, key) {
         None => Ok(None),
         Some(Value::String(word)) => match from_key(word) {
             Some(value) => Ok(Some(value)),
@@ -512,7 +519,7 @@ fn dtype_field(
     nullable: bool,
     keys: &[&str],
 ) -> Result<Option<Option<Dtype>>, Error> {
-    if nullable && matches!(map.get(key), Some(Value::Null)) {
+    if nullable && matches!(member(map, key), Some(Value::Null)) {
         return Ok(Some(None));
     }
     let allowed = if nullable {
@@ -610,7 +617,7 @@ pub fn parse_workload(value: Option<&Value>) -> Result<Workload, Error> {
         )?;
         w.num_labels = Some(labels as u32);
     }
-    if let Some(v) = map.get("inference") {
+    if let Some(v) = member(map, "inference") {
         let m = object(v, "workload.inference")?;
         let p = "workload.inference";
         known_keys::check(m, p, &[known_keys::INFERENCE])?;
@@ -671,7 +678,7 @@ pub fn parse_workload(value: Option<&Value>) -> Result<Workload, Error> {
             w.inference.logits_processors = run;
         }
     }
-    if let Some(v) = map.get("training") {
+    if let Some(v) = member(map, "training") {
         let m = object(v, "workload.training")?;
         let p = "workload.training";
         known_keys::check(m, p, &[known_keys::TRAINING, known_keys::TRAINING_NOTES])?;
@@ -761,10 +768,10 @@ pub fn parse_workload(value: Option<&Value>) -> Result<Workload, Error> {
         }
         let _ = INT;
     }
-    if let Some(v) = map.get("parallel") {
+    if let Some(v) = member(map, "parallel") {
         w.parallel = parse_parallel(v)?;
     }
-    if let Some(v) = map.get("esmfold") {
+    if let Some(v) = member(map, "esmfold") {
         let m = object(v, "workload.esmfold")?;
         let p = "workload.esmfold";
         known_keys::check(m, p, &[known_keys::ESMFOLD])?;
@@ -848,7 +855,7 @@ pub fn parse_runtime(value: &Value) -> Result<RuntimeProfile, Error> {
         "runtime",
         &[known_keys::RUNTIME, known_keys::RUNTIME_NOTES],
     )?;
-    if let Some(Value::Object(allocator)) = map.get("allocator") {
+    if let Some(Value::Object(allocator)) = member(map, "allocator") {
         known_keys::check(allocator, "runtime.allocator", &[known_keys::ALLOCATOR])?;
     }
     serde_json::from_value(value.clone()).map_err(|e| {

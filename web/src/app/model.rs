@@ -228,16 +228,12 @@ fn HfImport() -> impl IntoView {
             error.set(Some(e));
             return;
         }
-        let value = match headroom_core::spec::json::parse(&source) {
+        let value = match serde_json::from_str::<serde_json::Value>(&source) {
             Ok(v) => v,
-            Err(headroom_core::error::Error::Json { message: m }) => {
-                let e = headroom_core::error::Error::Json {
-                    message: format!("config.json: {m}"),
-                };
-                error.set(Some(message(&e)));
-                return;
-            }
             Err(e) => {
+                let e = headroom_core::error::Error::Json {
+                    message: format!("config.json: {e}"),
+                };
                 error.set(Some(message(&e)));
                 return;
             }
