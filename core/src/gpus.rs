@@ -28,6 +28,12 @@
 pub struct Gpu {
     /// Stable id for URLs, e.g. `h200`.
     pub id: &'static str,
+    /// The chip's architecture: CUDA's compute capability (`sm80` Ampere
+    /// A100, `sm86` Ampere consumer and A10, `sm89` Ada, `sm90` Hopper,
+    /// `sm100` Blackwell data-centre, `sm120` Blackwell consumer, `sm75`
+    /// Turing) or AMD's `gfx942` (CDNA 3). What depends on it is in
+    /// docs/spec.md ("What depends on the card").
+    pub architecture: &'static str,
     /// Marketing name.
     pub name: &'static str,
     /// Memory on the board, bytes (the marketing capacity, in GiB).
@@ -76,6 +82,7 @@ pub fn overheads_measured(gpu: &Gpu) -> bool {
 pub const CATALOG: &[Gpu] = &[
     Gpu {
         id: "rtx-3060-12gb",
+        architecture: "sm86",
         name: "NVIDIA GeForce RTX 3060 12GB",
         total_bytes: 12 * GIB,
         nvml_total_bytes: 12_288 * MIB,
@@ -83,6 +90,7 @@ pub const CATALOG: &[Gpu] = &[
     },
     Gpu {
         id: "rtx-3090",
+        architecture: "sm86",
         name: "NVIDIA GeForce RTX 3090",
         total_bytes: 24 * GIB,
         nvml_total_bytes: 24_576 * MIB,
@@ -90,6 +98,7 @@ pub const CATALOG: &[Gpu] = &[
     },
     Gpu {
         id: "rtx-4090",
+        architecture: "sm89",
         name: "NVIDIA GeForce RTX 4090",
         total_bytes: 24 * GIB,
         nvml_total_bytes: 24_564 * MIB,
@@ -97,6 +106,7 @@ pub const CATALOG: &[Gpu] = &[
     },
     Gpu {
         id: "rtx-5090",
+        architecture: "sm120",
         name: "NVIDIA GeForce RTX 5090",
         total_bytes: 32 * GIB,
         nvml_total_bytes: 32_607 * MIB,
@@ -104,6 +114,7 @@ pub const CATALOG: &[Gpu] = &[
     },
     Gpu {
         id: "rtx-6000-ada",
+        architecture: "sm89",
         name: "NVIDIA RTX 6000 Ada Generation",
         total_bytes: 48 * GIB,
         nvml_total_bytes: 46_068 * MIB,
@@ -111,6 +122,7 @@ pub const CATALOG: &[Gpu] = &[
     },
     Gpu {
         id: "l4",
+        architecture: "sm89",
         name: "NVIDIA L4",
         total_bytes: 24 * GIB,
         nvml_total_bytes: 23_034 * MIB,
@@ -118,6 +130,7 @@ pub const CATALOG: &[Gpu] = &[
     },
     Gpu {
         id: "l40s",
+        architecture: "sm89",
         name: "NVIDIA L40S",
         total_bytes: 48 * GIB,
         nvml_total_bytes: 46_068 * MIB,
@@ -125,6 +138,7 @@ pub const CATALOG: &[Gpu] = &[
     },
     Gpu {
         id: "t4",
+        architecture: "sm75",
         name: "NVIDIA T4",
         total_bytes: 16 * GIB,
         nvml_total_bytes: 15_360 * MIB,
@@ -132,6 +146,7 @@ pub const CATALOG: &[Gpu] = &[
     },
     Gpu {
         id: "a10",
+        architecture: "sm86",
         name: "NVIDIA A10",
         total_bytes: 24 * GIB,
         nvml_total_bytes: 23_028 * MIB,
@@ -139,6 +154,7 @@ pub const CATALOG: &[Gpu] = &[
     },
     Gpu {
         id: "a100-40gb",
+        architecture: "sm80",
         name: "NVIDIA A100 40GB",
         total_bytes: 40 * GIB,
         nvml_total_bytes: 40_960 * MIB,
@@ -146,6 +162,7 @@ pub const CATALOG: &[Gpu] = &[
     },
     Gpu {
         id: "a100-80gb",
+        architecture: "sm80",
         name: "NVIDIA A100 80GB",
         total_bytes: 80 * GIB,
         nvml_total_bytes: 81_920 * MIB,
@@ -153,6 +170,7 @@ pub const CATALOG: &[Gpu] = &[
     },
     Gpu {
         id: "h100-80gb",
+        architecture: "sm90",
         name: "NVIDIA H100 80GB (SXM)",
         total_bytes: 80 * GIB,
         nvml_total_bytes: 81_559 * MIB,
@@ -160,6 +178,7 @@ pub const CATALOG: &[Gpu] = &[
     },
     Gpu {
         id: "h200",
+        architecture: "sm90",
         name: "NVIDIA H200 141GB",
         total_bytes: 141 * GIB,
         nvml_total_bytes: H200_TOTAL_BYTES,
@@ -167,6 +186,7 @@ pub const CATALOG: &[Gpu] = &[
     },
     Gpu {
         id: "b200",
+        architecture: "sm100",
         name: "NVIDIA B200 180GB",
         total_bytes: 180 * GIB,
         nvml_total_bytes: 183_359 * MIB,
@@ -174,6 +194,7 @@ pub const CATALOG: &[Gpu] = &[
     },
     Gpu {
         id: "mi300x",
+        architecture: "gfx942",
         name: "AMD Instinct MI300X",
         total_bytes: 192 * GIB,
         nvml_total_bytes: 205_822_885_888,
@@ -235,6 +256,15 @@ mod tests {
                 g.id
             );
             assert!(!ids.contains(&g.id), "duplicate {}", g.id);
+            assert!(
+                ["sm75", "sm80", "sm86", "sm89", "sm90", "sm100", "sm120", "gfx942"]
+                    .contains(&g.architecture),
+                "{}: architecture {}",
+                g.id,
+                g.architecture
+            );
+            // Measured overheads are Hopper's alone so far.
+            assert!(!overheads_measured(g) || g.architecture == "sm90", "{}", g.id);
             ids.push(g.id);
             assert_eq!(find(g.id), Some(g));
         }
