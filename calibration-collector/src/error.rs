@@ -79,7 +79,9 @@ pub type Result<T, E = CollectorError> = std::result::Result<T, E>;
 /// error body) reaches the terminal as text, never as a command that
 /// moves the cursor, recolours or retitles it.
 pub fn escape_controls(text: &str) -> std::borrow::Cow<'_, str> {
-    let is_hostile = |c: char| c.is_control() && c != '\n' && c != '\t';
+    // Control characters, and the invisible and bidirectional ones that
+    // can make a line read otherwise than it is (`profile::is_unsafe_char`).
+    let is_hostile = |c: char| c != '\n' && c != '\t' && crate::profile::is_unsafe_char(c);
     if !text.chars().any(is_hostile) {
         return std::borrow::Cow::Borrowed(text);
     }
@@ -97,6 +99,15 @@ pub fn escape_controls(text: &str) -> std::borrow::Cow<'_, str> {
 #[cfg(test)]
 mod tests {
     use super::escape_controls;
+
+    #[test]
+    fn bidirectional_and_invisible_characters_are_escaped() {
+        assert_eq!(
+            escape_controls("a\u{202e}b\u{200b}c"),
+            "a\\u{202e}b\\u{200b}c"
+        );
+        assert_eq!(escape_controls("naïve ≤ 5 GB"), "naïve ≤ 5 GB");
+    }
 
     #[test]
     fn control_characters_are_escaped_and_text_kept() {

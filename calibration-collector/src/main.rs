@@ -68,10 +68,20 @@ fn main() {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
-            // `--help` and `--version` are answers; anything else is a wrong
-            // command line, with its own exit code (2 means "no driver").
+            // `--help` and `--version` are answers; a flag's value that does
+            // not parse (a number too large for it, say) is bad input, as a
+            // value out of its range is (1); anything else is a wrong command
+            // line, with its own exit code (2 means "no driver").
             let _ = e.print();
-            std::process::exit(if e.use_stderr() { EXIT_USAGE } else { 0 });
+            let bad_value = matches!(
+                e.kind(),
+                clap::error::ErrorKind::ValueValidation | clap::error::ErrorKind::InvalidValue
+            );
+            std::process::exit(match (e.use_stderr(), bad_value) {
+                (false, _) => 0,
+                (true, true) => 1,
+                (true, false) => EXIT_USAGE,
+            });
         }
     };
     match dispatch(cli) {

@@ -26,15 +26,39 @@ pub const MAX_RESPONSE_BYTES: u64 = 64 << 10;
 /// Most bytes of a server's answer printed (escaped).
 pub const MAX_SHOWN_BYTES: usize = 2048;
 
-/// A whole number for a count flag; one too large for 64 bits reads as
-/// `u64::MAX`, so that the range check names the flag and its bounds.
-fn whole_number(text: &str) -> std::result::Result<u64, String> {
+/// A whole number in `[min, max]` for a flag (`unit` names what it counts).
+/// Any other text, a number out of range or one too large for 64 bits is
+/// refused as the user typed it, with the range (exit 1).
+fn bounded(text: &str, min: u64, max: u64, unit: &str) -> std::result::Result<u64, String> {
     let t = text.trim();
+    let shown = printable(t, 40);
     if t.is_empty() || !t.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(format!("`{}` is not a whole number", printable(t, 40)));
+        return Err(format!(
+            "`{shown}` is not a whole number; allowed: {min} to {max} ({unit})"
+        ));
     }
-    Ok(t.parse().unwrap_or(u64::MAX))
+    match t.parse::<u64>() {
+        Ok(v) if (min..=max).contains(&v) => Ok(v),
+        _ => Err(format!(
+            "`{shown}` is out of range; allowed: {min} to {max} ({unit})"
+        )),
+    }
 }
+
+fn retries_flag(text: &str) -> std::result::Result<u64, String> {
+    bounded(text, 0, MAX_RETRIES, "retries after the first attempt")
+}
+
+fn timeout_flag(text: &str) -> std::result::Result<u64, String> {
+    bounded(text, 1, MAX_TIMEOUT_S, "seconds per attempt")
+}
+
+fn backoff_flag(text: &str) -> std::result::Result<u64, String> {
+    bounded(text, 0, MAX_BACKOFF_MS, "milliseconds")
+}
+
+/// Allowed `--backoff-ms`: 0 to 60,000 (a minute).
+pub const MAX_BACKOFF_MS: u64 = 60_000;
 
 /// Options of `upload` (its command-line flags).
 #[derive(Clone, Debug, clap::Args)]
@@ -49,13 +73,13 @@ pub struct UploadArgs {
     #[arg(long)]
     pub dry_run: bool,
     /// Retries after the first attempt (on connection errors, 408, 429, 5xx): 0 to 20.
-    #[arg(long, default_value_t = 4, value_parser = whole_number)]
+    #[arg(long, default_value_t = 4, value_parser = retries_flag)]
     pub retries: u64,
-    /// First backoff in milliseconds (doubles each retry, at most 30 s).
-    #[arg(long, default_value_t = 1000)]
+    /// First backoff in milliseconds, 0 to 60000 (doubles each retry, at most 30 s).
+    #[arg(long, default_value_t = 1000, value_parser = backoff_flag)]
     pub backoff_ms: u64,
     /// Per-attempt timeout in seconds: 1 to 600.
-    #[arg(long, default_value_t = 30, value_parser = whole_number)]
+    #[arg(long, default_value_t = 30, value_parser = timeout_flag)]
     pub timeout_s: u64,
     /// Print the outcome as JSON.
     #[arg(long)]
@@ -244,7 +268,7 @@ pub fn parse_target(url: &str) -> Result<Target> {
     })
 }
 
-/// Checks `--retries` and `--timeout-s`.
+/// Checks `--retries`, `--timeout-s` and `--backoff-ms`.
 fn check_limits(args: &UploadArgs) -> Result<()> {
     if !(1..=MAX_TIMEOUT_S).contains(&args.timeout_s) {
         return Err(CollectorError::input(format!(
@@ -256,6 +280,12 @@ fn check_limits(args: &UploadArgs) -> Result<()> {
         return Err(CollectorError::input(format!(
             "--retries: {} is out of range; allowed: 0 to {MAX_RETRIES}",
             args.retries
+        )));
+    }
+    if args.backoff_ms > MAX_BACKOFF_MS {
+        return Err(CollectorError::input(format!(
+            "--backoff-ms: {} is out of range; allowed: 0 to {MAX_BACKOFF_MS} (milliseconds)",
+            args.backoff_ms
         )));
     }
     Ok(())

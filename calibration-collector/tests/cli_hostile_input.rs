@@ -327,3 +327,61 @@ fn a_misspelled_config_key_is_refused_from_the_command_line() {
         ],
     );
 }
+
+/// Bidirectional overrides and invisible characters from a file are
+/// printed escaped, as control characters are: a case name cannot make
+/// its line read otherwise than it is.
+#[test]
+fn bidirectional_characters_from_files_are_printed_escaped() {
+    let (_dir, path) = temp_file(
+        "bidi.jsonl",
+        "{\"case\":\"ok\u{202e}gnp.exe\u{200b}\",\"model\":\"gpt2\",\"workload\":{\"mode\":\"inference\",\"seq_len\":8},\"measured\":{\"driver_peak\":1000000000}}\n".as_bytes(),
+    );
+    let out = run(&["check", &path], None);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let shown = text(&out.stdout);
+    assert!(shown.contains("ok\\u{202e}gnp.exe\\u{200b}"), "{shown}");
+    assert!(
+        !shown.contains('\u{202e}') && !shown.contains('\u{200b}'),
+        "{shown}"
+    );
+}
+
+/// A flag's value too large for its type is bad input (exit 1) naming the
+/// value as typed, as a value out of its range is; an unknown flag is a
+/// wrong command line (64).
+#[test]
+fn an_overflowing_flag_value_is_bad_input_like_an_out_of_range_one() {
+    let huge = "99999999999999999999999";
+    let out = run(
+        &[
+            "run",
+            "--model",
+            "gpt2",
+            "--seq-lens",
+            "8",
+            "--timeout-s",
+            huge,
+            "--dry-run",
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains(huge), "{}", text(&out.stderr));
+    let out = run(
+        &[
+            "run",
+            "--model",
+            "gpt2",
+            "--seq-lens",
+            "8",
+            "--timeout-s",
+            "604801",
+            "--dry-run",
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let out = run(&["estimate", "--no-such-flag"], None);
+    assert_eq!(out.status.code(), Some(64));
+}

@@ -402,6 +402,12 @@ fn out_of_range_timeouts_and_retries_are_bad_input() {
         ("--retries", "4294967295", "allowed: 0 to 20"),
         ("--retries", "99999999999999999999999", "allowed: 0 to 20"),
         ("--retries", "21", "allowed: 0 to 20"),
+        ("--backoff-ms", "60001", "allowed: 0 to 60000"),
+        (
+            "--backoff-ms",
+            "99999999999999999999999",
+            "allowed: 0 to 60000",
+        ),
     ] {
         let out = run_env(
             &["upload", path.to_str().unwrap(), "--to", &url, flag, value],
@@ -410,8 +416,9 @@ fn out_of_range_timeouts_and_retries_are_bad_input() {
         );
         let err = text(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{flag} {value}: {err}");
+        // Named with its range, as typed (never another number).
         assert!(
-            err.contains(&format!("{flag}: ")) && err.contains(allowed),
+            err.contains(flag) && err.contains(allowed) && err.contains(value),
             "{flag} {value}: {err}"
         );
         assert!(!err.contains("panicked"), "{err}");

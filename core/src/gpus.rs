@@ -264,7 +264,11 @@ mod tests {
                 g.architecture
             );
             // Measured overheads are Hopper's alone so far.
-            assert!(!overheads_measured(g) || g.architecture == "sm90", "{}", g.id);
+            assert!(
+                !overheads_measured(g) || g.architecture == "sm90",
+                "{}",
+                g.id
+            );
             ids.push(g.id);
             assert_eq!(find(g.id), Some(g));
         }
