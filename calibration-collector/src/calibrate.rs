@@ -124,10 +124,10 @@ pub fn run(args: &CalibrateArgs) -> Result<CalibrateOutcome> {
         json: true,
         ..probe::ProbeArgs::default()
     })?;
-    std::fs::create_dir_all(&args.out_dir).map_err(|e| CollectorError::io(&args.out_dir, e))?;
+    std::fs::create_dir_all(&args.out_dir).map_err(|e| CollectorError::write(&args.out_dir, e))?;
     let text =
         serde_json::to_string_pretty(&probed).map_err(|e| CollectorError::input(e.to_string()))?;
-    std::fs::write(&probe_file, text + "\n").map_err(|e| CollectorError::io(&probe_file, e))?;
+    std::fs::write(&probe_file, text + "\n").map_err(|e| CollectorError::write(&probe_file, e))?;
     for (i, sweep) in CALIBRATION_SWEEP.iter().enumerate() {
         eprintln!(
             "calibrate 2/3: sweep {}/{}: {} (pins {})",
@@ -157,7 +157,8 @@ pub fn run(args: &CalibrateArgs) -> Result<CalibrateOutcome> {
     })?;
     let text = serde_json::to_string_pretty(&fitted.profile)
         .map_err(|e| CollectorError::input(e.to_string()))?;
-    std::fs::write(&profile_file, text + "\n").map_err(|e| CollectorError::io(&profile_file, e))?;
+    std::fs::write(&profile_file, text + "\n")
+        .map_err(|e| CollectorError::write(&profile_file, e))?;
     report.push_str(&fitted.report);
     report.push_str(&format!(
         "\nprofile written to {}; share it with: calibration-collector upload {} --to https://REGISTRY/api/v1/profiles\n",

@@ -65,32 +65,47 @@ pub fn read_limited(path: &str, limit: u64, what: &str) -> Result<String> {
             limit >> 20
         ))
     };
-    let mut bytes = Vec::new();
-    let read = if path == "-" {
-        std::io::stdin()
-            .lock()
-            .take(limit + 1)
-            .read_to_end(&mut bytes)
+    let not_text = |offset: usize| {
+        CollectorError::input(format!(
+            "{name}: not UTF-8 text (invalid byte at offset {offset}); allowed: {what} as JSON text"
+        ))
+    };
+    let mut reader: Box<dyn Read> = if path == "-" {
+        Box::new(std::io::stdin().lock())
     } else {
         let file = std::fs::File::open(path).map_err(|e| CollectorError::io(path, e))?;
         let meta = file.metadata().map_err(|e| CollectorError::io(path, e))?;
         if meta.is_file() && meta.len() > limit {
             return Err(too_large(&format!("the file is {} bytes", meta.len())));
         }
-        file.take(limit + 1).read_to_end(&mut bytes)
+        Box::new(file)
     };
-    read.map_err(|e| CollectorError::io(name, e))?;
-    if bytes.len() as u64 > limit {
-        return Err(too_large(&format!(
-            "more than {limit} bytes (reading stopped there)"
-        )));
+    // In chunks, the text checked as it comes: binary input (a device, an
+    // image) is refused at its first invalid byte, not read to the limit.
+    let mut bytes = Vec::new();
+    let mut valid = 0;
+    let mut chunk = vec![0u8; 64 << 10];
+    loop {
+        let n = match reader.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(CollectorError::io(name, e)),
+        };
+        bytes.extend_from_slice(&chunk[..n]);
+        if bytes.len() as u64 > limit {
+            return Err(too_large(&format!(
+                "more than {limit} bytes (reading stopped there)"
+            )));
+        }
+        match std::str::from_utf8(&bytes[valid..]) {
+            Ok(_) => valid = bytes.len(),
+            // A character cut at the chunk's end: checked with the next one.
+            Err(e) if e.error_len().is_none() => valid += e.valid_up_to(),
+            Err(e) => return Err(not_text(valid + e.valid_up_to())),
+        }
     }
-    String::from_utf8(bytes).map_err(|e| {
-        CollectorError::input(format!(
-            "{name}: not UTF-8 text (invalid byte at offset {}); allowed: {what} as JSON text",
-            e.utf8_error().valid_up_to()
-        ))
-    })
+    String::from_utf8(bytes).map_err(|e| not_text(e.utf8_error().valid_up_to()))
 }
 
 /// Reads measurement records: JSON lines (blank lines and `#` comments

@@ -13,6 +13,10 @@ pub const EXIT_UPLOAD: i32 = 4;
 /// Exit code: the command line itself is wrong (an unknown flag, a missing
 /// argument): 64, `EX_USAGE` of BSD's sysexits, apart from 2 (no driver).
 pub const EXIT_USAGE: i32 = 64;
+/// Exit code: the answer could not be written (a full disk, a file that
+/// cannot be created): 74, `EX_IOERR` of BSD's sysexits. A closed pipe
+/// (`| head`) is not an error: the command stops quietly with 0.
+pub const EXIT_OUTPUT: i32 = 74;
 /// Exit code: interrupted by Ctrl-C (finished work is kept).
 pub const EXIT_INTERRUPTED: i32 = 130;
 
@@ -34,8 +38,16 @@ pub enum CollectorError {
     /// Ctrl-C: what finished is kept.
     #[error("{0}")]
     Interrupted(String),
-    /// A file could not be read or written. (Not a `source`: the message
-    /// says what the OS said once, not again as its cause.)
+    /// The answer could not be written (standard output or an output file).
+    #[error("writing {path} failed: {reason}")]
+    Write {
+        /// The file, or `(standard output)`.
+        path: String,
+        /// What the OS said.
+        reason: std::io::Error,
+    },
+    /// A file could not be read. (Not a `source`: the message says what
+    /// the OS said once, not again as its cause.)
     #[error("{path}: {reason}")]
     Io {
         /// The file.
@@ -54,6 +66,15 @@ impl CollectorError {
             CollectorError::Gpu(_) => EXIT_GPU,
             CollectorError::Upload(_) => EXIT_UPLOAD,
             CollectorError::Interrupted(_) => EXIT_INTERRUPTED,
+            CollectorError::Write { .. } => EXIT_OUTPUT,
+        }
+    }
+
+    /// A failure to write `path` (exit [`EXIT_OUTPUT`]).
+    pub fn write(path: impl AsRef<Path>, source: std::io::Error) -> Self {
+        CollectorError::Write {
+            path: path.as_ref().display().to_string(),
+            reason: source,
         }
     }
 

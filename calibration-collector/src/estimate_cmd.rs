@@ -155,9 +155,9 @@ pub fn run(args: &EstimateArgs) -> Result<String> {
                 .create_new(true)
                 .open(path)
         }
-        .map_err(|e| CollectorError::io(path, e))?;
+        .map_err(|e| CollectorError::write(path, e))?;
         std::io::Write::write_all(&mut file, csv.as_bytes())
-            .map_err(|e| CollectorError::io(path, e))?;
+            .map_err(|e| CollectorError::write(path, e))?;
     }
     let range = likely_range(
         &spec.model.arch,

@@ -3,7 +3,8 @@
 //! Exit codes: 0 ok; 1 bad input (the message names the file, line or
 //! field); 2 no NVIDIA driver or GPU; 3 a GPU or measurement step failed;
 //! 4 the upload failed; 64 a wrong command line (unknown flag, missing
-//! argument); 130 interrupted (finished points are kept).
+//! argument); 74 the answer could not be written (a closed pipe is not an
+//! error); 130 interrupted (finished points are kept).
 
 use anyhow::Result;
 use calibration_collector::error::{escape_controls, CollectorError, EXIT_USAGE};
@@ -19,7 +20,7 @@ use std::path::PathBuf;
     name = "calibration-collector",
     version,
     about = "Predict, check and calibrate the peak GPU memory of PyTorch jobs (headroom).",
-    after_help = "Exit codes: 0 ok, 1 bad input, 2 no NVIDIA driver/GPU, 3 GPU or measurement failure, 4 upload failed, 64 wrong command line, 130 interrupted."
+    after_help = "Exit codes: 0 ok, 1 bad input, 2 no NVIDIA driver/GPU, 3 GPU or measurement failure, 4 upload failed, 64 wrong command line, 74 the answer could not be written, 130 interrupted."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -100,9 +101,15 @@ fn main() {
 /// names and messages from files).
 fn print(text: &str) -> Result<()> {
     let mut out = std::io::stdout().lock();
-    out.write_all(escape_controls(text).as_bytes())?;
-    out.flush()?;
-    Ok(())
+    let written = out
+        .write_all(escape_controls(text).as_bytes())
+        .and_then(|()| out.flush());
+    match written {
+        Ok(()) => Ok(()),
+        // The reader went away (`| head`): nothing more to say to it.
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => std::process::exit(0),
+        Err(e) => Err(CollectorError::write("(standard output)", e).into()),
+    }
 }
 
 fn json_line<T: serde::Serialize>(value: &T) -> Result<String> {
@@ -183,7 +190,7 @@ fn fit_profile(args: &fit::FitArgs) -> Result<()> {
         .into());
     }
     let text = serde_json::to_string_pretty(&result.profile)? + "\n";
-    std::fs::write(&path, &text).map_err(|e| CollectorError::io(&path, e))?;
+    std::fs::write(&path, &text).map_err(|e| CollectorError::write(&path, e))?;
     if args.json {
         print(&text)
     } else {

@@ -91,13 +91,29 @@ fn an_io_error_says_what_failed_once() {
 
 #[test]
 fn inputs_are_capped_before_parsing() {
-    // An endless device: refused after reading just past the limit.
+    // An endless device of binary: refused at its first invalid byte
+    // (within the first chunk), not read to the limit.
     fails_with(
         &["estimate", "/dev/urandom"],
         None,
         1,
+        &["/dev/urandom: not UTF-8 text (invalid byte at offset"],
+    );
+    let started = std::time::Instant::now();
+    fails_with(
+        &["check", "/dev/urandom"],
+        None,
+        1,
+        &["/dev/urandom: not UTF-8 text"],
+    );
+    println!("check /dev/urandom refused in {:?}", started.elapsed());
+    // An endless device of text: refused after reading just past the limit.
+    fails_with(
+        &["estimate", "/dev/zero"],
+        None,
+        1,
         &[
-            "/dev/urandom: more than 4194304 bytes",
+            "/dev/zero: more than 4194304 bytes",
             "a spec of at most 4194304 bytes (4 MiB)",
         ],
     );
@@ -109,7 +125,7 @@ fn inputs_are_capped_before_parsing() {
         &["check", measurements, "--profile", "/dev/urandom"],
         None,
         1,
-        &["/dev/urandom: more than"],
+        &["/dev/urandom: not UTF-8 text"],
     );
     // A regular file by its size, before reading it.
     let (_dir, big) = temp_file("big.json", &vec![b' '; 5 << 20]);
@@ -384,4 +400,44 @@ fn an_overflowing_flag_value_is_bad_input_like_an_out_of_range_one() {
     assert_eq!(out.status.code(), Some(1));
     let out = run(&["estimate", "--no-such-flag"], None);
     assert_eq!(out.status.code(), Some(64));
+}
+
+/// Writing the answer: a closed pipe (`| head`) ends the command quietly
+/// with 0, as command-line tools do; a full disk is its own exit code (74),
+/// not "bad input".
+#[test]
+fn output_failures_have_their_own_exit_code_and_a_closed_pipe_is_quiet() {
+    use std::process::{Command, Stdio};
+    let spec = r#"{"model":"gpt2","workload":{"mode":"inference","seq_len":64}}"#;
+    let (_dir, path) = temp_file("spec.json", spec.as_bytes());
+    let bin = env!("CARGO_BIN_EXE_calibration-collector");
+    // The reader is gone before the answer is written.
+    let mut child = Command::new(bin)
+        .args(["gpus", &path])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(out.stderr.is_empty(), "{}", text(&out.stderr));
+    // A device that is always full.
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    let out = Command::new(bin)
+        .args(["estimate", &path])
+        .stdout(full)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(74), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("writing (standard output) failed"));
+    let out = run(
+        &["estimate", "--timeline", "/dev/full", "--force", &path],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(74), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("writing /dev/full failed"));
 }
