@@ -578,10 +578,15 @@ def apply_allocator_limit(case, device):
     if limit is None or device == "cpu":
         return
     import torch
-    total = torch.cuda.get_device_properties(device).total_memory
+    # An index, not the bare "cuda" the harness's --device defaults to:
+    # set_per_process_memory_fraction refuses a device without one.
+    index = torch.device(device).index
+    if index is None:
+        index = torch.cuda.current_device()
+    total = torch.cuda.get_device_properties(index).total_memory
     if not 0 < int(limit) <= total:
         raise Unsupported(f"allocator_limit_bytes {limit} is not within the card's {total} bytes")
-    torch.cuda.set_per_process_memory_fraction(int(limit) / total, device)
+    torch.cuda.set_per_process_memory_fraction(int(limit) / total, index)
 
 
 def runtime_info(nvml, device):

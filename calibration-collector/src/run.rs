@@ -698,7 +698,7 @@ pub fn execute(args: &RunArgs) -> Result<(RunOutcome, Option<String>)> {
             outcome.interrupted = true;
             break;
         };
-        let line = point_line(point, &plan.launcher, &gpu, &versions, &m);
+        let line = point_line(point, &plan.launcher, &gpu.info, &versions, &m);
         let text = serde_json::to_string(&line).expect("line serialises");
         writeln!(file, "{text}")
             .and_then(|_| file.flush())
@@ -930,7 +930,7 @@ fn measure(
 pub fn point_line(
     point: &PointPlan,
     launcher: &Launcher,
-    gpu: &Gpu,
+    gpu: &gpu::DeviceInfo,
     versions: &gpu::DriverVersions,
     m: &Measurement,
 ) -> Value {
@@ -974,8 +974,8 @@ pub fn point_line(
         Some(Value::Object(r)) => r.clone(),
         _ => Map::new(),
     };
-    runtime.insert("gpu".into(), json!(gpu.info.name));
-    runtime.insert("gpu_total_bytes".into(), json!(gpu.info.total_bytes));
+    runtime.insert("gpu".into(), json!(gpu.name));
+    runtime.insert("gpu_total_bytes".into(), json!(gpu.total_bytes));
     if runtime.get("driver").is_none_or(Value::is_null) {
         runtime.insert("driver".into(), json!(versions.driver));
     }
@@ -1010,14 +1010,18 @@ pub fn point_line(
         }
     }
     line.insert("workload".into(), point.workload.clone());
+    // `--capacity`: the limit the point ran under, which `check` replays.
+    if let Some(limit) = point.allocator_limit {
+        line.insert("allocator_limit_bytes".into(), json!(limit));
+    }
     line.insert("runtime".into(), Value::Object(runtime));
     line.insert("measured".into(), Value::Object(measured));
     line.insert("predicted".into(), predicted);
     let mut collector = json!({
         "version": env!("CARGO_PKG_VERSION"),
         "harness": harness,
-        "device": gpu.info.ordinal,
-        "compute_capability": gpu.info.compute_capability,
+        "device": gpu.ordinal,
+        "compute_capability": gpu.compute_capability,
         "cuda_driver_api": versions.cuda_driver_api,
     });
     if let Some(cmd) = cmd {
