@@ -211,8 +211,8 @@ pub fn probe(
 /// when a `cudaMalloc` fails, PyTorch frees its cache and retries, and
 /// whether the retry succeeds depends on how the live blocks sit in their
 /// segments, which changes from one length to the next (the replay of
-/// Llama 3.1 8B training on an H100 runs at 10,750 tokens, not at 10,751,
-/// again at 10,752). A bisection on "runs" can land on any island. So:
+/// Llama 3.1 8B training on an H100 runs at 11,241 tokens, not at 11,242,
+/// again at 11,244). A bisection on "runs" can land on any island. So:
 /// 1. a bisection on [`Probe::within_capacity`] (the job never reaches the
 ///    capacity: it runs as on an unlimited card), `within`;
 /// 2. a bisection on "runs", which ends on some value that runs with the
