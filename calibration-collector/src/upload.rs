@@ -327,9 +327,27 @@ fn user_agent() -> String {
 
 enum Attempt {
     Done(u16, Vec<u8>),
+    /// An `https://` target that does not speak TLS (a plain-HTTP port):
+    /// retrying cannot help.
+    NotTls(String),
     Retry(String, Option<Duration>),
     Rejected(u16, Vec<u8>),
     Redirected(u16, Option<String>),
+}
+
+/// Whether a connection error is what TLS meets on a plain-HTTP port: the
+/// server answers the handshake with HTTP text, or closes the connection.
+fn looks_like_no_tls(error: &str) -> bool {
+    let e = error.to_ascii_lowercase();
+    [
+        "corrupt message",
+        "invalidcontenttype",
+        "unexpected end of file",
+        "handshake",
+        "wrong version number",
+    ]
+    .iter()
+    .any(|needle| e.contains(needle))
 }
 
 fn retry_after(resp: &ureq::http::Response<ureq::Body>) -> Option<Duration> {
@@ -364,6 +382,9 @@ fn attempt(agent: &ureq::Agent, url: &str, body: &[u8]) -> Attempt {
         .header("Idempotency-Key", &digest(body))
         .send(body);
     match result {
+        Err(e) if url.starts_with("https://") && looks_like_no_tls(&e.to_string()) => {
+            Attempt::NotTls(e.to_string())
+        }
         Err(e) => Attempt::Retry(e.to_string(), None),
         Ok(mut resp) => {
             let status = resp.status().as_u16();
@@ -504,6 +525,13 @@ pub fn run(
                     }),
                     None,
                 ));
+            }
+            Attempt::NotTls(why) => {
+                return Err(CollectorError::Upload(target.scrub(&format!(
+                    "the TLS handshake with the server failed ({}): is it a plain-HTTP port? then give --to as http://...; not retried; {} was not changed",
+                    printable(&why, 300),
+                    args.profile
+                ))))
             }
             Attempt::Rejected(status, text) => {
                 return Err(CollectorError::Upload(target.scrub(&format!(

@@ -729,3 +729,21 @@ fn an_answer_that_is_not_the_registrys_is_not_a_success() {
         assert!(err.contains("may not be stored"), "{err}");
     }
 }
+
+/// `--to https://` on a plain-HTTP port fails at once with a word of TLS,
+/// not after every retry with the TLS library's words alone.
+#[test]
+fn https_to_a_plain_http_port_says_so_and_is_not_retried() {
+    let (_dir, path, _) = profile_file();
+    let server = serve_replies(vec![Reply::status(201)]);
+    let url = server.url.replacen("http://", "https://", 1);
+    let out = upload(&path, &url, &["--retries", "3"]);
+    drop(server);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{err}");
+    assert!(
+        err.contains("TLS handshake") && err.contains("plain-HTTP port"),
+        "{err}"
+    );
+    assert!(!err.contains("attempt 2/"), "retried: {err}");
+}
