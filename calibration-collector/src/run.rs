@@ -306,6 +306,14 @@ pub fn plan(args: &RunArgs) -> Result<Plan> {
         _ => json!(m.id),
     });
     let mut workload_json = workload_value.unwrap_or_else(|| json!({}));
+    // A job described through its framework is swept as its knobs.
+    if let Some(m) = &model {
+        if headroom_core::spec::framework::is_framework_workload(&workload_json) {
+            workload_json = headroom_core::spec::framework::lower(&workload_json, &m.arch)
+                .map_err(|e| CollectorError::input(format!("--workload: {e}")))?
+                .0;
+        }
+    }
     // A sweep measures inference unless `--workload` says otherwise; the
     // cases it writes say so explicitly.
     if let Some(obj) = workload_json.as_object_mut() {

@@ -228,3 +228,29 @@ fn a_wrong_value_is_refused_naming_the_field_and_every_key() {
         }
     }
 }
+
+#[test]
+fn a_framework_job_is_estimated_and_its_contradictions_refused() {
+    // The measured Trainer job as its script wrote it, and with the knobs.
+    let as_written = json!({"model": "llama-3.2-1b", "workload": {"framework": "hf_trainer",
+        "seq_len": 1024, "training_args": {"per_device_train_batch_size": 4, "bf16": true}}});
+    let as_knobs = json!({"model": "llama-3.2-1b", "workload": {"mode": "training", "batch": 4,
+        "seq_len": 1024, "training": {"precision": "amp_bf16", "implementation": "fused", "steps": 3}}});
+    let peak = |spec: &Value| {
+        let out = run(&["estimate"], Some(&spec.to_string()));
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["driver_peak"].as_u64().unwrap()
+    };
+    assert_eq!(peak(&as_written), peak(&as_knobs));
+
+    let mut contradicting = as_written.clone();
+    contradicting["workload"]["training"] = json!({"precision": "fp32"});
+    let out = run(&["estimate"], Some(&contradicting.to_string()));
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("`workload.training.precision`") && err.contains("training_args.bf16"),
+        "{err}"
+    );
+}

@@ -1,8 +1,9 @@
 #!/bin/bash
 # The collector on a GPU as a user runs it, in stages that fit one device
 # call each (every point a fresh process, measured from outside):
-#   bash calibration/runs/run-collector.sh loop     # probe, GPU tests, ESMFold and Llama 8B generation
-#   bash calibration/runs/run-collector.sh loop2    # the other public shapes, fit, upload to a registry
+#   bash calibration/runs/run-collector.sh calibrate  # calibrate (probe, sweep, fit) as a user would, upload to a registry
+#   bash calibration/runs/run-collector.sh public     # the public set's ESMFold and Llama 8B shapes
+#   bash calibration/runs/run-collector.sh public2    # the public set's other shapes
 #   bash calibration/runs/run-collector.sh tests    # the collector's GPU tests
 #   bash calibration/runs/run-collector.sh emulate [REGEX]  # the points of measurements/emulated-cards/plan.jsonl
 # Needs the release collector, the registry and the GPU-test binary in
@@ -32,44 +33,39 @@ sweep() { # name seconds model workload seq-lens batches [extra...]
 }
 ESM='{"mode":"inference","dtype":"fp32","esmfold":{"stem_dtype":"fp16","chunk_size":null,"num_recycles":4}}'
 LLAMA='{"mode":"inference","dtype":"bf16","attention":"sdpa","inference":{"kind":"generate","logits":"last","kv_cache":true,"new_tokens":16}}'
-case "${1:-loop}" in
-loop)
-  stage probe
-  $B probe --json > "$OUT/probe.json" 2>> "$OUT/log.txt"; echo "exit $?" >> "$OUT/log.txt"
-  bash "$0" tests
-  sweep esmfold-v1 200 esmfold-v1 "$ESM" 64,128,256,384,512,640,768,1024 1
-  sweep llama-3.1-8b 130 llama-3.1-8b "$LLAMA" 2048,8192,32768,65536 1
-  sweep llama-3.1-8b 45 llama-3.1-8b "$LLAMA" 4096 8
-  sweep llama-3.1-8b 45 llama-3.1-8b "$LLAMA" 2048 32
-  ;;
-loop2)
-  export FILE=public-rest
-  sweep llama-3.2-1b 80 llama-3.2-1b '{"mode":"training","attention":"sdpa","training":{"optimizer":"adamw","steps":2,"precision":"amp_bf16","grad_checkpointing":false}}' 512,1024,2048 4
-  sweep bert-base-uncased 40 bert-base-uncased '{"mode":"inference","dtype":"fp32","attention":"sdpa","inference":{"kind":"forward","logits":"all","kv_cache":false}}' 128,512 32
-  sweep esm2-t33-650m 30 esm2-t33-650m '{"mode":"inference","dtype":"fp32","attention":"sdpa","inference":{"kind":"forward","logits":"none","kv_cache":false}}' 1024 1
-  sweep esm2-t33-650m 40 esm2-t33-650m '{"mode":"inference","dtype":"fp32","attention":"sdpa","inference":{"kind":"forward","logits":"none","kv_cache":false}}' 512,1024 8
-  sweep resnet-50 50 resnet-50 '{"mode":"inference","dtype":"fp32"}' 224 64,256
-  unset FILE
-  stage fit
-  $B fit "$OUT"/esmfold-v1.jsonl "$OUT"/llama-3.1-8b.jsonl --probe "$OUT/probe.json" \
-    --out "$OUT/profile.json" --force > "$OUT/fit.txt" 2>&1
+case "${1:-public}" in
+calibrate)
+  stage calibrate
+  timeout -s INT -k 15 300 $B calibrate --out-dir "$OUT/calibration" >> "$OUT/log.txt" 2>&1
   echo "exit $?" >> "$OUT/log.txt"
   stage upload
   REG=$(mktemp -d)
   .collector-bin/headroom-registry --db "$REG/registry.sqlite" --listen 127.0.0.1:0 --dist "$REG/none" > "$REG/out" 2>&1 &
   for _ in $(seq 1 50); do grep -q 'listening on' "$REG/out" && break; sleep 0.1; done
   URL=$(grep -o 'http://[0-9.:]*' "$REG/out" | head -n 1)
-  { $B upload "$OUT/profile.json" --to "$URL/api/v1/profiles"; echo "exit $?";
+  { $B upload "$OUT/calibration/profile.json" --to "$URL/api/v1/profiles"; echo "exit $?";
     curl -s "$URL/api/v1/profiles"; echo; } > "$OUT/upload.txt" 2>&1
+  ;;
+public)
+  export FILE=public
+  sweep esmfold-v1 200 esmfold-v1 "$ESM" 64,128,256,384,512,640,768,1024 1
+  sweep llama-3.1-8b 130 llama-3.1-8b "$LLAMA" 2048,8192,32768,65536 1
+  sweep llama-3.1-8b 45 llama-3.1-8b "$LLAMA" 4096 8
+  sweep llama-3.1-8b 45 llama-3.1-8b "$LLAMA" 2048 32
+  ;;
+public2)
+  export FILE=public2
+  sweep llama-3.2-1b 80 llama-3.2-1b '{"mode":"training","attention":"sdpa","training":{"optimizer":"adamw","steps":2,"precision":"amp_bf16","grad_checkpointing":false}}' 512,1024,2048 4
+  sweep bert-base-uncased 40 bert-base-uncased '{"mode":"inference","dtype":"fp32","attention":"sdpa","inference":{"kind":"forward","logits":"all","kv_cache":false}}' 128,512 32
+  sweep esm2-t33-650m 30 esm2-t33-650m '{"mode":"inference","dtype":"fp32","attention":"sdpa","inference":{"kind":"forward","logits":"none","kv_cache":false}}' 1024 1
+  sweep esm2-t33-650m 40 esm2-t33-650m '{"mode":"inference","dtype":"fp32","attention":"sdpa","inference":{"kind":"forward","logits":"none","kv_cache":false}}' 512,1024 8
+  sweep resnet-50 50 resnet-50 '{"mode":"inference","dtype":"fp32"}' 224 64,256
   ;;
 tests)
   stage gpu-tests
   HEADROOM_COLLECTOR_BIN=$B timeout -s INT -k 10 150 .collector-bin/gpu-tests --ignored --test-threads 1 \
     > "$OUT/gpu-tests.txt" 2>&1
   echo "exit $?" >> "$OUT/log.txt"
-  ;;
-loop2-emulate)
-  bash "$0" loop2; bash "$0" emulate "${2:-}"
   ;;
 emulate)
   CMDS=$(mktemp)

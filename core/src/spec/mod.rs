@@ -20,6 +20,7 @@ use crate::workload::{
     Attention, Head, InferenceKind, LoadPath, Logits, MemoryFormat, Mode, Optimizer, OptimizerImpl,
     Precision, Workload,
 };
+pub mod framework;
 pub mod json;
 pub mod known_keys;
 use alloc::format;
@@ -55,7 +56,19 @@ impl Spec {
         })?;
         known_keys::check(obj, "", &[known_keys::SPEC, known_keys::CASE_NOTES])?;
         let model = parse_model(member(obj, "model"))?;
-        let mut workload = parse_workload(member(obj, "workload"))?;
+        // A job described through its framework, lowered to knobs first.
+        let lowered;
+        let mut fresh_inference_process = false;
+        let workload_value = match member(obj, "workload") {
+            Some(w) if framework::is_framework_workload(w) => {
+                let (w, how) = framework::lower(w, &model.arch)?;
+                fresh_inference_process = how.fresh_inference_process;
+                lowered = w;
+                Some(&lowered)
+            }
+            other => other,
+        };
+        let mut workload = parse_workload(workload_value)?;
         infer_resident_optimizer_state(obj, &mut workload);
         // A note of measured cases ([`ProcessHistory`]), read here and not
         // by `parse_runtime` (the page parses runtimes without it).
@@ -74,6 +87,13 @@ impl Spec {
             None | Some(Value::Null) => RuntimeProfile::default(),
             Some(v) => parse_runtime(&v)?,
         };
+        let backward_stated = obj
+            .get("runtime")
+            .and_then(|r| r.get("process_ran_backward"))
+            .is_some();
+        if fresh_inference_process && !backward_stated {
+            runtime.process_ran_backward = false;
+        }
         infer_backward_history(obj, &workload, &mut runtime);
         workload.validate()?;
         crate::families::validate(&model.arch, &workload)?;

@@ -104,6 +104,11 @@ fn forward_backward(
         let mut cx = Ctx::plain(BF16);
         cx.fp16 = workload.dtype == Dtype::Fp16 || t.precision == Precision::AmpFp16;
         cx.lora_autocast = t.precision.autocast();
+        cx.lora_dropout = t
+            .lora
+            .as_ref()
+            .and_then(|l| l.dropout)
+            .is_some_and(|p| p > 0.0);
         cx
     } else {
         Ctx::for_precision(t.precision)

@@ -230,10 +230,18 @@ fn lora_branch(
     // (`measurements/h200-generalization/trace-segments-27b.jsonl.gz`,
     // events 12 to 20): the 128 MiB fp32 input lives through `lora_B`, the
     // scaling, the sum and its cast back.
-    let input = if autocast {
-        cast(g, x32, BF16, "lora_A: autocast input cast to bf16")
+    // `lora_A(dropout(x))`: with `lora_dropout` above 0 the dropout's
+    // output (and its saved mask) is what `lora_A` reads; the output is a
+    // temporary of the expression.
+    let dropped = if cx.lora_dropout {
+        super::dropout(g, x32, "lora_dropout")
     } else {
         x32
+    };
+    let input = if autocast {
+        cast(g, dropped, BF16, "lora_A: autocast input cast to bf16")
+    } else {
+        dropped
     };
     let ha = g.op(
         "lora_A",
@@ -245,6 +253,9 @@ fn lora_branch(
     g.mark_gemm(ha, GradOrder::WeightFirst);
     if input.v != x32.v {
         g.drop(input.v);
+    }
+    if dropped.v != x32.v && dropped.v != input.v {
+        g.drop(dropped.v);
     }
     if drop_wa {
         g.drop(wa);

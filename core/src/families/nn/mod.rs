@@ -184,6 +184,10 @@ pub struct Ctx {
     /// (`Trainer(bf16=True)`): the base runs as plain bf16, and each
     /// adapter's matmuls take bf16 copies of their fp32 input and weights.
     pub lora_autocast: bool,
+    /// peft's `lora_dropout` is above 0: each adapter's input goes through
+    /// `nn.Dropout` (an output and a saved bool mask) instead of
+    /// `nn.Identity`.
+    pub lora_dropout: bool,
 }
 
 impl Ctx {
@@ -196,6 +200,7 @@ impl Ctx {
             cache_weight_casts: true,
             fp16: false,
             lora_autocast: false,
+            lora_dropout: false,
         }
     }
 
@@ -222,6 +227,7 @@ impl Ctx {
             cache_weight_casts: true,
             fp16: false,
             lora_autocast: false,
+            lora_dropout: false,
         }
     }
 
