@@ -68,13 +68,7 @@ pub fn run(args: &EstimateArgs) -> Result<String> {
     parallel_args::apply(&args.parallel, &mut spec)?;
     let gpu = match &args.gpu {
         None => None,
-        Some(id) => Some(gpus::find(id).ok_or_else(|| {
-            let known: Vec<&str> = gpus::CATALOG.iter().map(|g| g.id).collect();
-            CollectorError::input(format!(
-                "--gpu: unknown GPU `{id}`; allowed: {}",
-                known.join(", ")
-            ))
-        })?),
+        Some(id) => Some(crate::gpus_cmd::gpu_named("--gpu", id)?),
     };
     let options = EstimateOptions {
         capacity: gpu.map(|g| g.usable_bytes),

@@ -225,13 +225,7 @@ pub fn run(args: &GpusArgs) -> Result<String> {
         let cards: Vec<&'static headroom_core::gpus::Gpu> = if card.is_empty() {
             fits.iter().filter(|f| !f.fits).map(|f| f.gpu).collect()
         } else {
-            vec![headroom_core::gpus::find(card).ok_or_else(|| {
-                let known: Vec<&str> = CATALOG.iter().map(|g| g.id).collect();
-                CollectorError::input(format!(
-                    "--advise: unknown GPU `{card}`; allowed: {}",
-                    known.join(", ")
-                ))
-            })?]
+            vec![gpu_named("--advise", card)?]
         };
         for gpu in cards {
             let advice = crate::progress::while_working(
@@ -361,4 +355,26 @@ pub fn render_advice(
         );
     }
     out
+}
+
+/// The catalog card a flag names, by id or by a name that leaves one card
+/// (`h100`, `RTX 4090`); an error listing the cards it could mean, or all.
+pub(crate) fn gpu_named(
+    flag: &str,
+    name: &str,
+) -> Result<&'static headroom_core::gpus::Gpu, CollectorError> {
+    headroom_core::gpus::find_by_name(name).map_err(|candidates| {
+        if candidates.is_empty() {
+            let known: Vec<&str> = CATALOG.iter().map(|g| g.id).collect();
+            CollectorError::input(format!(
+                "{flag}: unknown GPU `{name}`; allowed: {}",
+                known.join(", ")
+            ))
+        } else {
+            CollectorError::input(format!(
+                "{flag}: `{name}` could be {}; name one",
+                candidates.join(" or ")
+            ))
+        }
+    })
 }

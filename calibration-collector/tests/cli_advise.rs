@@ -98,3 +98,19 @@ fn a_job_that_fits_only_by_freeing_the_cache_is_one_job() {
         "the reservation exceeds the card: {request}"
     );
 }
+
+#[test]
+fn a_card_is_named_as_people_name_it() {
+    let spec = common::data("../../../examples/llama-8b-lora.json");
+    let spec = spec.to_str().unwrap();
+    let out = run(&["gpus", "--advise", "h100", spec], None);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("what would make it fit NVIDIA H100 80GB"));
+    let out = run(&["estimate", "--gpu", "a100", spec], None);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("`a100` could be a100-40gb or a100-80gb"),
+        "{}",
+        text(&out.stderr)
+    );
+}

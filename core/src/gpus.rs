@@ -232,9 +232,62 @@ pub fn find(id: &str) -> Option<&'static Gpu> {
     CATALOG.iter().find(|g| g.id == id)
 }
 
+/// Finds a GPU by the name a person types: its id, or any spelling that
+/// leaves one card (`h100`, `H100 80GB`, `NVIDIA GeForce RTX 4090`,
+/// `4090`): case, spaces, underscores and the words "nvidia" and "geforce"
+/// do not count, and a name that is the start of one id, or one of its
+/// dash-separated parts, names it. Otherwise the ids it could mean (none
+/// when it names no card).
+pub fn find_by_name(name: &str) -> Result<&'static Gpu, alloc::vec::Vec<&'static str>> {
+    if let Some(gpu) = find(name) {
+        return Ok(gpu);
+    }
+    let lower = name.to_ascii_lowercase();
+    let words: alloc::vec::Vec<&str> = lower
+        .split(|c: char| c == ' ' || c == '_' || c == '-')
+        .filter(|w| !w.is_empty() && *w != "nvidia" && *w != "geforce")
+        .collect();
+    let wanted = words.join("-");
+    if wanted.is_empty() {
+        return Err(alloc::vec::Vec::new());
+    }
+    if let Some(gpu) = find(&wanted) {
+        return Ok(gpu);
+    }
+    let matches: alloc::vec::Vec<&'static Gpu> = CATALOG
+        .iter()
+        .filter(|g| g.id.starts_with(&wanted) || g.id.split('-').any(|part| part == wanted))
+        .collect();
+    match matches.as_slice() {
+        [one] => Ok(one),
+        many => Err(many.iter().map(|g| g.id).collect()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_card_is_found_by_the_names_people_type() {
+        for (name, id) in [
+            ("h100", "h100-80gb"),
+            ("H100 80GB", "h100-80gb"),
+            ("NVIDIA GeForce RTX 4090", "rtx-4090"),
+            ("4090", "rtx-4090"),
+            ("rtx_5090", "rtx-5090"),
+            ("H200", "h200"),
+            ("mi300x", "mi300x"),
+        ] {
+            assert_eq!(find_by_name(name).map(|g| g.id), Ok(id), "{name}");
+        }
+        assert_eq!(
+            find_by_name("a100").unwrap_err(),
+            ["a100-40gb", "a100-80gb"]
+        );
+        assert!(find_by_name("v100").unwrap_err().is_empty());
+        assert!(find_by_name("nvidia").unwrap_err().is_empty());
+    }
 
     #[test]
     fn every_entry_is_consistent_and_sourced() {
