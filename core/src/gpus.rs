@@ -244,7 +244,7 @@ pub fn find_by_name(name: &str) -> Result<&'static Gpu, alloc::vec::Vec<&'static
     }
     let lower = name.to_ascii_lowercase();
     let words: alloc::vec::Vec<&str> = lower
-        .split(|c: char| c == ' ' || c == '_' || c == '-')
+        .split([' ', '_', '-'])
         .filter(|w| !w.is_empty() && *w != "nvidia" && *w != "geforce")
         .collect();
     let wanted = words.join("-");
