@@ -231,3 +231,38 @@ fn another_model_s_weights_are_dropped_and_its_workspaces_kept() {
         alone.component(Component::LibraryWorkspace) + Bytes(1 << 20)
     );
 }
+
+/// A `run --cmd` measurement whose window is the whole process
+/// (`measured.peak_window: "process"`) is checked against the whole job,
+/// its load included, as `estimate` predicts it; a case window replays the
+/// case after the load's cache was emptied.
+#[test]
+fn a_whole_process_measurement_is_checked_with_its_load() {
+    use headroom_core::spec::{estimate_as_measured, ProcessHistory, Spec};
+    let case = |window: &str| {
+        serde_json::json!({"case": "build_then_cast", "model": "llama-3.2-1b",
+            "workload": {"mode": "inference", "batch": 1, "seq_len": 4096, "dtype": "bf16",
+                         "load": "build_then_cast", "inference": {"kind": "forward", "logits": "last"}},
+            "runtime": {"process_ran_backward": false},
+            "measured": {"driver_peak": 1, "peak_window": window}})
+    };
+    let checked = |window: &str| {
+        let case = case(window);
+        let mut spec = Spec::from_value(&case).unwrap();
+        let mut history = ProcessHistory::default();
+        estimate_as_measured(&case, &mut spec, &mut history).unwrap()
+    };
+    let spec = Spec::from_value(&case("process")).unwrap();
+    let whole_job = estimate(&spec.model.arch, &spec.workload, &spec.runtime).unwrap();
+    let process = checked("process");
+    assert_eq!(process.reserved_peak, whole_job.reserved_peak);
+    assert_eq!(process.driver_peak, whole_job.driver_peak);
+    // The fp32 build's freed copies stay cached through the job.
+    let after_load = checked("case");
+    assert!(
+        process.reserved_peak.0 > after_load.reserved_peak.0 + 1_500_000_000,
+        "{:?} vs {:?}",
+        process.reserved_peak,
+        after_load.reserved_peak
+    );
+}

@@ -125,13 +125,23 @@ fn weights_and_resident(obj: &Map<String, Value>) -> Option<(u64, u64)> {
 /// cast leaves holes in the segments it shared with kept weights; other
 /// models are built in their own dtype, as compact as loaded ones. Sets
 /// `spec`'s load and returns the replay options to estimate it with.
+///
+/// A case whose peak is its whole process's (`measured.peak_window:
+/// "process"`: a `run --cmd` job that reports no case time, so the
+/// collector's window is the process from start to end) is replayed as
+/// `estimate` replays a job: the load included, its cache kept.
 fn as_measured(case: &Value, spec: &mut Spec) -> crate::families::ReplayOptions {
     let explicit = case.get("workload").and_then(|w| w.get("load")).is_some();
     if !explicit && matches!(spec.model.arch, Architecture::EsmFold(_)) {
         spec.workload.load = crate::workload::LoadPath::BuildThenCast;
     }
+    let whole_process = case
+        .get("measured")
+        .and_then(|m| m.get("peak_window"))
+        .and_then(Value::as_str)
+        == Some("process");
     crate::families::ReplayOptions {
-        cache_emptied_after_load: true,
+        cache_emptied_after_load: !whole_process,
         ..Default::default()
     }
 }
