@@ -285,3 +285,40 @@ fn unknown_preset_names_some_known_ones() {
         "{err}"
     );
 }
+
+#[test]
+fn a_hub_id_names_its_preset() {
+    use headroom_core::spec::hub::HUB_IDS;
+    use headroom_core::spec::Spec;
+    for (hub, preset) in HUB_IDS {
+        assert!(
+            headroom_core::presets::find(preset).is_ok(),
+            "{hub} -> {preset}"
+        );
+        let encoder = preset.starts_with("bert") || preset.starts_with("esm2");
+        let inference = if encoder {
+            r#","inference":{"kind":"forward","logits":"none"}"#
+        } else {
+            ""
+        };
+        let spec = format!(
+            r#"{{"model":"{hub}","workload":{{"mode":"inference","seq_len":64{inference}}}}}"#
+        );
+        let parsed = Spec::from_json(&spec).unwrap_or_else(|e| panic!("{hub}: {e}"));
+        assert_eq!(parsed.model.id, *preset);
+    }
+    let lower = Spec::from_json(
+        r#"{"model":"qwen/qwen2.5-7b-instruct","workload":{"mode":"inference","seq_len":64}}"#,
+    )
+    .unwrap();
+    assert_eq!(lower.model.id, "qwen2.5-7b");
+    let timm = Spec::from_json(
+        r#"{"model":"timm/resnet50.a1_in1k","workload":{"mode":"inference","image_size":224}}"#,
+    )
+    .unwrap();
+    assert_eq!(timm.model.id, "resnet-50");
+    let e = Spec::from_json(r#"{"model":"foo/bar","workload":{"mode":"inference"}}"#)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("`foo/bar`") && e.contains("hf_config"), "{e}");
+}

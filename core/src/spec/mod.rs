@@ -21,6 +21,7 @@ use crate::workload::{
     Precision, Workload,
 };
 pub mod framework;
+pub mod hub;
 pub mod json;
 pub mod known_keys;
 use alloc::format;
@@ -55,7 +56,7 @@ impl Spec {
             )
         })?;
         known_keys::check(obj, "", &[known_keys::SPEC, known_keys::CASE_NOTES])?;
-        let model = parse_model(member(obj, "model"))?;
+        let model = parse_model(hub_resolved(member(obj, "model"))?.as_ref())?;
         // A job described through its framework, lowered to knobs first.
         let lowered;
         let mut fresh_inference_process = false;
@@ -102,6 +103,25 @@ impl Spec {
             workload,
             runtime,
         })
+    }
+}
+
+/// A `model` given as a Hugging Face Hub id (`org/name`), as the preset
+/// it names ([`hub`]); any other `model` as it is.
+fn hub_resolved(model: Option<&Value>) -> Result<Option<Value>, Error> {
+    let Some(Value::String(id)) = model else {
+        return Ok(model.cloned());
+    };
+    if !id.contains('/') {
+        return Ok(model.cloned());
+    }
+    match hub::preset_of(id).or_else(|| hub::timm_name(id)) {
+        Some(preset) => Ok(Some(Value::from(preset))),
+        None => Err(Error::invalid(
+            "model",
+            format!("`{id}` is a Hugging Face Hub id headroom has no preset for"),
+            "a preset id, the Hub id of a preset (`meta-llama/Llama-3.1-8B`, `Qwen/Qwen2.5-7B-Instruct`, ...), or the model's config.json as `{\"hf_config\": {...}}`",
+        )),
     }
 }
 
