@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Regenerates docs/accuracy.md: `calibration-collector check --markdown` over
+# Regenerates docs/accuracy.md: `headroom check --markdown` over
 # the measurement files listed in scripts/accuracy-files.txt, in that order.
 # `cargo test -p calibration-collector --test accuracy_doc` fails while the
 # committed docs/accuracy.md differs from what this writes.

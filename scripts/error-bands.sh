@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Regenerates core/src/uncertainty/measured.rs, the errors measured for each
-# family, mode and strategy: `calibration-collector check --bands` over the
+# family, mode and strategy: `headroom check --bands` over the
 # measurement files listed in scripts/accuracy-files.txt. Run it when those
 # files or the model change (`cargo test -p calibration-collector --test
 # accuracy_doc` fails while the committed table differs from what this

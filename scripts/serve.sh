@@ -3,11 +3,12 @@
 # (or PORT=9000 ./scripts/serve.sh). Builds the release page with Trunk into
 # dist/ and the profile registry, then runs the registry, one process:
 #   http://127.0.0.1:PORT/                  the calculator page
-#   http://127.0.0.1:PORT/api/v1/profiles   the profiles `calibration-collector
-#                                           upload --to` sends (registry/README.md)
+#   http://127.0.0.1:PORT/api/v1/profiles   the profiles `headroom upload --to`
+#                                           sends (registry/README.md)
 # Profiles are kept in headroom-registry.sqlite at the repository root
-# (git-ignored, created on first start); HEADROOM_REGISTRY_DB=FILE keeps
-# them elsewhere.
+# (git-ignored, created on first start with the committed profiles of
+# calibration/profiles/, the H200's and the H100's); HEADROOM_REGISTRY_DB=FILE
+# keeps them elsewhere.
 #
 # ./scripts/serve.sh --watch [port]: Trunk's dev server on PORT instead,
 # rebuilding the page on every change, with the registry beside it on
@@ -32,7 +33,7 @@ cargo build --release --offline -p headroom-registry
 
 if [ "$WATCH" = "1" ]; then
     REGISTRY_PORT="${REGISTRY_PORT:-8090}"
-    "$REGISTRY" --db "$DB" --listen "127.0.0.1:$REGISTRY_PORT" --dist dist &
+    "$REGISTRY" --db "$DB" --listen "127.0.0.1:$REGISTRY_PORT" --dist dist --seed calibration/profiles &
     REGISTRY_PID=$!
     trap 'kill "$REGISTRY_PID" 2>/dev/null || true' EXIT
     echo "[serve] building; the page will be at http://127.0.0.1:$PORT/ (rebuilt on change; /api/ goes to the registry on port $REGISTRY_PORT)"
@@ -44,4 +45,4 @@ fi
 echo "[serve] building the page (trunk build --release --offline)"
 trunk build --release --offline
 echo "[serve] the page and the profile registry at http://127.0.0.1:$PORT/"
-exec "$REGISTRY" --db "$DB" --listen "127.0.0.1:$PORT" --dist dist
+exec "$REGISTRY" --db "$DB" --listen "127.0.0.1:$PORT" --dist dist --seed calibration/profiles

@@ -131,8 +131,9 @@ for _ in $(seq 1 100); do
     sleep 0.1
 done
 REG_URL="$(grep -o 'http://[0-9.:]*' "$REG_DIR/out" | head -n 1)"
-target/debug/calibration-collector upload calibration/profiles/h200-2026-11-30.json \
-    --to "$REG_URL/api/v1/profiles" --retries 0
+for PROFILE in calibration/profiles/*.json; do
+    target/debug/headroom upload "$PROFILE" --to "$REG_URL/api/v1/profiles" --retries 0
+done
 python3 - "$REG_URL" <<'PY'
 import json, re, sys, urllib.request
 base = sys.argv[1]
@@ -142,9 +143,10 @@ for asset in sorted(set(re.findall(r'/[A-Za-z0-9_.-]+\.(?:wasm|js|css)', page)))
         print(f"  {asset}: {r.headers['Content-Type']}, {len(r.read())} bytes")
         if asset.endswith(".wasm"):
             assert r.headers["Content-Type"] == "application/wasm", "wasm must be application/wasm"
-listed = json.load(urllib.request.urlopen(base + "/api/v1/profiles?gpu=h200"))
-assert listed["total"] == 1, listed
-print(f"  /api/v1/profiles?gpu=h200: {listed['profiles'][0]['name']}")
+for gpu in ("h200", "h100"):
+    listed = json.load(urllib.request.urlopen(base + "/api/v1/profiles?gpu=" + gpu))
+    assert listed["total"] == 1, listed
+    print(f"  /api/v1/profiles?gpu={gpu}: {listed['profiles'][0]['name']}")
 PY
 kill "$REG_PID"
 wait "$REG_PID" || true

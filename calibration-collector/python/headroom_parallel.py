@@ -6,7 +6,7 @@ several GPUs (DDP, FSDP2, ZeRO-1), run under torchrun.
         [--snapshot-dir DIR]
     torchrun --standalone --nproc-per-node N headroom_parallel.py --nccl-only
 
---nccl-only measures NCCL's memory alone (what `calibration-collector probe
+--nccl-only measures NCCL's memory alone (what `headroom probe
 --world-size N` runs): each rank creates its CUDA context, initialises the
 process group, runs one all-reduce of 4 KiB and prints
 `HEADROOM_RESULT {"measured": {rank, world_size, context_bytes, nccl_bytes},

@@ -161,7 +161,7 @@ pub fn run(args: &CalibrateArgs) -> Result<CalibrateOutcome> {
         .map_err(|e| CollectorError::write(&profile_file, e))?;
     report.push_str(&fitted.report);
     report.push_str(&format!(
-        "\nprofile written to {}; share it with: calibration-collector upload {} --to https://REGISTRY/api/v1/profiles\n",
+        "\nprofile written to {}; share it with: headroom upload {} --to https://REGISTRY/api/v1/profiles\n",
         profile_file.display(),
         profile_file.display()
     ));

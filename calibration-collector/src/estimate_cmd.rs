@@ -1,4 +1,4 @@
-//! `calibration-collector estimate`: one spec in, the estimate out.
+//! `headroom estimate`: one spec in, the estimate out.
 
 use crate::cases::read_text;
 use crate::error::{CollectorError, Result};

@@ -1,4 +1,4 @@
-//! `calibration-collector fit`: fit the runtime coefficients of the core's
+//! `headroom fit`: fit the runtime coefficients of the core's
 //! [`RuntimeProfile`] to measurement files and write a calibration profile.
 //!
 //! The allocator replay predicts torch's reserved bytes at the peak; what the

@@ -1,4 +1,4 @@
-//! `calibration-collector gpus`: which cards of the catalog run a spec, the
+//! `headroom gpus`: which cards of the catalog run a spec, the
 //! longest length and largest batch that fit each, the reservation a
 //! scheduler should request, and for ESMFold the longest protein with and
 //! without chunking and the chunk size that makes the spec's length fit.

@@ -1,4 +1,4 @@
-//! `calibration-collector`: estimate, gpus, check, probe, run, calibrate, fit, upload.
+//! `headroom`: estimate, gpus, check, probe, run, calibrate, fit, upload.
 //!
 //! Exit codes: 0 ok; 1 bad input (the message names the file, line or
 //! field); 2 no NVIDIA driver or GPU; 3 a GPU or measurement step failed;
@@ -17,7 +17,7 @@ use std::path::PathBuf;
 
 #[derive(Parser, Debug)]
 #[command(
-    name = "calibration-collector",
+    name = "headroom",
     version,
     about = "Predict, check and calibrate the peak GPU memory of PyTorch jobs (headroom).",
     after_help = "Exit codes: 0 ok, 1 bad input, 2 no NVIDIA driver/GPU, 3 GPU or measurement failure, 4 upload failed, 64 wrong command line, 74 the answer could not be written, 130 interrupted."
@@ -41,7 +41,7 @@ enum Command {
     Probe(probe::ProbeArgs),
     /// Measure a workload's peak over sequence lengths and batches, a fresh process per point (needs a GPU).
     #[command(
-        after_help = "Examples:\n  calibration-collector run --model esmfold-v1 --seq-lens 64,256,512,1024 --out esmfold.jsonl\n  calibration-collector run --model llama-3.1-8b --workload '{\"dtype\":\"bf16\",\"inference\":{\"kind\":\"generate\",\"new_tokens\":16}}' --seq-lens 2048,8192 --batches 1,8\n  calibration-collector run --cmd 'python my_job.py --len {seq_len} --batch {batch}' --seq-lens 512,1024 --batches 1,4\n\nPlaceholders of --cmd: {seq_len} {batch} {image_size} {case} {model}; values are shell-quoted by the collector, so leave them unquoted. A job may print `HEADROOM_RESULT {\"alloc_peak\": N, \"reserved_peak\": N}` to record torch's own peaks.\n\nTo calibrate a card (its profile for the page), `calibrate` runs the sweep that pins every runtime coefficient, with probe and fit, in one go."
+        after_help = "Examples:\n  headroom run --model esmfold-v1 --seq-lens 64,256,512,1024 --out esmfold.jsonl\n  headroom run --model llama-3.1-8b --workload '{\"dtype\":\"bf16\",\"inference\":{\"kind\":\"generate\",\"new_tokens\":16}}' --seq-lens 2048,8192 --batches 1,8\n  headroom run --cmd 'python my_job.py --len {seq_len} --batch {batch}' --seq-lens 512,1024 --batches 1,4\n\nPlaceholders of --cmd: {seq_len} {batch} {image_size} {case} {model}; values are shell-quoted by the collector, so leave them unquoted. A job may print `HEADROOM_RESULT {\"alloc_peak\": N, \"reserved_peak\": N}` to record torch's own peaks.\n\nTo calibrate a card (its profile for the page), `calibrate` runs the sweep that pins every runtime coefficient, with probe and fit, in one go."
     )]
     Run(run::RunArgs),
     /// Calibrate this card in one go (a few minutes): probe, the sweep that pins every

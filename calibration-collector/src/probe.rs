@@ -1,4 +1,4 @@
-//! `calibration-collector probe`: the visible GPUs, and on each the CUDA
+//! `headroom probe`: the visible GPUs, and on each the CUDA
 //! context overhead and the overhead of first cuBLAS use, measured from
 //! outside a child process the way `run` measures a job.
 

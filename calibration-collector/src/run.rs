@@ -1,4 +1,4 @@
-//! `calibration-collector run`: sweep a workload over sequence lengths and
+//! `headroom run`: sweep a workload over sequence lengths and
 //! batches, each point in a fresh process, measuring its peak from outside.
 //!
 //! The job is either the built-in harness (`python/headroom_measure.py`,

@@ -1,4 +1,4 @@
-//! `calibration-collector upload PROFILE --to URL`: validate, then POST the
+//! `headroom upload PROFILE --to URL`: validate, then POST the
 //! profile as JSON, retrying with backoff. The local file is only read.
 //!
 //! Contract (see the README): `POST URL`, `Content-Type: application/json`,

@@ -10,11 +10,27 @@ use serde_json::{json, Value};
 
 #[test]
 fn every_command_has_help() {
-    for cmd in ["estimate", "gpus", "check", "probe", "run", "fit", "upload"] {
+    let commands = [
+        "estimate",
+        "gpus",
+        "check",
+        "probe",
+        "run",
+        "calibrate",
+        "fit",
+        "upload",
+    ];
+    let top = run(&["--help"], None);
+    assert!(text(&top.stdout).contains("Usage: headroom <COMMAND>"));
+    for cmd in commands {
+        assert!(
+            text(&top.stdout).contains(&format!("\n  {cmd} ")),
+            "`headroom --help` lists {cmd}"
+        );
         let out = run(&[cmd, "--help"], None);
         assert_eq!(out.status.code(), Some(0), "{cmd}");
         assert!(
-            text(&out.stdout).contains("Usage: calibration-collector"),
+            text(&out.stdout).contains(&format!("Usage: headroom {cmd}")),
             "{cmd}"
         );
     }

@@ -410,7 +410,7 @@ fn output_failures_have_their_own_exit_code_and_a_closed_pipe_is_quiet() {
     use std::process::{Command, Stdio};
     let spec = r#"{"model":"gpt2","workload":{"mode":"inference","seq_len":64}}"#;
     let (_dir, path) = temp_file("spec.json", spec.as_bytes());
-    let bin = env!("CARGO_BIN_EXE_calibration-collector");
+    let bin = env!("CARGO_BIN_EXE_headroom");
     // The reader is gone before the answer is written.
     let mut child = Command::new(bin)
         .args(["gpus", &path])

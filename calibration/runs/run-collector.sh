@@ -47,6 +47,11 @@ calibrate)
     curl -s "$URL/api/v1/profiles"; echo; } > "$OUT/upload.txt" 2>&1
   ;;
 public)
+  # First: where chunked ESMFold's boundary lies under the RTX 4090's
+  # limit (1,356 residues, 3% under the predicted 1,398, ran out of memory).
+  FILE=emulated sweep "esmfold-chunk64 rtx-4090 search" 150 esmfold-v1 \
+    '{"mode":"inference","dtype":"fp32","esmfold":{"stem_dtype":"fp16","chunk_size":64,"num_recycles":4}}' \
+    1200,1280,1320 1 --capacity 24566235136 --name esmfold-chunk64_rtx-4090_search
   export FILE=public
   sweep esmfold-v1 200 esmfold-v1 "$ESM" 64,128,256,384,512,640,768,1024 1
   sweep llama-3.1-8b 130 llama-3.1-8b "$LLAMA" 2048,8192,32768,65536 1

@@ -1,6 +1,6 @@
 //! # headroom-registry
 //!
-//! The profile registry: `calibration-collector upload` POSTs calibration
+//! The profile registry: `headroom upload` POSTs calibration
 //! profiles here; they are checked with the collector's own schema code
 //! ([`calibration_collector::profile::from_value`]), stored in one SQLite
 //! file ([`db`]) and listed for the page, which the same process serves from
@@ -54,6 +54,41 @@ impl App {
             limiter: limiter::Limiter::new(config.uploads_per_minute),
             dist: config.dist.clone(),
         })
+    }
+
+    /// On an empty database, stores every profile file (`*.json`, in name
+    /// order) of `dir`, each checked as an upload is; a database that holds
+    /// profiles is left as it is. How many were stored.
+    pub fn seed(&self, dir: &std::path::Path) -> Result<usize, String> {
+        if self.db.count().map_err(|e| e.to_string())? > 0 {
+            return Ok(0);
+        }
+        let entries = std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let mut files: Vec<PathBuf> = entries
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "json"))
+            .collect();
+        files.sort();
+        for file in &files {
+            let at = file.display();
+            let text = std::fs::read_to_string(file).map_err(|e| format!("{at}: {e}"))?;
+            let value: serde_json::Value =
+                serde_json::from_str(&text).map_err(|e| format!("{at}: {e}"))?;
+            let profile = calibration_collector::profile::from_value(
+                &value,
+                &calibration_collector::profile::Identity::default(),
+            )
+            .map_err(|e| format!("{at}: {e}"))?;
+            let canonical = serde_json::to_string(&profile).map_err(|e| e.to_string())?;
+            let key = format!(
+                "seed:{}",
+                file.file_name().unwrap_or_default().to_string_lossy()
+            );
+            self.db
+                .insert(&profile, &canonical, Some(&key))
+                .map_err(|e| format!("{at}: {e}"))?;
+        }
+        Ok(files.len())
     }
 }
 

@@ -1,5 +1,5 @@
 //! `headroom-registry [--db FILE] [--listen ADDR] [--dist DIR]
-//! [--uploads-per-minute N]`: the profile registry and the page, in one
+//! [--uploads-per-minute N] [--seed DIR]`: the profile registry and the page, in one
 //! process.
 
 use clap::Parser;
@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-/// The profile registry: receives `calibration-collector upload`, stores
+/// The profile registry: receives `headroom upload`, stores
 /// profiles in SQLite, lists them, and serves the page.
 #[derive(Debug, Parser)]
 #[command(name = "headroom-registry", version)]
@@ -27,6 +27,10 @@ struct Args {
     /// Uploads a minute per client address (0: no limit).
     #[arg(long, default_value_t = 30)]
     uploads_per_minute: u32,
+    /// On an empty database, store the profiles of this folder first (the
+    /// committed ones: `calibration/profiles`).
+    #[arg(long)]
+    seed: Option<PathBuf>,
 }
 
 fn main() -> ExitCode {
@@ -53,6 +57,16 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    if let Some(dir) = &args.seed {
+        match app.seed(dir) {
+            Ok(0) => {}
+            Ok(n) => eprintln!("seeded {n} profile(s) from {}", dir.display()),
+            Err(e) => {
+                eprintln!("error: --seed: {e}");
+                return ExitCode::from(1);
+            }
+        }
+    }
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(r) => r,
         Err(e) => {

@@ -1,4 +1,4 @@
-//! `calibration-collector upload` end to end against the running registry:
+//! `headroom upload` end to end against the running registry:
 //! accepted (201), the same upload again is the same row (200), and a
 //! profile the collector refuses never reaches it.
 //!
@@ -32,7 +32,7 @@ fn collector() -> PathBuf {
     // target/<profile>/deps/this-test -> target/<profile>/
     let exe = std::env::current_exe().unwrap();
     let dir = exe.parent().unwrap().parent().unwrap().to_path_buf();
-    let bin = dir.join("calibration-collector");
+    let bin = dir.join("headroom");
     // `cargo test --workspace` has just built it; alone, this test builds it
     // when it is missing or older than its sources.
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
@@ -58,7 +58,7 @@ fn collector() -> PathBuf {
             "-p",
             "calibration-collector",
             "--bin",
-            "calibration-collector",
+            "headroom",
         ]);
         if dir.file_name().is_some_and(|n| n == "release") {
             build.arg("--release");

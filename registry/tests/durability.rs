@@ -221,3 +221,35 @@ fn sigkill_mid_stream_loses_no_accepted_upload() {
         stored.len()
     );
 }
+
+/// A new registry started with `--seed calibration/profiles` holds the
+/// committed profiles (the H200's and the H100's), each listed under its
+/// card; a restart on the same file does not store them twice.
+#[test]
+fn a_new_registry_is_seeded_with_the_committed_profiles_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("seeded.sqlite");
+    let seed = concat!(env!("CARGO_MANIFEST_DIR"), "/../calibration/profiles");
+    let committed = std::fs::read_dir(seed)
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .path()
+                .extension()
+                .is_some_and(|x| x == "json")
+        })
+        .count() as u64;
+    assert!(committed >= 2);
+    for _ in 0..2 {
+        let mut reg = Registry::start(&db, &["--seed", seed]);
+        let a = agent();
+        let all = get(&a, &reg.url()).json();
+        assert_eq!(all["total"].as_u64(), Some(committed), "{all}");
+        for gpu in ["H200", "H100"] {
+            let listed = get(&a, &format!("{}?gpu={gpu}", reg.url())).json();
+            assert_eq!(listed["total"].as_u64(), Some(1), "{gpu}: {listed}");
+        }
+        reg.kill();
+    }
+}

@@ -597,7 +597,7 @@ fn bert_keeps_its_embedding_and_sequence_outputs() {
 /// The real-job suite (`measurements/real-jobs/measured.jsonl`): nine jobs
 /// written the way users write them (HF `Trainer` with its fused AdamW,
 /// Lightning, timm, `generate()`, sentence embeddings), measured through
-/// `calibration-collector run --cmd`. Every job within 3.5% (the BERT
+/// `headroom run --cmd`. Every job within 3.5% (the BERT
 /// embeddings, -10.6% before `BertModel` held its embedding output through
 /// the encoder, +0.1%; timm ResNet-50 in NCHW, -7.0% before the stem's
 /// weight-gradient block was modelled, -3.2%; in `channels_last`, +1.2%
@@ -1824,7 +1824,7 @@ fn classification_heads_through_the_harness_are_within_half_a_percent() {
 
 /// The Trainer fine-tuning BERT-base and ESM-2 650M for classification
 /// (bf16, fused AdamW; a sequence classifier, and a token classifier with
-/// checkpointing), measured through `calibration-collector run --cmd`.
+/// checkpointing), measured through `headroom run --cmd`.
 #[test]
 fn classification_jobs_through_the_trainer_are_within_half_a_percent() {
     every_driver_peak_within("real-jobs-2/measured-6.jsonl", 3, |_| 0.005);

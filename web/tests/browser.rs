@@ -2183,3 +2183,28 @@ async fn beams_raise_the_peak_and_ride_in_the_link() {
     let page = Page::open("model=llama-3.2-1b&batch=8&seq_len=2048").await;
     assert_eq!(gb(peak_total(&page).await), beams);
 }
+
+#[wasm_bindgen_test]
+async fn the_committed_h100_profile_marks_the_h100_row_as_measured() {
+    let Some(base) = REGISTRY_URL else {
+        console_log!("skipped: the registry test reads HEADROOM_REGISTRY_URL at build time (scripts/test.sh sets it)");
+        return;
+    };
+    // The profile `calibrate` made on an H100 80GB HBM3 and uploaded to a
+    // registry, as committed.
+    let profile = include_str!("../../calibration/profiles/h100-2026-12-07.json");
+    upload_profile(base, profile).await;
+    let job = "model=llama-3.1-8b&seq_len=2048";
+    let page = Page::open(&format!(
+        "{job}&registry={}",
+        headroom_web::query::encode(base)
+    ))
+    .await;
+    page.fit_table().await;
+    wait_until("the H100 row's mark", || {
+        page.find("fit-h100-80gb-registry").is_some()
+    })
+    .await;
+    assert!(page.text("fit-h100-80gb-registry").contains("measured"));
+    assert!(page.find("fit-rtx-5090-registry").is_none());
+}

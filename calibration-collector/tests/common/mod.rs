@@ -10,7 +10,7 @@ use std::process::{Command, Output, Stdio};
 /// binaries carried to a GPU machine).
 pub fn bin() -> String {
     std::env::var("HEADROOM_COLLECTOR_BIN")
-        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_calibration-collector").to_string())
+        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_headroom").to_string())
 }
 
 pub fn data(name: &str) -> PathBuf {

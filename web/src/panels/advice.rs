@@ -70,7 +70,7 @@ pub fn AdviceBody(
         } = request.inputs;
         if crate::jobs::is_slow(&arch, &w) {
             advice.set(Some(Err(
-                "this job takes too long to replay for the page to try changes: `calibration-collector gpus --advise` answers on the command line".into(),
+                "this job takes too long to replay for the page to try changes: `headroom gpus --advise` answers on the command line".into(),
             )));
             return;
         }

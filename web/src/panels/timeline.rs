@@ -171,7 +171,7 @@ pub fn TimelineBody(
             Err(e) => return timeline.set(Some(Err(e))),
         };
         if crate::jobs::is_slow(&arch, &w) {
-            timeline.set(Some(Err("this job takes too long to replay for the page to trace it: `calibration-collector estimate --timeline FILE.csv` writes its timeline".into())));
+            timeline.set(Some(Err("this job takes too long to replay for the page to trace it: `headroom estimate --timeline FILE.csv` writes its timeline".into())));
             return;
         }
         set_timeout(
