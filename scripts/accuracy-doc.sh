@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Regenerates docs/accuracy.md: `headroom check --markdown` over
 # the measurement files listed in scripts/accuracy-files.txt, in that order.
-# `cargo test -p calibration-collector --test accuracy_doc` fails while the
+# `cargo test -p calibration-collector --test it accuracy_doc::` fails while the
 # committed docs/accuracy.md differs from what this writes.
 set -euo pipefail
 cd "$(dirname "$0")/.."

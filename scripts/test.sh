@@ -20,15 +20,15 @@ cargo clippy -p headroom-web --no-deps --target wasm32-unknown-unknown --all-tar
 section "cargo test --workspace (core, collector, tests/, the page's native tests)"
 # The property tests draw random workloads; a fixed seed makes a CI result
 # reproducible. Unset it (or pick another) to explore new cases:
-#   PROPTEST_RNG_SEED=$RANDOM PROPTEST_CASES=2000 cargo test --release -p headroom-core --test properties
+#   PROPTEST_RNG_SEED=$RANDOM PROPTEST_CASES=2000 cargo test --release -p headroom-core --test it properties::
 export PROPTEST_RNG_SEED="${PROPTEST_RNG_SEED:-20261130}"
 cargo test --workspace
 
 section "fuzz: arbitrary and mutated inputs through every reader"
 # Specs, measurement files and profiles: 100,000 inputs of each kind of
-# fuzzing (see tests/tests/fuzz_inputs.rs), in the release build.
+# fuzzing (see tests/tests/it/fuzz_inputs.rs), in the release build.
 FUZZ_START=$SECONDS
-PROPTEST_CASES=100000 cargo test --release -p headroom-tests --test fuzz_inputs
+PROPTEST_CASES=100000 cargo test --release -p headroom-tests --test it fuzz_inputs::
 echo "FUZZ 3 x 100000 inputs (arbitrary JSON, mutated real inputs, arbitrary text) answered without a panic in $((SECONDS - FUZZ_START)) s"
 
 section "headroom-core builds no_std (thumbv7em-none-eabihf) and for wasm32"

@@ -6,12 +6,14 @@
 #   bash calibration/runs/run-collector.sh public2    # the public set's other shapes
 #   bash calibration/runs/run-collector.sh tests    # the collector's GPU tests
 #   bash calibration/runs/run-collector.sh emulate [REGEX]  # the points of measurements/emulated-cards/plan.jsonl
-# Needs the release collector, the registry and the GPU-test binary in
-# .collector-bin/ (built on the workstation: x86-64 glibc). Writes under $OUT.
+# Needs in .collector-bin/ (built on the workstation: x86-64 glibc) the
+# release `headroom` and `headroom-registry`, and `gpu-tests`, the
+# collector's test binary (`cargo test --release -p calibration-collector
+# --test it --no-run`). Writes under $OUT.
 set -u
 OUT=${OUT:-/tmp/headroom-collector-out}
 mkdir -p "$OUT"
-B=.collector-bin/calibration-collector
+B=.collector-bin/headroom
 export PYTHONUNBUFFERED=1
 for d in /usr/local/cuda/lib64 $(python3 - <<'PY' 2>/dev/null
 import glob, os, site
@@ -68,7 +70,7 @@ public2)
   ;;
 tests)
   stage gpu-tests
-  HEADROOM_COLLECTOR_BIN=$B timeout -s INT -k 10 150 .collector-bin/gpu-tests --ignored --test-threads 1 \
+  HEADROOM_COLLECTOR_BIN=$B timeout -s INT -k 10 150 .collector-bin/gpu-tests gpu:: --ignored --test-threads 1 \
     > "$OUT/gpu-tests.txt" 2>&1
   echo "exit $?" >> "$OUT/log.txt"
   ;;

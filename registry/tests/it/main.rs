@@ -1,0 +1,9 @@
+//! The registry tested for real: its API, uploads from the `headroom` command, and its SQLite file under concurrent clients and a SIGKILL.
+//!
+//! One test binary for the crate: a module per topic (`cargo test -p
+//! headroom-registry --test it MODULE::`).
+
+mod common;
+mod api;
+mod collector_upload;
+mod durability;
