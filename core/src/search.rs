@@ -405,6 +405,14 @@ impl LargestSearch {
         }
     }
 
+    /// Once the search is over, the largest value up to which every value
+    /// runs without reaching the capacity (phase 1: as on an unlimited
+    /// card, PyTorch never freeing its cache); `None` when even 1 reaches
+    /// it, or while the search goes on.
+    pub fn within_capacity_up_to(&self) -> Option<u64> {
+        (self.phase == Phase::Done && self.within > 0).then_some(self.within)
+    }
+
     /// Whether the search is over.
     pub fn is_done(&self) -> bool {
         self.phase == Phase::Done
@@ -420,6 +428,7 @@ fn largest(max: u64, mut ok: impl FnMut(u64) -> Result<Probe, Error>) -> Result<
     Ok(Boundary {
         longest: search.found(),
         runs_again_up_to: search.runs_again_up_to(),
+        within_capacity_up_to: search.within_capacity_up_to(),
     })
 }
 
@@ -431,6 +440,23 @@ pub struct Boundary {
     /// Above the first value that does not run, a larger one that runs
     /// again (the top of an island); never an answer to plan on.
     pub runs_again_up_to: Option<u64>,
+    /// The largest value up to which every value runs without reaching the
+    /// capacity; between it and `longest` a job runs only because PyTorch
+    /// frees its cache and retries, a path the replay models and one
+    /// measurement found it to overestimate (chunked ESMFold under the RTX
+    /// 4090's limit: `measurements/emulated-cards/`).
+    pub within_capacity_up_to: Option<u64>,
+}
+
+impl Boundary {
+    /// [`Boundary::within_capacity_up_to`] when the answer lies above it:
+    /// the values above it up to `longest` run only through PyTorch freeing
+    /// its cache. `Some(0)` when every value up to `longest` needs it.
+    pub fn relying_on_freed_cache(&self) -> Option<u64> {
+        let longest = self.longest?;
+        let within = self.within_capacity_up_to.unwrap_or(0);
+        (within < longest).then_some(within)
+    }
 }
 
 /// What [`max_length`] and [`max_batch`] search along.
@@ -794,6 +820,12 @@ pub struct GpuFit {
     pub length_runs_again_up_to: Option<u32>,
     /// Above `max_batch`, a larger batch found to run again.
     pub batch_runs_again_up_to: Option<u32>,
+    /// Below `max_length`, the longest length that runs without PyTorch
+    /// freeing its cache at the card's end, when shorter
+    /// ([`Boundary::within_capacity_up_to`]).
+    pub length_without_freeing_cache: Option<u32>,
+    /// The same for `max_batch`.
+    pub batch_without_freeing_cache: Option<u32>,
     /// ESMFold: longest sequence without chunking.
     pub max_length_unchunked: Option<u32>,
     /// ESMFold: longest sequence at the smallest chunk size tried.
@@ -916,6 +948,8 @@ pub fn gpu_fit(
         max_batch: narrow(batch.longest),
         length_runs_again_up_to: narrow(length.runs_again_up_to),
         batch_runs_again_up_to: narrow(batch.runs_again_up_to),
+        length_without_freeing_cache: narrow(length.relying_on_freed_cache()),
+        batch_without_freeing_cache: narrow(batch.relying_on_freed_cache()),
         max_length_unchunked: unchunked,
         max_length_chunked: chunked,
         chunk_for_length: chunk,

@@ -114,3 +114,20 @@ fn a_card_is_named_as_people_name_it() {
         text(&out.stderr)
     );
 }
+
+#[test]
+fn gpus_says_which_lengths_run_only_through_freeing_the_cache() {
+    let spec = r#"{"model":"esmfold-v1","workload":{"mode":"inference","dtype":"fp32","seq_len":1200,
+        "esmfold":{"stem_dtype":"fp16","chunk_size":64,"num_recycles":4}}}"#;
+    let out = run(&["gpus", "-"], Some(spec));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    let line = stdout
+        .lines()
+        .find(|l| l.contains("RTX 4090: seq_lens"))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert!(
+        line.contains("run only if PyTorch frees its cache") && line.contains("runs without"),
+        "{line}"
+    );
+}

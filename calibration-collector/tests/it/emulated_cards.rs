@@ -25,7 +25,10 @@ const KNOWN_MISS: &str = "esmfold-chunk64_rtx-4090_b1_L1356";
 
 #[test]
 fn emulated_cards_run_and_fail_where_the_replay_says_but_one() {
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../measurements/emulated-cards");
+    let dir = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../measurements/emulated-cards"
+    );
     let (mut agreed, mut missed) = (Vec::new(), Vec::new());
     for file in FILES {
         let text = std::fs::read_to_string(format!("{dir}/{file}")).unwrap();
@@ -40,7 +43,9 @@ fn emulated_cards_run_and_fail_where_the_replay_says_but_one() {
             };
             let spec = Spec::from_value(&case).unwrap();
             let predicted = fresh_process_prediction(&spec.model.arch, &spec.workload, Some(limit));
-            let fits = predicted["fits"].as_bool().expect("a prediction under a limit");
+            let fits = predicted["fits"]
+                .as_bool()
+                .expect("a prediction under a limit");
             if fits == ran {
                 agreed.push(name);
             } else {

@@ -3,7 +3,6 @@
 //! One test binary for the crate: a module per topic (`cargo test -p
 //! calibration-collector --test it MODULE::`).
 
-mod common;
 mod accuracy_doc;
 mod cli_advise;
 mod cli_check_refusals;
@@ -13,10 +12,11 @@ mod cli_hostile_input;
 mod cli_keys;
 mod cli_parallel;
 mod cli_timeline;
+mod common;
+mod emulated_cards;
 mod examples;
 mod gpu;
 mod harness_cases;
 mod nvml_loading;
 mod profile_validation;
 mod upload;
-mod emulated_cards;

@@ -64,3 +64,33 @@ fn far_from_the_card_s_end_every_length_below_the_answer_runs() {
         assert!(at(len).fits, "{len}");
     }
 }
+
+/// Chunked ESMFold on an RTX 4090: the replay's longest length runs only
+/// because PyTorch frees its cache at the card's end, and the GPU (the
+/// card's limit emulated on an H100, `measurements/emulated-cards/`) ran
+/// out of memory at 1,356 residues, below that answer. `gpus` says which
+/// lengths rely on the release, and the lengths that do not rely on it end
+/// below the failure.
+#[test]
+fn a_length_that_runs_only_through_freeing_the_cache_is_told_apart() {
+    let spec = headroom_core::spec::Spec::from_json(
+        r#"{"model":"esmfold-v1","workload":{"mode":"inference","dtype":"fp32","seq_len":1200,
+            "esmfold":{"stem_dtype":"fp16","chunk_size":64,"num_recycles":4}}}"#,
+    )
+    .unwrap();
+    let gpu = headroom_core::gpus::find("rtx-4090").unwrap();
+    let fit =
+        headroom_core::search::gpu_fit(gpu, &spec.model.arch, &spec.workload, &spec.runtime, 0)
+            .unwrap();
+    let longest = fit.max_length.unwrap();
+    let without = fit
+        .length_without_freeing_cache
+        .expect("part of the answer needs the release");
+    let measured_failure = 1356;
+    assert!(
+        longest >= measured_failure,
+        "the replay's answer, {longest}, is above the failure"
+    );
+    assert!(without < measured_failure, "{without}");
+    assert!(without > 1000, "{without}");
+}

@@ -3,12 +3,12 @@
 //! One test binary for the crate: a module per topic (`cargo test -p
 //! headroom-core --test it MODULE::`).
 
-mod common;
 mod advice;
 mod bad_input;
 mod beam_search;
 mod checkpoint_recompute;
 mod classification_heads;
+mod common;
 mod cudnn_split_k;
 mod eager_attention;
 mod fit_boundary_near_capacity;

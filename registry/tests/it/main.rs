@@ -3,7 +3,7 @@
 //! One test binary for the crate: a module per topic (`cargo test -p
 //! headroom-registry --test it MODULE::`).
 
-mod common;
 mod api;
 mod collector_upload;
+mod common;
 mod durability;
