@@ -6,7 +6,7 @@ context. Prints one `HEADROOM_RESULT` line: `alloc_peak` (bytes got),
 `cuda_free_after_context` and `cuda_total` (cuMemGetInfo once the context
 exists), `allocations`. `--hold-s` keeps the memory that long first (so that
 the GPU's compute processes can be listed); `--pid-file` gets the process id.
-The same job as FILL_JOB in calibration-collector/tests/gpu.rs.
+The same job as FILL_JOB in calibration-collector/tests/it/gpu.rs.
 """
 import argparse, ctypes, json, os, time
 

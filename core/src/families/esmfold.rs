@@ -107,7 +107,7 @@ struct Folder<'g, 'r> {
 /// before it skips to the last chunk: from the second on, each chunk frees
 /// the previous chunk's output into the blocks the chunk before freed, so
 /// the chunks between repeat the replayed ones exactly
-/// (`chunk_shortcut_matches_full_replay` in `core/tests/shortcuts.rs`
+/// (`chunk_shortcut_matches_full_replay` in `core/tests/it/shortcuts.rs`
 /// passes with two and fails with one; three keep a margin).
 const REPLAYED_FULL_CHUNKS: u64 = 3;
 

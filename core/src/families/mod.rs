@@ -351,7 +351,7 @@ pub(crate) fn inference_batches(
 }
 
 /// How a replay runs. Its shortcuts are optimisations only: each gives
-/// exactly the full replay's answer (`core/tests/shortcuts.rs` compares
+/// exactly the full replay's answer (`core/tests/it/shortcuts.rs` compares
 /// them), so turning one off changes the time an estimate takes, never
 /// the estimate. `cache_emptied_after_load` is not a shortcut: it says how
 /// a measured job ran.

@@ -138,7 +138,7 @@ fn violations() -> Vec<String> {
         let shown = file.strip_prefix(repo).unwrap().display();
         let Some(layer) = layer_of(&module) else {
             problems.push(format!(
-                "{shown}: module `{module}` is in no layer; add it to LAYERS in core/tests/layering.rs"
+                "{shown}: module `{module}` is in no layer; add it to LAYERS in core/tests/it/layering.rs"
             ));
             continue;
         };

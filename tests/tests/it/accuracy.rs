@@ -617,6 +617,44 @@ fn real_jobs_meet_the_bounds() {
     check_bounds("real jobs", &all, 1.5, 3.5, 0);
 }
 
+/// The public set's shapes that fit 80 GB, measured on an H100 80GB HBM3
+/// with `headroom run` as a user runs it
+/// (`calibration/runs/h100-2026-12-07/`), predicted with the built-in
+/// (H200) runtime and with the profile `calibrate` fitted there
+/// (`calibration/profiles/h100-2026-12-07.json`): blind, median 0.1% and
+/// worst 1.1%; fitted, median 0.0%, worst 1.1% (ESMFold at 64 residues
+/// both ways).
+#[test]
+fn h100_public_shapes_meet_the_bounds_blind_and_fitted() {
+    let runs = "../calibration/runs/h100-2026-12-07";
+    let text = [runs.to_string() + "/public.jsonl", runs.to_string() + "/public2.jsonl"]
+        .map(|f| measurement_text(&f))
+        .join("\n");
+    let (blind, skipped) = compare_file(&text);
+    assert!(skipped.is_empty(), "skipped {skipped:?}");
+    assert_eq!(blind.len(), 23);
+    let all: Vec<&Compared> = blind.iter().collect();
+    check_bounds("H100 public shapes, blind", &all, 1.0, 3.0, 0);
+
+    let profile_path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../calibration/profiles/h100-2026-12-07.json");
+    let profile: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(profile_path).unwrap()).unwrap();
+    let mut fitted = Vec::new();
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let mut case: serde_json::Value = serde_json::from_str(line).unwrap();
+        let runtime = case["runtime"].as_object_mut().unwrap();
+        for (key, coefficient) in profile["coefficients"].as_object().unwrap() {
+            runtime.insert(key.clone(), coefficient["value"].clone());
+        }
+        fitted.push(case.to_string());
+    }
+    let (fitted, skipped) = compare_file(&fitted.join("\n"));
+    assert!(skipped.is_empty(), "skipped {skipped:?}");
+    let all: Vec<&Compared> = fitted.iter().collect();
+    check_bounds("H100 public shapes, the H100 profile", &all, 1.0, 3.0, 0);
+}
+
 /// A model cast in place between two jobs (`model.half()` after fp32
 /// inference) is replayed as the cast: parameter by parameter the fp16 copy
 /// is made, then the fp32 block freed, then the cache emptied. Pinned to
