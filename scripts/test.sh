@@ -143,6 +143,15 @@ for asset in sorted(set(re.findall(r'/[A-Za-z0-9_.-]+\.(?:wasm|js|css)', page)))
         print(f"  {asset}: {r.headers['Content-Type']}, {len(r.read())} bytes")
         if asset.endswith(".wasm"):
             assert r.headers["Content-Type"] == "application/wasm", "wasm must be application/wasm"
+index = page
+assert 'class="loading"' in index, "index.html shows a frame while the wasm loads"
+for asset in sorted(set(re.findall(r'/[A-Za-z0-9_.-]+\.(?:wasm|js)', page))):
+    for encoding in ("br", "gzip"):
+        req = urllib.request.Request(base + asset, headers={"Accept-Encoding": encoding})
+        with urllib.request.urlopen(req) as r:
+            assert r.headers["Content-Encoding"] == encoding, (asset, encoding, dict(r.headers))
+            assert "immutable" in r.headers["Cache-Control"], (asset, r.headers["Cache-Control"])
+            print(f"  {asset} as {encoding}: {len(r.read())} bytes, {r.headers['Cache-Control']}")
 for gpu in ("h200", "h100"):
     listed = json.load(urllib.request.urlopen(base + "/api/v1/profiles?gpu=" + gpu))
     assert listed["total"] == 1, listed

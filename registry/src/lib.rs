@@ -8,6 +8,7 @@
 //! README.
 
 pub mod api;
+pub mod compress;
 pub mod db;
 pub mod limiter;
 pub mod page;

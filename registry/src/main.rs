@@ -57,6 +57,18 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    if config.dist.join("index.html").is_file() {
+        match headroom_registry::compress::precompress(&config.dist) {
+            Ok(0) => {}
+            Ok(n) => eprintln!(
+                "compressed {n} file(s) of {} (brotli and gzip, beside each)",
+                config.dist.display()
+            ),
+            Err(e) => eprintln!(
+                "warning: could not compress the page's files ({e}); they are sent as they are"
+            ),
+        }
+    }
     if let Some(dir) = &args.seed {
         match app.seed(dir) {
             Ok(0) => {}

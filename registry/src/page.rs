@@ -1,9 +1,10 @@
 //! The built page (`trunk build`'s `dist/`), served from the same process
 //! as the API, so the page can call `/api/v1/...` on its own origin.
 
+use crate::compress;
 use crate::App;
 use axum::extract::State;
-use axum::http::{header, HeaderValue, Method, StatusCode, Uri};
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -55,8 +56,16 @@ fn plain(status: StatusCode, text: &'static str) -> Response {
         .into_response()
 }
 
-/// Everything that is not an API route: a file of the page.
-pub async fn serve(State(app): State<Arc<App>>, method: Method, uri: Uri) -> Response {
+/// Everything that is not an API route: a file of the page, compressed
+/// when the client accepts brotli or gzip and the registry wrote the copy
+/// ([`crate::compress`]); a file with Trunk's content hash in its name is
+/// cached for good, any other revalidated each time.
+pub async fn serve(
+    State(app): State<Arc<App>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+) -> Response {
     if uri.path().starts_with("/api/") || uri.path() == "/api" {
         return crate::api::not_an_endpoint();
     }
@@ -67,16 +76,51 @@ pub async fn serve(State(app): State<Arc<App>>, method: Method, uri: Uri) -> Res
         return plain(StatusCode::NOT_FOUND, "not found\n");
     };
     let file = app.dist.join(&rel);
-    match tokio::fs::read(&file).await {
+    let name = rel.to_string_lossy().into_owned();
+    let accept = headers
+        .get(header::ACCEPT_ENCODING)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let mut encoding = None;
+    let mut body = None;
+    if compress::compressible(&name) {
+        for (token, suffix) in compress::ENCODINGS {
+            if !compress::accepted(accept, token) {
+                continue;
+            }
+            // A copy older than the file is stale (the page was rebuilt
+            // while the registry ran): the file itself is sent.
+            if let Ok(bytes) = read_if_fresh(&file, &compress::sibling(&file, suffix)).await {
+                encoding = Some(token);
+                body = Some(bytes);
+                break;
+            }
+        }
+    }
+    let read = match body {
+        Some(bytes) => Ok(bytes),
+        None => tokio::fs::read(&file).await,
+    };
+    match read {
         Ok(bytes) => {
-            let name = rel.to_string_lossy();
             let mut resp = (StatusCode::OK, bytes).into_response();
             let h = resp.headers_mut();
             h.insert(
                 header::CONTENT_TYPE,
                 HeaderValue::from_static(content_type(&name)),
             );
-            h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+            let cache = if compress::content_hashed(&name) {
+                "public, max-age=31536000, immutable"
+            } else {
+                "no-cache"
+            };
+            h.insert(header::CACHE_CONTROL, HeaderValue::from_static(cache));
+            if compress::compressible(&name) {
+                h.insert(header::VARY, HeaderValue::from_static("Accept-Encoding"));
+            }
+            if let Some(token) = encoding {
+                h.insert(header::CONTENT_ENCODING, HeaderValue::from_static(token));
+            }
             resp
         }
         Err(_) if uri.path() == "/" => plain(
@@ -85,6 +129,16 @@ pub async fn serve(State(app): State<Arc<App>>, method: Method, uri: Uri) -> Res
         ),
         Err(_) => plain(StatusCode::NOT_FOUND, "not found\n"),
     }
+}
+
+/// The compressed copy `copy` of `file`, unless it is missing or older.
+async fn read_if_fresh(file: &std::path::Path, copy: &std::path::Path) -> std::io::Result<Vec<u8>> {
+    let original = tokio::fs::metadata(file).await?.modified()?;
+    let compressed = tokio::fs::metadata(copy).await?.modified()?;
+    if compressed < original {
+        return Err(std::io::Error::other("stale"));
+    }
+    tokio::fs::read(copy).await
 }
 
 #[cfg(test)]

@@ -2208,3 +2208,45 @@ async fn the_committed_h100_profile_marks_the_h100_row_as_measured() {
     assert!(page.text("fit-h100-80gb-registry").contains("measured"));
     assert!(page.find("fit-rtx-5090-registry").is_none());
 }
+
+/// index.html's loading frame (title, one line, "Loading the calculator")
+/// shows until the calculator's `.page` is in the body, then style.css
+/// hides it.
+#[wasm_bindgen_test]
+async fn the_loading_frame_is_hidden_once_the_calculator_mounts() {
+    let document = window().document().expect("a document");
+    let style = document.create_element("style").expect("a style element");
+    style.set_text_content(Some(include_str!("../style.css")));
+    document
+        .head()
+        .expect("a head")
+        .append_child(&style)
+        .expect("appended");
+    let body = document.body().expect("a body");
+    let loading = document.create_element("div").expect("a div");
+    loading.set_class_name("loading");
+    body.append_child(&loading).expect("appended");
+    let display = |e: &Element| {
+        window()
+            .get_computed_style(e)
+            .expect("a style")
+            .expect("computed")
+            .get_property_value("display")
+            .expect("display")
+    };
+    assert!(
+        document
+            .query_selector("body > .page")
+            .expect("a selector")
+            .is_none(),
+        "the tests mount the calculator inside their own root, not the body"
+    );
+    assert_eq!(display(&loading), "block", "shown while nothing is mounted");
+    let page = document.create_element("div").expect("a div");
+    page.set_class_name("page");
+    body.append_child(&page).expect("appended");
+    assert_eq!(display(&loading), "none", "hidden beside the calculator");
+    loading.remove();
+    page.remove();
+    style.remove();
+}

@@ -7,3 +7,4 @@ mod api;
 mod collector_upload;
 mod common;
 mod durability;
+mod page;

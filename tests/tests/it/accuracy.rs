@@ -627,9 +627,12 @@ fn real_jobs_meet_the_bounds() {
 #[test]
 fn h100_public_shapes_meet_the_bounds_blind_and_fitted() {
     let runs = "../calibration/runs/h100-2026-12-07";
-    let text = [runs.to_string() + "/public.jsonl", runs.to_string() + "/public2.jsonl"]
-        .map(|f| measurement_text(&f))
-        .join("\n");
+    let text = [
+        runs.to_string() + "/public.jsonl",
+        runs.to_string() + "/public2.jsonl",
+    ]
+    .map(|f| measurement_text(&f))
+    .join("\n");
     let (blind, skipped) = compare_file(&text);
     assert!(skipped.is_empty(), "skipped {skipped:?}");
     assert_eq!(blind.len(), 23);
