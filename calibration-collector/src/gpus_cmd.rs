@@ -189,6 +189,18 @@ pub fn run(args: &GpusArgs) -> Result<String> {
             " counts tried: {}",
             search::GPU_COUNTS.map(|c| c.to_string()).join(", ")
         );
+        let fsdp2 = peaks.iter().any(|(s, _)| *s == Strategy::Fsdp2);
+        if fsdp2 && w.training.precision.autocast() {
+            let mut sharded = w.clone();
+            search::fsdp2_mixed_precision(&mut sharded);
+            let _ = writeln!(
+                out,
+                "gpus fsdp2: {} as the HF Trainer and accelerate apply it to FSDP2: fp32 sharded weights gathered in {}, gradients reduced in {}",
+                w.training.precision.key(),
+                sharded.parallel.param_dtype.key(),
+                sharded.parallel.reduce_dtype.key()
+            );
+        }
     }
     let islands: Vec<String> = fits
         .iter()

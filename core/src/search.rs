@@ -992,9 +992,9 @@ pub fn jobs_on_card(fits: bool, usable: u64, reservation: u64) -> u64 {
 pub const GPU_COUNTS: [u32; 9] = [1, 2, 4, 8, 16, 32, 64, 128, 256];
 
 /// The strategies that can spread `workload` over several cards: DDP,
-/// ZeRO-1 and FSDP2 for decoder training (FSDP2 only without LoRA and
-/// autocast, as it is modelled), tensor parallelism for decoder inference;
-/// none for other models.
+/// ZeRO-1 and FSDP2 for decoder training (FSDP2 without LoRA, as it is
+/// modelled; mixed precision as [`on_gpus`] applies it), tensor
+/// parallelism for decoder inference; none for other models.
 pub fn strategies_for(arch: &Architecture, workload: &Workload) -> Vec<Strategy> {
     use crate::workload::Mode;
     if !matches!(arch, Architecture::Decoder(_)) {
@@ -1003,7 +1003,7 @@ pub fn strategies_for(arch: &Architecture, workload: &Workload) -> Vec<Strategy>
     match workload.mode {
         Mode::Training => {
             let mut all = alloc::vec![Strategy::Ddp, Strategy::Zero1];
-            if workload.training.lora.is_none() && !workload.training.precision.autocast() {
+            if workload.training.lora.is_none() {
                 all.push(Strategy::Fsdp2);
             }
             all
@@ -1042,12 +1042,36 @@ pub fn no_answer_at_count(error: &Error) -> bool {
 }
 
 /// The workload on `count` GPUs with `strategy` (`batch` per rank); one
-/// GPU runs the job as given, without a strategy.
+/// GPU runs the job as given, without a strategy. Mixed precision under
+/// FSDP2 is FSDP2's own ([`fsdp2_mixed_precision`]).
 pub fn on_gpus(workload: &Workload, strategy: Strategy, count: u32) -> Workload {
     let mut w = workload.clone();
     w.parallel.strategy = if count == 1 { Strategy::None } else { strategy };
     w.parallel.world_size = count;
+    if w.parallel.strategy == Strategy::Fsdp2 {
+        fsdp2_mixed_precision(&mut w);
+    }
     w
+}
+
+/// A job written with autocast (`amp_bf16`, `amp_fp16`) as FSDP2 runs it
+/// under the HF `Trainer` and accelerate (accelerate 1.15
+/// `fsdp2_prepare_model` and `FullyShardedDataParallelPlugin
+/// .set_mixed_precision`): fp32 sharded master weights, gathered for
+/// compute in the autocast dtype (`MixedPrecisionPolicy(param_dtype)`),
+/// gradients reduce-scattered in that dtype too (`reduce_dtype`). The
+/// autocast context accelerate keeps around the forward, a no-op on
+/// weights already gathered in that dtype, is not replayed.
+pub fn fsdp2_mixed_precision(workload: &mut Workload) {
+    use crate::workload::Precision;
+    let dtype = match workload.training.precision {
+        Precision::AmpBf16 => crate::arch::Dtype::Bf16,
+        Precision::AmpFp16 => crate::arch::Dtype::Fp16,
+        _ => return,
+    };
+    workload.training.precision = Precision::Fp32;
+    workload.parallel.param_dtype = dtype;
+    workload.parallel.reduce_dtype = dtype;
 }
 
 /// One rank's driver-level peak with `strategy` at each of [`GPU_COUNTS`],

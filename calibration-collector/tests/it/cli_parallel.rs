@@ -559,3 +559,34 @@ fn a_strategy_the_model_does_not_take_is_a_dash_not_an_error() {
         }
     }
 }
+
+/// Llama 3.1 70B full fine-tuning written with autocast: the FSDP2 column
+/// is there (it was dropped without a word), answered as the Trainer and
+/// accelerate run FSDP2 with bf16, the same count as fp32 weights give.
+#[test]
+fn gpus_answers_fsdp2_for_a_job_written_with_autocast() {
+    let spec = |precision: &str| {
+        format!(
+            r#"{{"model":"llama-3.1-70b","workload":{{"mode":"training","batch":1,"seq_len":4096,
+            "training":{{"optimizer":"adamw","precision":"{precision}","grad_checkpointing":true}}}}}}"#
+        )
+    };
+    let column = |precision: &str| {
+        let out = run(&["gpus", "-"], Some(&spec(precision)));
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        let stdout = text(&out.stdout);
+        assert!(stdout.contains("gpus fsdp2"), "{stdout}");
+        let row = stdout
+            .lines()
+            .find(|l| l.starts_with("NVIDIA H100"))
+            .unwrap()
+            .to_string();
+        (row.split_whitespace().last().unwrap().to_string(), stdout)
+    };
+    let (amp, stdout) = column("amp_bf16");
+    assert!(
+        stdout.contains("fp32 sharded weights gathered in bf16"),
+        "{stdout}"
+    );
+    assert_eq!(amp, "32");
+}

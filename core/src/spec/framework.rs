@@ -262,6 +262,34 @@ pub fn lower(workload: &Value, arch: &Architecture) -> Result<(Value, Lowered), 
             }
             _ => {}
         }
+        // FSDP2 under the Trainer and accelerate: their mixed precision is
+        // FSDP2's own ([`crate::search::fsdp2_mixed_precision`]).
+        let fsdp2 = knobs.get(&["parallel", "strategy"]).and_then(Value::as_str) == Some("fsdp2");
+        if fsdp2 && matches!(framework, Some("hf_trainer" | "accelerate")) {
+            let dtype = match knobs
+                .get(&["training", "precision"])
+                .and_then(Value::as_str)
+            {
+                Some("amp_bf16") => Some("bf16"),
+                Some("amp_fp16") => Some("fp16"),
+                _ => None,
+            };
+            if let Some(dtype) = dtype {
+                if let Some(training) = knobs.parent_mut(&["training"]) {
+                    training.insert("precision".into(), Value::from("fp32"));
+                }
+                knobs.state(
+                    &["parallel", "param_dtype"],
+                    Value::from(dtype),
+                    "the framework's FSDP2 mixed precision",
+                )?;
+                knobs.state(
+                    &["parallel", "reduce_dtype"],
+                    Value::from(dtype),
+                    "the framework's FSDP2 mixed precision",
+                )?;
+            }
+        }
         // Outside the `Trainer`, a decoder's forward keeps its config's
         // `use_cache=True` and returns a cache that lives through backward.
         if matches!(framework, Some("torch" | "lightning" | "accelerate")) && knobs.decoder {

@@ -477,3 +477,23 @@ fn a_bitsandbytes_config_is_the_weights_storage() {
     assert_eq!(parsed.workload.dtype.key(), "int4");
     assert_eq!(parsed.workload.training.precision.key(), "amp_bf16");
 }
+
+#[test]
+fn fsdp2_under_the_trainer_is_fsdp2_s_own_mixed_precision() {
+    let spec = json!({"model": "llama-3.1-8b", "workload": {"framework": "hf_trainer", "seq_len": 4096,
+        "training_args": {"per_device_train_batch_size": 1, "bf16": true, "gradient_checkpointing": true},
+        "parallel": {"strategy": "fsdp2", "world_size": 8}}});
+    let parsed = Spec::from_value(&spec).unwrap();
+    let w = &parsed.workload;
+    assert_eq!(w.training.precision.key(), "fp32");
+    assert_eq!(w.parallel.param_dtype.key(), "bf16");
+    assert_eq!(w.parallel.reduce_dtype.key(), "bf16");
+    // The same as `gpus`' FSDP2 column reads a job written with autocast.
+    let mut knobs = Spec::from_value(&json!({"model": "llama-3.1-8b", "workload": {"mode": "training",
+        "batch": 1, "seq_len": 4096, "training": {"precision": "amp_bf16", "grad_checkpointing": true,
+        "implementation": "fused", "steps": 3}}}))
+    .unwrap()
+    .workload;
+    knobs = headroom_core::search::on_gpus(&knobs, headroom_core::parallel::Strategy::Fsdp2, 8);
+    assert_eq!(&knobs, w);
+}
