@@ -392,7 +392,7 @@ pub fn render_advice(
     if fits_already {
         out.push_str("  it fits as it is\n");
     } else if advice.is_empty() {
-        out.push_str("  no single change tried makes it fit (allocator, optimizer kernel, attention, chunking, checkpointing, KV cache, bf16, LoRA, batch, length, more GPUs)\n");
+        out.push_str("  no change tried makes it fit (allocator, optimizer kernel, attention, chunking, checkpointing, KV cache, bf16, LoRA, batch, length, more GPUs; for training, checkpointing with micro-batches, with LoRA, and with FSDP2 over up to 256 cards)\n");
     }
     for (i, s) in advice.iter().enumerate() {
         let _ = writeln!(

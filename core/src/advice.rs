@@ -10,7 +10,9 @@
 //! ([`crate::search::decision_capacity`]: the likely range's high end plus
 //! the margin within the usable memory). The order is the order of
 //! [`Change`]: first what leaves the model's math alone, last what trains
-//! or serves a different job.
+//! or serves a different job. When no single change makes a training job
+//! fit, combinations are tried ([`combinations`]), each ranked by its
+//! costliest change.
 
 use crate::arch::{Architecture, Dtype};
 use crate::error::Error;
@@ -378,6 +380,171 @@ pub fn advise(
             }
         }
     }
+    if out.is_empty() && training {
+        out = combinations(arch, workload, runtime, &estimate_on)?;
+    }
     out.sort_by_key(|s| s.change);
+    Ok(out)
+}
+
+/// When no single change makes a training job fit: the changes that cost
+/// nothing (the allocator setting, the fused optimizer, SDPA,
+/// `channels_last`) with gradient checkpointing, then that with one
+/// costlier step: the same batch in the fewest micro-batches that fit,
+/// LoRA adapters (alone, then in micro-batches), FSDP2 over the fewest
+/// cards. Each is an exact estimate on the card; a combination is ranked
+/// by its costliest change, and its `what` lists every change.
+fn combinations(
+    arch: &Architecture,
+    workload: &Workload,
+    runtime: &RuntimeProfile,
+    estimate_on: &dyn Fn(&Workload, &RuntimeProfile) -> Result<crate::estimate::Estimate, Error>,
+) -> Result<Vec<Suggestion>, Error> {
+    let vision = arch.is_vision();
+    let mut base = workload.clone();
+    let mut rt = runtime.clone();
+    let mut parts: Vec<String> = Vec::new();
+    let mut costliest = Change::ExpandableSegments;
+    if !rt.allocator.expandable_segments {
+        rt.allocator.expandable_segments = true;
+        parts.push("runtime.allocator: \"expandable_segments\"".into());
+    }
+    if base.training.implementation != OptimizerImpl::Fused
+        && matches!(
+            base.training.optimizer,
+            Optimizer::Adamw | Optimizer::SgdMomentum | Optimizer::Sgd
+        )
+    {
+        base.training.implementation = OptimizerImpl::Fused;
+        parts.push("workload.training.implementation: \"fused\"".into());
+        costliest = costliest.max(Change::FusedOptimizer);
+    }
+    if base.attention == Attention::Eager && !vision {
+        base.attention = Attention::Sdpa;
+        parts.push("workload.attention: \"sdpa\"".into());
+        costliest = costliest.max(Change::SdpaAttention);
+    }
+    if matches!(arch, Architecture::Cnn(_)) && base.memory_format == MemoryFormat::Contiguous {
+        base.memory_format = MemoryFormat::ChannelsLast;
+        parts.push("workload.memory_format: \"channels_last\"".into());
+        costliest = costliest.max(Change::ChannelsLast);
+    }
+    if !base.training.grad_checkpointing {
+        base.training.grad_checkpointing = true;
+        parts.push("workload.training.grad_checkpointing: true".into());
+        costliest = costliest.max(Change::GradientCheckpointing);
+    }
+    let mut out = Vec::new();
+    let mut found = |change: Change, extra: &[String], w: Workload| -> Result<bool, Error> {
+        if w.validate().is_err() || crate::families::validate(arch, &w).is_err() {
+            return Ok(false);
+        }
+        match estimate_on(&w, &rt) {
+            Ok(e) if e.fits => {
+                let mut what = parts.clone();
+                what.extend(extra.iter().cloned());
+                out.push(Suggestion {
+                    change,
+                    what: what.join("; "),
+                    workload: w,
+                    runtime: rt.clone(),
+                    driver_peak: e.driver_peak.0,
+                });
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    };
+    if found(costliest, &[], base.clone())? {
+        return Ok(out);
+    }
+    // The same samples per step in the fewest micro-batches that fit.
+    let micro_batches = |w: &Workload| -> Vec<(Workload, String)> {
+        (2..=w.batch)
+            .filter(|k| w.batch.is_multiple_of(*k))
+            .map(|k| {
+                let mut m = w.clone();
+                m.batch = w.batch / k;
+                m.training.gradient_accumulation_steps =
+                    w.training.gradient_accumulation_steps.saturating_mul(k);
+                let what = alloc::format!(
+                    "workload.batch: {}, workload.training.gradient_accumulation_steps: {}",
+                    m.batch,
+                    m.training.gradient_accumulation_steps
+                );
+                (m, what)
+            })
+            .collect()
+    };
+    if base.parallel.strategy == Strategy::None {
+        for (w, what) in micro_batches(&base) {
+            if found(costliest.max(Change::GradientAccumulation), &[what], w)? {
+                break;
+            }
+        }
+    }
+    if let (Architecture::Decoder(d), None) = (arch, &base.training.lora) {
+        let peft_default = crate::families::decoder::has_peft_default_targets(d);
+        let mut w = base.clone();
+        w.training.lora = Some(Lora {
+            rank: 16,
+            alpha: Some(32.0),
+            target_modules: if peft_default {
+                Vec::new()
+            } else {
+                alloc::vec!["all-linear".into()]
+            },
+            dropout: None,
+        });
+        w.parallel.strategy = Strategy::None;
+        w.parallel.world_size = 1;
+        let lora = String::from("workload.training.lora: {\"rank\": 16}");
+        if !found(Change::Lora, core::slice::from_ref(&lora), w.clone())? {
+            for (m, what) in micro_batches(&w) {
+                if found(Change::Lora, &[lora.clone(), what], m)? {
+                    break;
+                }
+            }
+        }
+    }
+    if base.parallel.strategy == Strategy::None
+        && crate::search::strategies_for(arch, &base).contains(&Strategy::Fsdp2)
+    {
+        // The fewest cards, each rank taking the whole batch or a part of
+        // it (`batch` is per rank, so the ranks together take at least the
+        // samples a step took on one card); the largest part among those
+        // with the fewest cards.
+        let mut best: Option<(u32, Workload)> = None;
+        for part in (1..=base.batch)
+            .rev()
+            .filter(|p| base.batch.is_multiple_of(*p))
+        {
+            let fewer_than = best.as_ref().map_or(u32::MAX, |b| b.0);
+            let mut w = base.clone();
+            w.batch = part;
+            let counts = crate::search::GPU_COUNTS.into_iter();
+            for n in counts.filter(|&n| n > 1 && n < fewer_than && n * part >= base.batch) {
+                let spread = crate::search::on_gpus(&w, Strategy::Fsdp2, n);
+                if spread.validate().is_ok() && estimate_on(&spread, &rt).is_ok_and(|e| e.fits) {
+                    best = Some((n, spread));
+                    break;
+                }
+            }
+        }
+        if let Some((n, w)) = best {
+            let mut extra = Vec::new();
+            if w.batch != base.batch {
+                extra.push(alloc::format!(
+                    "workload.batch: {} per rank ({} samples a step over the {n} ranks)",
+                    w.batch,
+                    w.batch * n
+                ));
+            }
+            extra.push(alloc::format!(
+                "workload.parallel: {{\"strategy\": \"fsdp2\", \"world_size\": {n}}}"
+            ));
+            found(Change::MoreGpus, &extra, w)?;
+        }
+    }
     Ok(out)
 }

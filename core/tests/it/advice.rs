@@ -169,3 +169,35 @@ proptest! {
         }
     }
 }
+
+/// The most common job there is, Llama 3.1 8B full fine-tuning through the
+/// HF `Trainer` (`bf16=True`, batch 4, 4,096 tokens), fits neither an H100
+/// nor an RTX 4090, and no single change makes it fit either: the advice
+/// combines changes until one fits, ranked by what they cost.
+#[test]
+fn combinations_reach_an_answer_for_the_trainer_s_llama_8b() {
+    let spec = headroom_core::spec::Spec::from_json(
+        r#"{"model":"llama-3.1-8b","workload":{"framework":"hf_trainer","seq_len":4096,
+            "training_args":{"per_device_train_batch_size":4,"bf16":true}}}"#,
+    )
+    .unwrap();
+    let (arch, w, rt) = (&spec.model.arch, &spec.workload, &spec.runtime);
+    let h100 = gpus::find("h100-80gb").unwrap();
+    let advice = advise(arch, w, rt, h100, 0).unwrap();
+    let changes: Vec<Change> = advice.iter().map(|s| s.change).collect();
+    assert_eq!(changes, [Change::Lora, Change::MoreGpus], "{advice:#?}");
+    assert!(advice
+        .iter()
+        .all(|s| s.workload.training.grad_checkpointing));
+    assert!(advice[0].what.contains("lora") && advice[0].what.contains("grad_checkpointing"));
+    assert_eq!(advice[1].workload.parallel.world_size, 4);
+
+    let rtx4090 = gpus::find("rtx-4090").unwrap();
+    let advice = advise(arch, w, rt, rtx4090, 0).unwrap();
+    assert_eq!(advice.len(), 1, "{advice:#?}");
+    let fsdp2 = &advice[0];
+    assert_eq!(fsdp2.change, Change::MoreGpus);
+    // Each rank takes part of the batch, the ranks together at least all of it.
+    assert!(fsdp2.workload.batch * fsdp2.workload.parallel.world_size >= 4);
+    assert!(fsdp2.what.contains("per rank"), "{}", fsdp2.what);
+}
