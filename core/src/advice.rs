@@ -11,7 +11,8 @@
 //! the margin within the usable memory). The order is the order of
 //! [`Change`]: first what leaves the model's math alone, last what trains
 //! or serves a different job. When no single change makes a training job
-//! fit, combinations are tried ([`combinations`]), each ranked by its
+//! fit, combinations are tried (the free changes with checkpointing, then
+//! with micro-batches, LoRA or FSDP2), each ranked by its
 //! costliest change.
 
 use crate::arch::{Architecture, Dtype};
