@@ -1845,6 +1845,53 @@ async fn at_phone_width_nothing_overflows_and_the_answer_shows() {
         };
         assert!(shown.right() <= 390.0, "{id} ends at {} px", shown.right());
     }
+    // The answer on the first screen (844 px): the chart and the peak come
+    // before the inputs, which follow below. (The test runner's own query
+    // string makes the page note parts of its link it cannot read; a
+    // visitor's page has no such note.)
+    if let Some(dismiss) = page.find("dismiss-note") {
+        dismiss.unchecked_into::<HtmlElement>().click();
+        settle().await;
+    }
+    let chart_top = page.get("chart").get_bounding_client_rect().top();
+    let peak = page.get("peak-total").get_bounding_client_rect();
+    assert!(chart_top < 844.0, "the chart starts at {chart_top} px");
+    assert!(
+        peak.bottom() < 844.0,
+        "the peak ends at {} px",
+        peak.bottom()
+    );
+    let inputs = inner
+        .query_selector(".controls")
+        .expect("a selector")
+        .expect("the inputs");
+    assert!(
+        inputs.get_bounding_client_rect().top() > chart_top,
+        "the inputs follow the answer"
+    );
+    console_log!(
+        "PHONE at 390 px: the chart at {chart_top:.0} px, the peak at {:.0} px, the inputs at {:.0} px",
+        peak.top(),
+        inputs.get_bounding_client_rect().top()
+    );
+    // The GPU table scrolls within its box, and its box shows it can.
+    let wrap = page.get("gpu-table").parent_element().expect("its wrap");
+    assert!(
+        wrap.scroll_width() > wrap.client_width(),
+        "the table is wider than a phone"
+    );
+    let background = frame
+        .content_window()
+        .expect("a window")
+        .get_computed_style(&wrap)
+        .expect("a style")
+        .expect("computed")
+        .get_property_value("background-image")
+        .expect("background-image");
+    assert!(
+        background.contains("gradient"),
+        "no scroll cue: {background}"
+    );
     drop(page);
     frame.remove();
 }
