@@ -164,7 +164,14 @@ pub fn run(args: &GpusArgs) -> Result<String> {
         }
         for (strategy, p) in &peaks {
             let cap = search::strategy_capacity(f.gpu, arch, w, rt, *strategy, args.margin_percent);
-            let _ = write!(out, " {:>12}", opt(search::fewest_gpus(p, cap)));
+            // A job that fits the card alone needs one of it, whatever a
+            // strategy's wider range says of one rank.
+            let fewest = if f.fits {
+                Some(1)
+            } else {
+                search::fewest_gpus(p, cap)
+            };
+            let _ = write!(out, " {:>12}", opt(fewest));
         }
         out.push('\n');
     }

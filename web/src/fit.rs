@@ -82,6 +82,22 @@ pub struct FitRow {
     pub fewest: Vec<(Strategy, Result<Option<u32>, String>)>,
 }
 
+impl FitRow {
+    /// A job that fits the card alone needs one of it, whatever a
+    /// strategy's wider range says of one rank: its strategies' fewest
+    /// cards read 1.
+    #[inline(never)]
+    pub fn one_card_when_alone(&mut self) {
+        if self.jobs.is_some_and(|j| j > 0) {
+            for (_, n) in &mut self.fewest {
+                if let Ok(n) = n {
+                    *n = Some(1);
+                }
+            }
+        }
+    }
+}
+
 /// One rank's driver-level peak at each GPU count, per strategy
 /// (`search::rank_peaks`), or the core's message.
 pub type FewestPeaks = Vec<(Strategy, Result<Vec<(u32, Option<u64>)>, String>)>;
@@ -228,6 +244,7 @@ pub fn rows(
         .map(|gpu| {
             let mut r = row(gpu, arch, workload, runtime, driver_peak, margin_pct);
             r.fewest = fewest_on(&peaks, gpu, arch, workload, runtime, margin_pct);
+            r.one_card_when_alone();
             r
         })
         .collect()
@@ -549,7 +566,11 @@ mod tests {
             strategies(0),
             [Strategy::Ddp, Strategy::Zero1, Strategy::Fsdp2]
         );
-        assert_eq!(strategies(1), [Strategy::Ddp, Strategy::Zero1]);
+        // Autocast under FSDP2 as the Trainer and accelerate apply it.
+        assert_eq!(
+            strategies(1),
+            [Strategy::Ddp, Strategy::Zero1, Strategy::Fsdp2]
+        );
         assert_eq!(strategies(2), [Strategy::Tp]);
         assert!(strategies(4).is_empty());
     }
@@ -618,13 +639,9 @@ mod tests {
                 .into_iter()
                 .map(|s| {
                     let cap = strategy_capacity(r.gpu, &arch, &w, &rt, s, 10);
-                    (
-                        s,
-                        Ok(fewest_gpus(
-                            &rank_peaks(&arch, &w, &rt, s, stop).unwrap(),
-                            cap,
-                        )),
-                    )
+                    let fewest = fewest_gpus(&rank_peaks(&arch, &w, &rt, s, stop).unwrap(), cap);
+                    let alone = r.jobs.is_some_and(|j| j > 0);
+                    (s, Ok(if alone { Some(1) } else { fewest }))
                 })
                 .collect();
             assert_eq!(r.fewest, expect, "{}", r.gpu.id);

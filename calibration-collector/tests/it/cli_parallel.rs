@@ -590,3 +590,21 @@ fn gpus_answers_fsdp2_for_a_job_written_with_autocast() {
     );
     assert_eq!(amp, "32");
 }
+
+/// A job that fits a card alone needs one of it in every strategy's
+/// column (DDP's wider range had made it "-" on the RTX 5090).
+#[test]
+fn a_card_the_job_fits_alone_needs_one_of_it_in_every_column() {
+    let spec =
+        r#"{"model":"llama-3.2-1b","workload":{"mode":"training","batch":2,"seq_len":1024}}"#;
+    let out = run(&["gpus", "-"], Some(spec));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    let mut checked = 0;
+    for row in stdout.lines().filter(|l| l.contains(" yes ")) {
+        let columns: Vec<&str> = row.split_whitespace().rev().take(3).collect();
+        assert_eq!(columns, ["1", "1", "1"], "{row}");
+        checked += 1;
+    }
+    assert!(checked >= 10, "{stdout}");
+}

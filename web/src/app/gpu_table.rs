@@ -101,7 +101,7 @@ pub fn FitPanel() -> impl IntoView {
                 {move || format!(
                     "A card fits when the estimate's likely range (the errors measured for such jobs; wider on cards whose overheads were not measured) plus {}% stays within it; a scheduler should request the reservation per job (the range's high end plus {}%, whole MiB).{} Runtime figures: {}.",
                     page.state.with(|s| s.margin_pct), page.state.with(|s| s.margin_pct),
-                    if strategies().is_empty() { "" } else { " Fewest cards: the fewest of that card (1, 2, 4, 8, then whole nodes up to 256) whose per-rank range, at this per-GPU batch, fits the same way; — where none does." },
+                    if strategies().is_empty() { "" } else { " Fewest cards: the fewest of that card (1, 2, 4, 8, then whole nodes up to 256) whose per-rank range, at this per-GPU batch, fits the same way (1 where the job fits alone); — where none does." },
                     page.profile.with(|p| format::shown(&p.name, 80))
                 )}
             </p>
