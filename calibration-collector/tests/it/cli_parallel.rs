@@ -606,5 +606,5 @@ fn a_card_the_job_fits_alone_needs_one_of_it_in_every_column() {
         assert_eq!(columns, ["1", "1", "1"], "{row}");
         checked += 1;
     }
-    assert!(checked >= 10, "{stdout}");
+    assert!(checked >= 8, "{stdout}");
 }
