@@ -164,9 +164,10 @@ pub fn run(args: &GpusArgs) -> Result<String> {
         }
         for (strategy, p) in &peaks {
             let cap = search::strategy_capacity(f.gpu, arch, w, rt, *strategy, args.margin_percent);
-            // A job that fits the card alone needs one of it, whatever a
-            // strategy's wider range says of one rank.
-            let fewest = if f.fits {
+            // A one-GPU job that fits the card needs one of it, whatever
+            // a strategy's wider range says of one rank.
+            let alone = f.fits && w.parallel.strategy == Strategy::None;
+            let fewest = if alone {
                 Some(1)
             } else {
                 search::fewest_gpus(p, cap)

@@ -83,12 +83,12 @@ pub struct FitRow {
 }
 
 impl FitRow {
-    /// A job that fits the card alone needs one of it, whatever a
-    /// strategy's wider range says of one rank: its strategies' fewest
-    /// cards read 1.
+    /// A one-GPU job (`single`) that fits the card needs one of it,
+    /// whatever a strategy's wider range says of one rank: its strategies'
+    /// fewest cards read 1.
     #[inline(never)]
-    pub fn one_card_when_alone(&mut self) {
-        if self.jobs.is_some_and(|j| j > 0) {
+    pub fn one_card_when_alone(&mut self, single: bool) {
+        if single && self.jobs.is_some_and(|j| j > 0) {
             for (_, n) in &mut self.fewest {
                 if let Ok(n) = n {
                     *n = Some(1);
@@ -244,7 +244,7 @@ pub fn rows(
         .map(|gpu| {
             let mut r = row(gpu, arch, workload, runtime, driver_peak, margin_pct);
             r.fewest = fewest_on(&peaks, gpu, arch, workload, runtime, margin_pct);
-            r.one_card_when_alone();
+            r.one_card_when_alone(workload.parallel.is_single());
             r
         })
         .collect()
@@ -640,7 +640,7 @@ mod tests {
                 .map(|s| {
                     let cap = strategy_capacity(r.gpu, &arch, &w, &rt, s, 10);
                     let fewest = fewest_gpus(&rank_peaks(&arch, &w, &rt, s, stop).unwrap(), cap);
-                    let alone = r.jobs.is_some_and(|j| j > 0);
+                    let alone = w.parallel.is_single() && r.jobs.is_some_and(|j| j > 0);
                     (s, Ok(if alone { Some(1) } else { fewest }))
                 })
                 .collect();

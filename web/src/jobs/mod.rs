@@ -332,7 +332,7 @@ impl FitTable {
             });
             if let Some(mut row) = search.step(arch, workload, runtime) {
                 row.fewest = fewest_on(peaks, gpu, arch, workload, runtime, self.margin_pct);
-                row.one_card_when_alone();
+                row.one_card_when_alone(workload.parallel.is_single());
                 self.search = None;
                 self.rows.push(row);
             }
