@@ -123,7 +123,7 @@ section "the profile registry serves the built page and takes an upload"
 # SIGKILL mid-stream, the collector's upload) ran in cargo test --workspace
 # (registry/tests/); this runs its binary on dist/ as scripts/serve.sh does.
 REG_DIR="$(mktemp -d)"
-target/debug/headroom-registry --db "$REG_DIR/registry.sqlite" --listen 127.0.0.1:0 --dist dist >"$REG_DIR/out" &
+target/debug/headroom-registry --db "$REG_DIR/registry.sqlite" --listen 127.0.0.1:0 --dist dist >"$REG_DIR/out" 2>"$REG_DIR/err" &
 REG_PID=$!
 trap 'kill "$REG_PID" 2>/dev/null || true; rm -rf "$REG_DIR"' EXIT
 for _ in $(seq 1 100); do
@@ -131,6 +131,13 @@ for _ in $(seq 1 100); do
     sleep 0.1
 done
 REG_URL="$(grep -o 'http://[0-9.:]*' "$REG_DIR/out" | head -n 1)"
+# The registry writes the page's brotli and gzip copies while it serves
+# (this debug build takes a while at brotli's best level).
+for _ in $(seq 1 600); do
+    if grep -q 'compressed' "$REG_DIR/err"; then break; fi
+    sleep 0.2
+done
+cat "$REG_DIR/err"
 for PROFILE in calibration/profiles/*.json; do
     target/debug/headroom upload "$PROFILE" --to "$REG_URL/api/v1/profiles" --retries 0
 done

@@ -57,18 +57,6 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    if config.dist.join("index.html").is_file() {
-        match headroom_registry::compress::precompress(&config.dist) {
-            Ok(0) => {}
-            Ok(n) => eprintln!(
-                "compressed {n} file(s) of {} (brotli and gzip, beside each)",
-                config.dist.display()
-            ),
-            Err(e) => eprintln!(
-                "warning: could not compress the page's files ({e}); they are sent as they are"
-            ),
-        }
-    }
     if let Some(dir) = &args.seed {
         match app.seed(dir) {
             Ok(0) => {}
@@ -111,6 +99,21 @@ fn main() -> ExitCode {
             config.db.display()
         );
         let _ = std::io::stdout().flush();
+        // The page's compressed copies, written beside its files while the
+        // registry already serves (each copy appears whole, by a rename;
+        // until then the file goes out as it is).
+        if config.dist.join("index.html").is_file() {
+            let dist = config.dist.clone();
+            std::thread::spawn(move || match headroom_registry::compress::precompress(&dist) {
+                Ok(n) => eprintln!(
+                    "compressed {n} file(s) of {} (brotli and gzip, beside each)",
+                    dist.display()
+                ),
+                Err(e) => eprintln!(
+                    "warning: could not compress the page's files ({e}); they are sent as they are"
+                ),
+            });
+        }
         match headroom_registry::serve(listener, app).await {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {

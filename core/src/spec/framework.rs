@@ -202,11 +202,6 @@ pub fn lower(workload: &Value, arch: &Architecture) -> Result<(Value, Lowered), 
         }
         _ => {}
     }
-    let training = knobs.get(&["mode"]).and_then(Value::as_str) == Some("training");
-    if framework.is_some() && !training {
-        lowered.fresh_inference_process = true;
-    }
-
     if let Some(q) = quantization {
         lower_quantization(&mut knobs, q)?;
     }
@@ -219,6 +214,11 @@ pub fn lower(workload: &Value, arch: &Architecture) -> Result<(Value, Lowered), 
     if matches!(framework, Some("hf_generate" | "hf_pipeline")) {
         // Only `min_new_tokens` adds the minimum-length processors.
         knobs.default(&["inference", "logits_processors"], Value::Bool(false));
+    }
+    // The mode as the arguments left it (a `lora_config` trains).
+    let training = knobs.get(&["mode"]).and_then(Value::as_str) == Some("training");
+    if framework.is_some() && !training {
+        lowered.fresh_inference_process = true;
     }
 
     if training {

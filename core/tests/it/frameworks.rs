@@ -497,3 +497,14 @@ fn fsdp2_under_the_trainer_is_fsdp2_s_own_mixed_precision() {
     knobs = headroom_core::search::on_gpus(&knobs, headroom_core::parallel::Strategy::Fsdp2, 8);
     assert_eq!(&knobs, w);
 }
+
+#[test]
+fn a_plain_loop_training_adapters_keeps_the_decoder_s_cache() {
+    // No `mode`: the `lora_config` makes it a training job, and the plain
+    // loop's defaults apply to it (the config's `use_cache=True`).
+    let spec = json!({"model": "gpt2", "workload": {"framework": "torch", "seq_len": 512, "batch": 2,
+        "lora_config": {"r": 8, "target_modules": "c_attn"}}});
+    let w = Spec::from_value(&spec).unwrap().workload;
+    assert!(w.training.use_cache);
+    assert_eq!(w.training.steps, 3);
+}

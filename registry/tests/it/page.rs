@@ -55,8 +55,21 @@ fn the_page_is_sent_compressed_and_its_hashed_files_cached_for_good() {
         &["--dist", dist.to_str().unwrap()],
     );
     let base = &reg.base;
-    assert!(dist.join(format!("{wasm_name}.br")).is_file());
-    assert!(dist.join(format!("{wasm_name}.gz")).is_file());
+    // The copies are written while the registry serves.
+    let copies = [
+        dist.join(format!("{wasm_name}.br")),
+        dist.join(format!("{wasm_name}.gz")),
+        dist.join("index.html.br"),
+        dist.join("index.html.gz"),
+    ];
+    let start = std::time::Instant::now();
+    while !copies.iter().all(|c| c.is_file()) {
+        assert!(
+            start.elapsed().as_secs() < 60,
+            "no compressed copies after 60 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
 
     let path = format!("/{wasm_name}");
     let (head, body) = fetch(base, &path, Some("gzip, deflate, br"));
@@ -113,6 +126,14 @@ fn a_copy_older_than_its_file_is_not_sent() {
         &dir.path().join("r.sqlite"),
         &["--dist", dist.to_str().unwrap()],
     );
+    let start = std::time::Instant::now();
+    while !(dist.join("index.html.gz").is_file() && dist.join("index.html.br").is_file()) {
+        assert!(
+            start.elapsed().as_secs() < 60,
+            "no compressed copy after 60 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
     // The page rebuilt while the registry runs: its copies are stale.
     std::thread::sleep(std::time::Duration::from_millis(20));
     let new = "<p>new</p>".repeat(200);
