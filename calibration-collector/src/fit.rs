@@ -398,11 +398,12 @@ pub fn run(args: &FitArgs) -> Result<FitOutput> {
     for key in ["gpu", "torch"] {
         let want = string_of(first, key);
         if let Some(p) = points.iter().find(|p| string_of(&p.value, key) != want) {
+            let shown = |v: Option<String>| v.map_or("absent".to_string(), |s| format!("\"{s}\""));
             return Err(CollectorError::input(format!(
-                "fit: points come from different runtimes: `runtime.{key}` is {:?} in case {} but {:?} in case {}; fit one card and runtime at a time",
-                want,
+                "fit: points come from different runtimes: `runtime.{key}` is {} in case {} but {} in case {}; fit one card and runtime at a time",
+                shown(want.clone()),
                 first["case"].as_str().unwrap_or(""),
-                string_of(&p.value, key),
+                shown(string_of(&p.value, key)),
                 p.value["case"].as_str().unwrap_or("")
             )));
         }

@@ -442,3 +442,31 @@ fn calibrate_refuses_an_earlier_calibration_s_files() {
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
     assert!(text(&out.stderr).contains("no NVIDIA driver found"));
 }
+
+#[test]
+fn fit_names_two_cards_in_plain_words() {
+    let points = synthetic_points(700_000_000, 90_000_000);
+    let mut lines: Vec<String> = points.lines().map(String::from).collect();
+    let mut other: Value = serde_json::from_str(&lines[1]).unwrap();
+    other["runtime"]["gpu"] = json!("NVIDIA H100 80GB HBM3");
+    lines[1] = other.to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("two-cards.jsonl");
+    std::fs::write(&input, lines.join("\n")).unwrap();
+    let out_path = dir.path().join("profile.json");
+    let out = run(
+        &[
+            "fit",
+            input.to_str().unwrap(),
+            "--out",
+            out_path.to_str().unwrap(),
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("but \"NVIDIA H100 80GB HBM3\" in case") && !err.contains("Some("),
+        "{err}"
+    );
+}
