@@ -45,6 +45,10 @@ pub const MAX_SPEC_BYTES: u64 = 4 << 20;
 pub const MAX_MEASUREMENT_FILE_BYTES: u64 = 256 << 20;
 /// Largest line of a measurement file: 1 MiB (a case is under 2 KB).
 pub const MAX_CASE_LINE_BYTES: usize = 1 << 20;
+/// Most cases one measurement file may hold (the largest committed file
+/// holds a few hundred): a file of a hundred million empty objects is
+/// refused after this many, never held whole.
+pub const MAX_CASES_PER_FILE: usize = 100_000;
 
 /// Reads a spec file, or stdin for `-`, refusing more than
 /// [`MAX_SPEC_BYTES`].
@@ -118,7 +122,27 @@ pub fn read_records(path: &str) -> Result<Vec<Record>> {
 /// [`read_records`] on text already read.
 pub fn parse_records(file: &str, text: &str) -> Result<Vec<Record>> {
     let trimmed = text.trim_start();
-    if trimmed.starts_with('[') || looks_like_profile(trimmed) {
+    if trimmed.starts_with('[') {
+        // Element by element: a non-object or one case too many stops the
+        // read there, before the rest of the array is built.
+        let mut out = Vec::new();
+        let mut de = serde_json::Deserializer::from_str(text);
+        let read = serde::de::DeserializeSeed::deserialize(
+            ArrayOfCases {
+                file,
+                out: &mut out,
+            },
+            &mut de,
+        )
+        .and_then(|()| de.end());
+        match read {
+            Ok(()) => return Ok(out),
+            Err(e) if e.is_data() => return Err(CollectorError::input(format!("{file}{e}"))),
+            // Not JSON: read as lines below, which names the line.
+            Err(_) => {}
+        }
+    }
+    if looks_like_profile(trimmed) {
         if let Ok(doc) = serde_json::from_str::<Value>(text) {
             let items = match doc {
                 Value::Array(items) => items,
@@ -155,6 +179,9 @@ pub fn parse_records(file: &str, text: &str) -> Result<Vec<Record>> {
         let line = line.trim();
         if line.is_empty() || line.starts_with('#') {
             continue;
+        }
+        if out.len() == MAX_CASES_PER_FILE {
+            return Err(too_many_cases(&origin.to_string()));
         }
         if line.len() > MAX_CASE_LINE_BYTES {
             return Err(CollectorError::input(format!(
@@ -195,6 +222,57 @@ pub fn refuse_repeated_files(command: &str, files: &[String]) -> Result<()> {
         }
     }
     Ok(())
+}
+
+fn too_many_cases(at: &str) -> CollectorError {
+    CollectorError::input(format!(
+        "{at}: more than {MAX_CASES_PER_FILE} cases; allowed: at most {MAX_CASES_PER_FILE} measurement cases per file (split it)"
+    ))
+}
+
+/// A JSON array of cases, read one element at a time into `out`.
+struct ArrayOfCases<'a> {
+    file: &'a str,
+    out: &'a mut Vec<Record>,
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for ArrayOfCases<'_> {
+    type Value = ();
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> std::result::Result<(), D::Error> {
+        d.deserialize_seq(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for ArrayOfCases<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON array of measurement cases")
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(
+        self,
+        mut seq: A,
+    ) -> std::result::Result<(), A::Error> {
+        use serde::de::Error;
+        while let Some(value) = seq.next_element::<Value>()? {
+            let i = self.out.len();
+            let origin = Origin {
+                file: format!("{}[{i}]", self.file),
+                line: 0,
+            };
+            if i == MAX_CASES_PER_FILE {
+                return Err(A::Error::custom(format_args!(
+                    "[{i}]: more than {MAX_CASES_PER_FILE} cases; allowed: at most {MAX_CASES_PER_FILE} measurement cases per file (split it)"
+                )));
+            }
+            if !value.is_object() {
+                return Err(A::Error::custom(format_args!(
+                    "[{i}]: not a JSON object; allowed: one measurement case object per element"
+                )));
+            }
+            self.out.push(Record { origin, value });
+        }
+        Ok(())
+    }
 }
 
 fn not_an_object(origin: &Origin) -> CollectorError {

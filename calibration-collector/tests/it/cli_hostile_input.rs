@@ -441,3 +441,31 @@ fn output_failures_have_their_own_exit_code_and_a_closed_pipe_is_quiet() {
     assert_eq!(out.status.code(), Some(74), "{}", text(&out.stderr));
     assert!(text(&out.stderr).contains("writing /dev/full failed"));
 }
+
+/// A JSON array of cases is read one element at a time: a file of more
+/// empty objects than any measurement holds is refused at the cap, and a
+/// non-object stops the read where it is, naming its index.
+#[test]
+fn a_huge_array_of_cases_is_refused_at_the_cap_without_holding_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let many = dir.path().join("many.json");
+    let cap = calibration_collector::cases::MAX_CASES_PER_FILE;
+    let mut array = String::from("[");
+    array.push_str(&"{},".repeat(cap + 10));
+    array.push_str("{}]");
+    std::fs::write(&many, &array).unwrap();
+    let out = run(&["check", many.to_str().unwrap()], None);
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(err.contains(&format!("more than {cap} cases")), "{err}");
+
+    let mixed = dir.path().join("mixed.json");
+    std::fs::write(&mixed, "[{\"case\": \"a\"}, 7, {}]").unwrap();
+    let out = run(&["check", mixed.to_str().unwrap()], None);
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("mixed.json[1]") && err.contains("not a JSON object"),
+        "{err}"
+    );
+}
