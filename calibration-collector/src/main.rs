@@ -7,10 +7,9 @@
 //! error); 130 interrupted (finished points are kept).
 
 use anyhow::Result;
+use calibration_collector::commands::{calibrate, check, estimate, fit, gpus, probe, run, upload};
 use calibration_collector::error::{escape_controls, CollectorError, EXIT_USAGE};
-use calibration_collector::{
-    calibrate, check, estimate_cmd, fit, gpu, gpus_cmd, probe, profile, run, upload,
-};
+use calibration_collector::{gpu, profile};
 use clap::{Parser, Subcommand};
 use std::io::Write;
 use std::path::PathBuf;
@@ -30,11 +29,11 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Estimate the peak memory of a spec ({model, workload, runtime}); no GPU needed.
-    Estimate(estimate_cmd::EstimateArgs),
+    Estimate(estimate::EstimateArgs),
     /// Which GPUs of the catalog run a spec: longest length and largest batch per card,
     /// jobs per card and the reservation to request; for ESMFold also the longest
     /// protein with and without chunking and the chunk size that makes the length fit.
-    Gpus(gpus_cmd::GpusArgs),
+    Gpus(gpus::GpusArgs),
     /// Compare predictions with measurement files; the last line is the summary.
     Check(check::CheckArgs),
     /// List the GPUs and measure the CUDA context and first-cuBLAS overheads (needs a GPU).
@@ -118,8 +117,8 @@ fn json_line<T: serde::Serialize>(value: &T) -> Result<String> {
 
 fn dispatch(cli: Cli) -> Result<i32> {
     match cli.command {
-        Command::Estimate(args) => print(&estimate_cmd::run(&args)?)?,
-        Command::Gpus(args) => print(&gpus_cmd::run(&args)?)?,
+        Command::Estimate(args) => print(&estimate::run(&args)?)?,
+        Command::Gpus(args) => print(&gpus::run(&args)?)?,
         Command::Check(args) => print(&check::run(&args)?)?,
         Command::Probe(args) => {
             let report = probe::run(&args)?;

@@ -9,9 +9,9 @@
 //! through NVML, which holds no CUDA context).
 
 use crate::cases::{read_records, Status};
+use crate::commands::run::{self, RunArgs, RunOutcome};
 use crate::error::{CollectorError, Result};
 use crate::gpu::Gpu;
-use crate::run::{self, RunArgs, RunOutcome};
 use crate::stats::{relative_error, Summary};
 use crate::torchrun::{self, JobOutput};
 use headroom_core::parallel::{Strategy, MAX_WORLD_SIZE};

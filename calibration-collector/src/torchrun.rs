@@ -3,8 +3,8 @@
 //! line, the environment it runs in, and the `HEADROOM_RESULT` lines of its
 //! ranks. Used by `probe --world-size` and `run --nproc`.
 
+use crate::commands::run::RESULT_PREFIX;
 use crate::error::{CollectorError, Result};
-use crate::run::RESULT_PREFIX;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};

@@ -7,9 +7,9 @@
 use crate::common;
 
 use calibration_collector::cases::Status;
+use calibration_collector::commands::probe::nccl_from_results;
+use calibration_collector::commands::run::RunArgs;
 use calibration_collector::parallel_run::{self, ParallelPoint};
-use calibration_collector::probe::nccl_from_results;
-use calibration_collector::run::RunArgs;
 use calibration_collector::torchrun;
 use common::{run, skip, text};
 use headroom_core::gpus::CATALOG;

@@ -10,7 +10,7 @@
 //! so that a change to the cache-release model shows here and in the
 //! README.
 
-use calibration_collector::run::fresh_process_prediction;
+use calibration_collector::commands::run::fresh_process_prediction;
 use headroom_core::spec::Spec;
 use serde_json::Value;
 

@@ -414,7 +414,7 @@ fn gpus_boundary_points_run_under_the_collector_exactly_as_alone() {
     .unwrap();
     let (max_len, max_batch) = gpus_boundary(&spec, card.name);
     let harness = dir.path().join("headroom_measure.py");
-    std::fs::write(&harness, calibration_collector::run::HARNESS).unwrap();
+    std::fs::write(&harness, calibration_collector::commands::run::HARNESS).unwrap();
     let mut points = Vec::new();
     if let Some(l) = max_len {
         points.push((1, l));

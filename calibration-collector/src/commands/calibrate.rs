@@ -3,8 +3,8 @@
 //! what inference, a backward pass and cuDNN each hold outside the
 //! allocator, and `fit --probe`. What it writes is what `upload` sends.
 
+use crate::commands::{fit, probe, run};
 use crate::error::{CollectorError, Result};
-use crate::{fit, probe, run};
 use std::path::PathBuf;
 
 /// Options of `calibrate`.

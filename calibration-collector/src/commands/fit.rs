@@ -12,8 +12,8 @@
 //! `inference` (some with, some without), else kept at the prior.
 
 use crate::cases::{apply_profile, classify, read_records, Classified, Prediction, Status};
+use crate::commands::probe::{torch_cublas_workspace_bytes, ProbeReport};
 use crate::error::{CollectorError, Result};
-use crate::probe::{torch_cublas_workspace_bytes, ProbeReport};
 use crate::profile::{self, Coefficient, FitInfo, GpuFacts, Profile, SummaryPair, SCHEMA_VERSION};
 use crate::stats::{relative_error, Summary};
 use headroom_core::estimate::estimate;

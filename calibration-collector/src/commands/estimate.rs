@@ -68,7 +68,7 @@ pub fn run(args: &EstimateArgs) -> Result<String> {
     parallel_args::apply(&args.parallel, &mut spec)?;
     let gpu = match &args.gpu {
         None => None,
-        Some(id) => Some(crate::gpus_cmd::gpu_named("--gpu", id)?),
+        Some(id) => Some(crate::commands::gpus::gpu_named("--gpu", id)?),
     };
     let options = EstimateOptions {
         capacity: gpu.map(|g| g.usable_bytes),

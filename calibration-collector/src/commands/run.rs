@@ -33,7 +33,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// The built-in harness, embedded at build time.
-pub const HARNESS: &str = include_str!("../python/headroom_measure.py");
+pub const HARNESS: &str = include_str!("../../python/headroom_measure.py");
 
 /// Prefix of the line a job prints with torch's own counters.
 pub const RESULT_PREFIX: &str = "HEADROOM_RESULT ";
