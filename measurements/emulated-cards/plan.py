@@ -6,7 +6,7 @@ batch) the replay says runs under that limit (every value scanned, not a
 bisection), and the points 3% under and over it. Prints one `run` command
 per job and card, and the plan as JSON lines to plan.jsonl.
 
-    python3 measurements/emulated-cards/plan.py target/release/calibration-collector
+    python3 measurements/emulated-cards/plan.py target/release/headroom
 """
 import json
 import math
