@@ -274,22 +274,7 @@ pub fn advise(
     }
     if let (true, Architecture::Decoder(d)) = (training, arch) {
         if workload.training.lora.is_none() {
-            // peft's default modules, or every linear where peft has no
-            // default (Phi-3).
-            let peft_default = crate::families::decoder::has_peft_default_targets(d);
-            let mut w = workload.clone();
-            w.training.lora = Some(Lora {
-                rank: 16,
-                alpha: Some(32.0),
-                target_modules: if peft_default {
-                    Vec::new()
-                } else {
-                    alloc::vec!["all-linear".into()]
-                },
-                dropout: None,
-            });
-            w.parallel.strategy = Strategy::None;
-            w.parallel.world_size = 1;
+            let (w, peft_default) = with_suggested_lora(workload, d);
             let what = if peft_default {
                 "workload.training.lora: {\"rank\": 16} (peft's default modules)"
             } else {
@@ -386,6 +371,27 @@ pub fn advise(
     }
     out.sort_by_key(|s| s.change);
     Ok(out)
+}
+
+/// `workload` training rank-16 LoRA adapters on one GPU: on peft's default
+/// modules, or every linear where peft has no default (Phi-3), which the
+/// `bool` says.
+fn with_suggested_lora(workload: &Workload, d: &crate::arch::DecoderArch) -> (Workload, bool) {
+    let peft_default = crate::families::decoder::has_peft_default_targets(d);
+    let mut w = workload.clone();
+    w.training.lora = Some(Lora {
+        rank: 16,
+        alpha: Some(32.0),
+        target_modules: if peft_default {
+            Vec::new()
+        } else {
+            alloc::vec!["all-linear".into()]
+        },
+        dropout: None,
+    });
+    w.parallel.strategy = Strategy::None;
+    w.parallel.world_size = 1;
+    (w, peft_default)
 }
 
 /// When no single change makes a training job fit: the changes that cost
@@ -485,20 +491,7 @@ fn combinations(
         }
     }
     if let (Architecture::Decoder(d), None) = (arch, &base.training.lora) {
-        let peft_default = crate::families::decoder::has_peft_default_targets(d);
-        let mut w = base.clone();
-        w.training.lora = Some(Lora {
-            rank: 16,
-            alpha: Some(32.0),
-            target_modules: if peft_default {
-                Vec::new()
-            } else {
-                alloc::vec!["all-linear".into()]
-            },
-            dropout: None,
-        });
-        w.parallel.strategy = Strategy::None;
-        w.parallel.world_size = 1;
+        let (w, _) = with_suggested_lora(&base, d);
         let lora = String::from("workload.training.lora: {\"rank\": 16}");
         if !found(Change::Lora, core::slice::from_ref(&lora), w.clone())? {
             for (m, what) in micro_batches(&w) {
