@@ -56,6 +56,10 @@ pub enum Change {
     PureBf16,
     /// LoRA adapters instead of full fine-tuning.
     Lora,
+    /// QLoRA: LoRA adapters over a 4-bit base (bitsandbytes NF4 with double
+    /// quantization), gradient checkpointing and paged 8-bit AdamW, as
+    /// peft's `prepare_model_for_kbit_training` recipe runs it.
+    Qlora,
     /// A smaller batch.
     SmallerBatch,
     /// A shorter sequence or a smaller image.
@@ -85,6 +89,9 @@ impl Change {
             Change::FewerBeams => "a narrower search: fewer candidate sequences kept each step",
             Change::PureBf16 => "some precision: no fp32 master weights",
             Change::Lora => "a different training: only low-rank adapters learn",
+            Change::Qlora => {
+                "a different training: low-rank adapters over a 4-bit base, recomputed layers, slower steps"
+            }
             Change::SmallerBatch => {
                 "fewer samples per step (accumulate gradients to keep the batch)"
             }
@@ -282,6 +289,14 @@ pub fn advise(
             };
             consider(Change::Lora, what.into(), w, runtime.clone());
         }
+        if workload.dtype.is_float() {
+            consider(
+                Change::Qlora,
+                QLORA_CHANGE.into(),
+                with_suggested_qlora(workload, d),
+                runtime.clone(),
+            );
+        }
     }
     let cap = capacity(workload, runtime);
     if workload.batch > 1 {
@@ -394,11 +409,30 @@ fn with_suggested_lora(workload: &Workload, d: &crate::arch::DecoderArch) -> (Wo
     (w, peft_default)
 }
 
+/// The spec fields [`with_suggested_qlora`] sets, in words.
+const QLORA_CHANGE: &str =
+    "QLoRA: workload.dtype: \"int4_dq\", workload.training.lora: {\"rank\": 16}, \
+     optimizer: \"paged_adamw_8bit\", grad_checkpointing: true, precision: \"amp_bf16\"";
+
+/// `workload` as QLoRA's recipe trains it: [`with_suggested_lora`]'s
+/// adapters over a 4-bit base with double quantization, gradient
+/// checkpointing (`prepare_model_for_kbit_training`'s default), paged
+/// 8-bit AdamW and `Trainer(bf16=True)`'s autocast.
+fn with_suggested_qlora(workload: &Workload, d: &crate::arch::DecoderArch) -> Workload {
+    let (mut w, _) = with_suggested_lora(workload, d);
+    w.dtype = Dtype::Int4Dq;
+    w.training.optimizer = Optimizer::PagedAdamw8bit;
+    w.training.grad_checkpointing = true;
+    w.training.precision = Precision::AmpBf16;
+    w
+}
+
 /// When no single change makes a training job fit: the changes that cost
 /// nothing (the allocator setting, the fused optimizer, SDPA,
 /// `channels_last`) with gradient checkpointing, then that with one
 /// costlier step: the same batch in the fewest micro-batches that fit,
-/// LoRA adapters (alone, then in micro-batches), FSDP2 over the fewest
+/// LoRA adapters (alone, then in micro-batches), QLoRA where LoRA does
+/// not fit (alone, then in micro-batches), FSDP2 over the fewest
 /// cards. Each is an exact estimate on the card; a combination is ranked
 /// by its costliest change, and its `what` lists every change.
 fn combinations(
@@ -493,10 +527,25 @@ fn combinations(
     if let (Architecture::Decoder(d), None) = (arch, &base.training.lora) {
         let (w, _) = with_suggested_lora(&base, d);
         let lora = String::from("workload.training.lora: {\"rank\": 16}");
-        if !found(Change::Lora, core::slice::from_ref(&lora), w.clone())? {
+        let mut lora_fits = found(Change::Lora, core::slice::from_ref(&lora), w.clone())?;
+        if !lora_fits {
             for (m, what) in micro_batches(&w) {
                 if found(Change::Lora, &[lora.clone(), what], m)? {
+                    lora_fits = true;
                     break;
+                }
+            }
+        }
+        // QLoRA where LoRA alone does not fit: its 4-bit base, alone or
+        // in micro-batches.
+        if !lora_fits && base.dtype.is_float() {
+            let w = with_suggested_qlora(&base, d);
+            let qlora = String::from(QLORA_CHANGE);
+            if !found(Change::Qlora, core::slice::from_ref(&qlora), w.clone())? {
+                for (m, what) in micro_batches(&w) {
+                    if found(Change::Qlora, &[qlora.clone(), what], m)? {
+                        break;
+                    }
                 }
             }
         }

@@ -18,8 +18,13 @@ pub enum Dtype {
     Bf16,
     /// 8-bit integer weights (bitsandbytes LLM.int8 layout: int8 + fp32 scale per row).
     Int8,
-    /// 4-bit weights (NF4/int4, packed two per byte, one fp32 scale per 64 values).
+    /// 4-bit weights (bitsandbytes NF4 or FP4: packed two per byte, one
+    /// fp32 absmax per 64 values).
     Int4,
+    /// 4-bit weights with double quantization (QLoRA's
+    /// `bnb_4bit_use_double_quant=True`): the absmax of each 64 values
+    /// quantized to 8 bits, one fp32 scale per 256 of them.
+    Int4Dq,
 }
 
 impl Dtype {
@@ -30,7 +35,7 @@ impl Dtype {
         match self {
             Dtype::Fp32 => 4,
             Dtype::Fp16 | Dtype::Bf16 => 2,
-            Dtype::Int8 | Dtype::Int4 => 1,
+            Dtype::Int8 | Dtype::Int4 | Dtype::Int4Dq => 1,
         }
     }
 
@@ -42,6 +47,11 @@ impl Dtype {
             Dtype::Int8 => elements + elements.div_ceil(4096) * 4,
             // Two values per byte plus one fp32 absmax per 64-value block.
             Dtype::Int4 => elements.div_ceil(2) + elements.div_ceil(64) * 4,
+            // The absmax in 8 bits plus one fp32 scale per 256 of them.
+            Dtype::Int4Dq => {
+                let blocks = elements.div_ceil(64);
+                elements.div_ceil(2) + blocks + blocks.div_ceil(256) * 4
+            }
         }
     }
 
@@ -63,6 +73,7 @@ keyed! {
         Bf16 => "bf16",
         Int8 => "int8",
         Int4 => "int4",
+        Int4Dq => "int4_dq",
     }
 }
 

@@ -330,12 +330,21 @@ fn run(
         component: Component::Libraries,
         bytes: Bytes(lib_bytes),
     });
+    // Paged optimizer state (CUDA unified memory) is on the device beside
+    // the allocator's segments from the first step on; the driver counts
+    // it, and it pages out to the host rather than run out of memory.
+    let managed = replay.managed();
     for c in Component::ALL {
         if (c as usize) < Component::IN_ALLOCATOR {
             let index = Component::INDEXED.iter().position(|&x| x == c).unwrap_or(0);
+            let paged = if c == Component::OptimizerState {
+                managed
+            } else {
+                0
+            };
             breakdown.push(Share {
                 component: c,
-                bytes: Bytes(peak.live[index]),
+                bytes: Bytes(peak.live[index] + paged),
             });
         }
     }
@@ -346,7 +355,7 @@ fn run(
     });
 
     Ok(Estimate {
-        driver_peak: Bytes(outside + stats.peak_reserved),
+        driver_peak: Bytes(outside + stats.peak_reserved + managed),
         reserved_peak: Bytes(stats.peak_reserved),
         allocated_peak: Bytes(stats.peak_allocated),
         outside_allocator: Bytes(outside),

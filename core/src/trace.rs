@@ -69,6 +69,9 @@ pub struct Replay {
     peak: PeakMoment,
     oom: Option<(OutOfMemory, Op)>,
     allocations: u64,
+    /// Bytes in CUDA unified memory (bitsandbytes' paged optimizer state):
+    /// outside the allocator, on the device while it has room.
+    managed: u64,
     stop_at_steady_state: bool,
     /// Memory over the job, when asked for ([`Replay::enable_timeline`]).
     timeline: Option<crate::timeline::Timeline>,
@@ -114,6 +117,16 @@ pub struct Replay {
 }
 
 impl Replay {
+    /// Records `bytes` allocated in CUDA unified memory (`cudaMallocManaged`).
+    pub fn add_managed(&mut self, bytes: u64) {
+        self.managed += bytes;
+    }
+
+    /// Bytes allocated in CUDA unified memory so far.
+    pub fn managed(&self) -> u64 {
+        self.managed
+    }
+
     /// Starts a replay with an empty allocator.
     pub fn new(config: AllocatorConfig, capacity: Option<u64>) -> Replay {
         Replay {
@@ -123,6 +136,7 @@ impl Replay {
             peak: PeakMoment::default(),
             oom: None,
             allocations: 0,
+            managed: 0,
             stop_at_steady_state: true,
             timeline: None,
             #[cfg(feature = "diagnostics")]
@@ -162,6 +176,7 @@ impl Replay {
         self.peak = PeakMoment::default();
         self.oom = None;
         self.allocations = 0;
+        self.managed = 0;
         if self.timeline.is_some() {
             self.timeline = Some(crate::timeline::Timeline::new());
         }

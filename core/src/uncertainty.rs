@@ -71,8 +71,13 @@ pub struct LikelyRange {
 /// population (`cnn_channels_last`: without layout copies its blocks are
 /// its tensors; measured within 0.6%, where NCHW training spans -7% to
 /// +3.6%, `measurements/channels-last/`).
+///
+/// Jobs whose weights bitsandbytes quantized are [`QUANTIZED_FAMILY`]:
+/// their layers dequantize per call and their optimizers are
+/// bitsandbytes', another population again.
 pub fn band_family(arch: &Architecture, workload: &Workload) -> &'static str {
     match arch {
+        _ if !workload.dtype.is_float() => QUANTIZED_FAMILY,
         Architecture::Cnn(_) if workload.memory_format == MemoryFormat::ChannelsLast => {
             "cnn_channels_last"
         }
@@ -87,14 +92,17 @@ pub const QUANTIZED_FAMILY: &str = "quantized";
 /// Why a band without measurements is as wide as it is, in words; `None`
 /// for a measured band.
 pub fn unmeasured_note(band: &ErrorBand) -> Option<&'static str> {
+    if band.cases > 0 {
+        return None;
+    }
     match (band.family, band.mode) {
         (QUANTIZED_FAMILY, Mode::Training) => Some(
-            "no job with int8/int4 (bitsandbytes) weights was measured, and the model counts only their storage: \
+            "no training job with int8/int4 (bitsandbytes) weights of this kind was measured: \
              the range reaches the same job with every weight in fp32 (prepare_model_for_kbit_training casts \
              what stays unquantized to fp32; no weight is held wider)",
         ),
         (QUANTIZED_FAMILY, _) => Some(
-            "no job with int8/int4 (bitsandbytes) weights was measured, and the model counts only their storage: \
+            "no inference job with int8/int4 (bitsandbytes) weights of this kind was measured: \
              the range reaches the same job with every weight in bf16 (the compute dtype; a layer's \
              dequantized weight is one layer's bf16 copy)",
         ),
@@ -109,7 +117,7 @@ pub fn unmeasured_note(band: &ErrorBand) -> Option<&'static str> {
 /// other jobs, or when either estimate fails.
 fn quantized_band(arch: &Architecture, workload: &Workload) -> Option<ErrorBand> {
     use crate::arch::Dtype;
-    if !matches!(workload.dtype, Dtype::Int8 | Dtype::Int4) {
+    if workload.dtype.is_float() {
         return None;
     }
     let runtime = crate::runtime::RuntimeProfile::default();
@@ -141,19 +149,21 @@ fn quantized_band(arch: &Architecture, workload: &Workload) -> Option<ErrorBand>
 /// The band for a job: its family ([`band_family`]), mode and strategy; a
 /// strategy without measurements falls back to one GPU's band of the
 /// family and mode, and a family and mode without any to the band over
-/// every case. Jobs with quantized weights, which no measurement covers,
-/// get a band of their own, as wide as what the model does not count
-/// (`quantized_band`, [`unmeasured_note`]).
+/// every case. Jobs with quantized weights of a mode no measurement
+/// covers get a band of their own, as wide as what the model may not
+/// count (`quantized_band`, [`unmeasured_note`]).
 pub fn band_for(arch: &Architecture, workload: &Workload) -> ErrorBand {
-    if let Some(band) = quantized_band(arch, workload) {
-        return band;
-    }
     let family = band_family(arch, workload);
     let find = |strategy: Strategy| {
         MEASURED_BANDS
             .iter()
             .find(|b| b.family == family && b.mode == workload.mode && b.strategy == strategy)
     };
+    if family == QUANTIZED_FAMILY && find(Strategy::None).is_none() {
+        if let Some(band) = quantized_band(arch, workload) {
+            return band;
+        }
+    }
     find(workload.parallel.strategy)
         .or_else(|| find(Strategy::None))
         .or_else(|| {

@@ -151,6 +151,17 @@ pub enum Optimizer {
     SgdMomentum,
     /// Adafactor: factored second moments (rows + columns), no first moment.
     Adafactor,
+    /// bitsandbytes' `AdamW8bit`: both moments in 8 bits, blockwise (an
+    /// fp32 absmax per 256 values); parameters under 4,096 values keep
+    /// fp32 moments. Updates in place.
+    Adamw8bit,
+    /// bitsandbytes' `PagedAdamW8bit`: [`Optimizer::Adamw8bit`] whose
+    /// moments of parameters of 100,000 values or more live in CUDA
+    /// unified memory, outside PyTorch's allocator.
+    PagedAdamw8bit,
+    /// bitsandbytes' `PagedAdamW32bit`: fp32 moments, paged as
+    /// [`Optimizer::PagedAdamw8bit`]'s.
+    PagedAdamw32bit,
 }
 
 keyed! {
@@ -159,6 +170,9 @@ keyed! {
         Sgd => "sgd_plain",
         SgdMomentum => "sgd" | "sgd_momentum",
         Adafactor => "adafactor",
+        Adamw8bit => "adamw_8bit",
+        PagedAdamw8bit => "paged_adamw_8bit",
+        PagedAdamw32bit => "paged_adamw_32bit",
     }
 }
 

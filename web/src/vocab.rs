@@ -55,6 +55,9 @@ choice!(Optimizer {
     Sgd => "SGD",
     SgdMomentum => "SGD + momentum",
     Adafactor => "Adafactor",
+    Adamw8bit => "8-bit AdamW",
+    PagedAdamw8bit => "paged 8-bit AdamW",
+    PagedAdamw32bit => "paged 32-bit AdamW",
 });
 choice!(Precision {
     AmpBf16 => "fp32 weights + bf16 autocast",
@@ -82,8 +85,9 @@ choice!(Dtype {
     Fp32 => "fp32",
     Fp16 => "fp16",
     Bf16 => "bf16",
-    Int8 => "int8 (bitsandbytes)",
-    Int4 => "int4 / NF4",
+    Int8 => "8-bit (bitsandbytes)",
+    Int4 => "4-bit NF4 (bitsandbytes)",
+    Int4Dq => "4-bit NF4, double quant (QLoRA)",
 });
 
 /// A select's options: (key, label) of each of `variants`.
@@ -97,10 +101,11 @@ pub fn dtype_options(quantised: bool) -> Vec<(&'static str, &'static str)> {
         Dtype::Bf16,
         Dtype::Fp16,
         Dtype::Fp32,
-        Dtype::Int8,
+        Dtype::Int4Dq,
         Dtype::Int4,
+        Dtype::Int8,
     ];
-    options(&all[..if quantised { 5 } else { 3 }])
+    options(&all[..if quantised { 6 } else { 3 }])
 }
 
 /// The KV-cache select's value for "the weights' dtype" (no dtype set).
@@ -348,7 +353,7 @@ mod tests {
                 "inference.kv_dtype",
                 d.key(),
             );
-            if !matches!(d, Dtype::Int8 | Dtype::Int4) {
+            if d.is_float() {
                 select_round_trips(&dtype_options(false), d);
                 select_round_trips(&stem_dtype_options(), d);
                 url_round_trips(

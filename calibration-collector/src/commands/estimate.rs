@@ -3,7 +3,7 @@
 use crate::cases::read_text;
 use crate::error::{CollectorError, Result};
 use crate::parallel_args::{self, ParallelArgs};
-use headroom_core::arch::Architecture;
+use headroom_core::arch::{Architecture, Dtype};
 use headroom_core::bytes::group_digits;
 use headroom_core::estimate::{
     estimate_in_process, estimate_with, EarlierJob, Estimate, EstimateOptions,
@@ -331,7 +331,17 @@ fn describe_workload(spec: &Spec) -> String {
             if w.inference.kind == InferenceKind::Generate =>
         {
             let cache = if w.inference.kv_cache {
-                format!("KV cache {}", w.inference.kv_dtype.unwrap_or(w.dtype).key())
+                format!(
+                    "KV cache {}",
+                    w.inference
+                        .kv_dtype
+                        .unwrap_or(if w.dtype.is_float() {
+                            w.dtype
+                        } else {
+                            Dtype::Bf16
+                        })
+                        .key()
+                )
             } else {
                 "no KV cache".to_string()
             };
@@ -393,6 +403,9 @@ fn optimizer_name(o: Optimizer) -> &'static str {
         Optimizer::Sgd => "plain SGD (no momentum)",
         Optimizer::SgdMomentum => "SGD with momentum",
         Optimizer::Adafactor => "Adafactor",
+        Optimizer::Adamw8bit => "8-bit AdamW (bitsandbytes)",
+        Optimizer::PagedAdamw8bit => "paged 8-bit AdamW (bitsandbytes)",
+        Optimizer::PagedAdamw32bit => "paged 32-bit AdamW (bitsandbytes)",
     }
 }
 

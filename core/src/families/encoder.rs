@@ -136,7 +136,7 @@ pub(crate) fn build(
                 in_features: h,
                 out_features: a.vocab_size as u64,
                 lora: None,
-                quantized: false,
+                quantized: None,
             };
             HeadWeights::MaskedLm {
                 transform,

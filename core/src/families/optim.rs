@@ -32,15 +32,69 @@ impl Trainable {
 #[derive(Debug, Default)]
 pub struct OptimizerState {
     tensors: Vec<Tensor>,
+    /// bitsandbytes' quantization maps, shared by every 8-bit state.
+    qmaps: Option<[Tensor; 2]>,
 }
 
 /// Bytes of AdamW's `step` counter when it lives on the GPU (fused): a
 /// zero-dimensional fp32 tensor (`_get_scalar_dtype(is_fused=True)`).
 const FUSED_STEP_BYTES: u64 = 4;
 
+/// bitsandbytes' optimizers: parameters under this many values keep
+/// fp32 state (`min_8bit_size`).
+const BNB_MIN_8BIT_SIZE: u64 = 4096;
+/// bitsandbytes' paged optimizers page the state of parameters of at least
+/// this many values (`get_state_buffer`: `p.numel() < 1e5` stays on the GPU).
+const BNB_MIN_PAGED_SIZE: u64 = 100_000;
+/// Values per absmax of bitsandbytes' blockwise 8-bit state.
+const BNB_STATE_BLOCK: u64 = 256;
+/// Bytes of each of the two 256-entry quantization maps (`dynamic`,
+/// `udynamic`) an 8-bit bitsandbytes optimizer moves to the GPU once.
+const BNB_QMAP_BYTES: u64 = 256 * 4;
+
+/// bitsandbytes' `Optimizer2State.init_state` for one parameter: two
+/// moments (8-bit with two fp32 absmax vectors, or fp32), in unified
+/// memory when paged and large enough.
+fn allocate_bnb_state(
+    g: &mut Graph,
+    p: &Trainable,
+    eight_bit: bool,
+    paged: bool,
+    state: &mut OptimizerState,
+) {
+    let values = p.rows * p.cols;
+    let eight_bit = eight_bit && values >= BNB_MIN_8BIT_SIZE;
+    if eight_bit && state.qmaps.is_none() {
+        let dynamic = g.replay.alloc(BNB_QMAP_BYTES, Component::OptimizerState);
+        let udynamic = g.replay.alloc(BNB_QMAP_BYTES, Component::OptimizerState);
+        state.qmaps = Some([dynamic, udynamic]);
+    }
+    let moment = if eight_bit { values } else { values * 4 };
+    for _ in 0..2 {
+        if paged && values >= BNB_MIN_PAGED_SIZE {
+            g.replay.add_managed(moment);
+        } else {
+            state
+                .tensors
+                .push(g.replay.alloc(moment, Component::OptimizerState));
+        }
+    }
+    if eight_bit {
+        let absmax = values.div_ceil(BNB_STATE_BLOCK) * 4;
+        for _ in 0..2 {
+            state
+                .tensors
+                .push(g.replay.alloc(absmax, Component::OptimizerState));
+        }
+    }
+}
+
 /// Allocates the state of one parameter, as `_init_group` does.
 fn allocate_state(g: &mut Graph, t: &TrainingOptions, p: &Trainable, state: &mut OptimizerState) {
     match t.optimizer {
+        Optimizer::Adamw8bit => allocate_bnb_state(g, p, true, false, state),
+        Optimizer::PagedAdamw8bit => allocate_bnb_state(g, p, true, true, state),
+        Optimizer::PagedAdamw32bit => allocate_bnb_state(g, p, false, true, state),
         // state["step"] (a GPU tensor when fused, else a CPU one), then
         // exp_avg, exp_avg_sq = zeros_like(p), zeros_like(p)
         Optimizer::Adamw => {
@@ -102,6 +156,9 @@ pub fn step(g: &mut Graph, t: &TrainingOptions, params: &[Trainable], state: &mu
             match optimizer {
                 Optimizer::Adamw => "optimizer: AdamW state init (exp_avg, exp_avg_sq)",
                 Optimizer::SgdMomentum => "optimizer: SGD momentum buffers",
+                Optimizer::Adamw8bit | Optimizer::PagedAdamw8bit | Optimizer::PagedAdamw32bit => {
+                    "optimizer: bitsandbytes AdamW state init"
+                }
                 _ => "optimizer: Adafactor state init (row/col variances)",
             },
             None,
@@ -123,7 +180,12 @@ pub fn step(g: &mut Graph, t: &TrainingOptions, params: &[Trainable], state: &mu
         Optimizer::Adafactor => Some(("optimizer: Adafactor step (variance estimates)", |p| {
             p.rows * p.cols * 4
         })),
-        Optimizer::Sgd | Optimizer::SgdMomentum => None,
+        // bitsandbytes' kernels update in place.
+        Optimizer::Sgd
+        | Optimizer::SgdMomentum
+        | Optimizer::Adamw8bit
+        | Optimizer::PagedAdamw8bit
+        | Optimizer::PagedAdamw32bit => None,
     };
     let Some((name, bytes)) = temporaries else {
         return;

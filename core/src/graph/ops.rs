@@ -382,6 +382,19 @@ impl Graph<'_> {
         }
     }
 
+    /// Marks the node that produced `output` (the most recent one) as a
+    /// matmul by a weight its backward dequantizes first (bitsandbytes'
+    /// `MatMul4Bit` and `MatMul8bitLt`): the `bytes` of the dequantized
+    /// weight are allocated before the input's gradient and freed after
+    /// it. No-op when no node was recorded.
+    pub fn mark_dequantized_weight(&mut self, output: Value, bytes: u64) {
+        if let Some(node) = self.nodes.last_mut() {
+            if node.output == output {
+                node.wide_grads = [bytes, 0];
+            }
+        }
+    }
+
     /// Marks the node that produced `output` (the most recent one) as one
     /// whose backward hands each input a view of the incoming gradient,
     /// so nothing is allocated and the incoming gradient lives until the

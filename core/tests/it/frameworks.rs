@@ -394,7 +394,7 @@ fn unknown_and_unmodelled_arguments_are_refused_by_name() {
     for (args, says) in [
         (json!({"torch_compile": true}), "compiled"),
         (json!({"deepspeed": "ds_config.json"}), "DeepSpeed"),
-        (json!({"optim": "paged_adamw_8bit"}), "paged_adamw_8bit"),
+        (json!({"optim": "adamw_apex_fused"}), "adamw_apex_fused"),
         (json!({"bf16": true, "fp16": true}), "both true"),
         (
             json!({"gradient_checkpointing_kwargs": {"use_reentrant": true}}),
@@ -474,8 +474,35 @@ fn a_bitsandbytes_config_is_the_weights_storage() {
                                 "bnb_4bit_quant_type": "nf4", "bnb_4bit_use_double_quant": true,
                                 "bnb_4bit_compute_dtype": "bfloat16"}}});
     let parsed = Spec::from_value(&spec).unwrap();
-    assert_eq!(parsed.workload.dtype.key(), "int4");
+    assert_eq!(parsed.workload.dtype.key(), "int4_dq");
     assert_eq!(parsed.workload.training.precision.key(), "amp_bf16");
+    // Without double quantization the absmax stays fp32: plain int4.
+    let mut plain = spec.clone();
+    plain["workload"]["quantization_config"]["bnb_4bit_use_double_quant"] = json!(false);
+    assert_eq!(
+        Spec::from_value(&plain).unwrap().workload.dtype.key(),
+        "int4"
+    );
+    // bitsandbytes computes in fp32 unless told: not modelled, said so.
+    let mut fp32 = spec.clone();
+    fp32["workload"]["quantization_config"]["bnb_4bit_compute_dtype"] = json!("float32");
+    let e = error_of(fp32);
+    assert!(
+        e.contains("bnb_4bit_compute_dtype") && e.contains("bfloat16"),
+        "{e}"
+    );
+    // The Trainer's bitsandbytes optimizers.
+    for (optim, key) in [
+        ("paged_adamw_8bit", "paged_adamw_8bit"),
+        ("paged_adamw_32bit", "paged_adamw_32bit"),
+        ("adamw_8bit", "adamw_8bit"),
+        ("adamw_bnb_8bit", "adamw_8bit"),
+    ] {
+        let mut s = spec.clone();
+        s["workload"]["training_args"]["optim"] = json!(optim);
+        let w = Spec::from_value(&s).unwrap().workload;
+        assert_eq!(w.training.optimizer.key(), key, "{optim}");
+    }
 }
 
 #[test]

@@ -10,8 +10,8 @@ use headroom_core::uncertainty::{band_for, likely_range, unmeasured_note, QUANTI
 fn qlora(model: &str, batch: u32, dtype: &str) -> Spec {
     Spec::from_json(&format!(
         r#"{{"model":"{model}","workload":{{"mode":"training","batch":{batch},"seq_len":2048,"dtype":"{dtype}",
-            "training":{{"optimizer":"adamw","precision":"amp_bf16","grad_checkpointing":true,
-            "lora":{{"rank":16,"alpha":32,"target_modules":["all-linear"]}}}}}}}}"#
+            "training":{{"optimizer":"paged_adamw_8bit","precision":"amp_bf16","grad_checkpointing":true,
+            "lora":{{"rank":16,"alpha":32,"target_modules":["all-linear"],"dropout":0.05}}}}}}}}"#
     ))
     .unwrap()
 }
@@ -22,7 +22,7 @@ fn the_qlora_peaks_measured_blind_lie_in_the_range() {
         ("llama-3.1-8b", 1, 15_580_000_000u64),
         ("llama-3.2-1b", 8, 38_470_000_000),
     ] {
-        let spec = qlora(model, batch, "int4");
+        let spec = qlora(model, batch, "int4_dq");
         let (arch, w, rt) = (&spec.model.arch, &spec.workload, &spec.runtime);
         let e = headroom_core::estimate(arch, w, rt).unwrap();
         let range = likely_range(arch, w, e.driver_peak, e.outside_allocator, true);

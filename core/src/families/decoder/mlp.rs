@@ -107,7 +107,7 @@ impl Model<'_> {
                         in_features: h,
                         out_features: experts,
                         lora: None,
-                        quantized: false,
+                        quantized: None,
                     },
                     "moe: router",
                 );

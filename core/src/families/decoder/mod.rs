@@ -173,8 +173,8 @@ struct Weights {
 struct Storage {
     /// Element size of float parameters.
     dsize: u64,
-    /// Linear weights quantised (int8/int4).
-    quant: Option<Dtype>,
+    /// Linear weights quantised by bitsandbytes (int8/int4).
+    quant: Option<nn::bnb::Scheme>,
     /// Base weights frozen (LoRA).
     frozen: bool,
     /// LoRA rank and target mask, when adapters are attached.
@@ -743,6 +743,11 @@ pub fn replay(
         g.stage_fp32_construction(&sizes);
     }
     let mut w = weights::build(&mut g, a, workload, gathered_logits);
+    if workload.mode == Mode::Training && !workload.dtype.is_float() {
+        // `prepare_model_for_kbit_training` empties the cache after its
+        // fp32 casts: the quantization's bf16 copies go back to the driver.
+        g.replay.empty_cache();
+    }
     #[cfg(feature = "diagnostics")]
     if cast && options.cache_emptied_after_load {
         g.replay.empty_cache();

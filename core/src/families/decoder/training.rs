@@ -100,8 +100,14 @@ fn forward_backward(
         cx
     } else if t.lora.is_some() {
         // LoRA's base is frozen in the workload's dtype; `amp_bf16` and
-        // `amp_fp16` put its fp32 adapters under autocast.
-        let mut cx = Ctx::plain(BF16);
+        // `amp_fp16` put its fp32 adapters under autocast. A quantized
+        // base's other parameters are fp32 (`prepare_model_for_kbit_training`),
+        // so the precision's context applies to them as to a full model.
+        let mut cx = if workload.dtype.is_float() {
+            Ctx::plain(BF16)
+        } else {
+            Ctx::for_precision(t.precision)
+        };
         cx.fp16 = workload.dtype == Dtype::Fp16 || t.precision == Precision::AmpFp16;
         cx.lora_autocast = t.precision.autocast();
         cx.lora_dropout = t

@@ -3,6 +3,7 @@
 
 use super::{Layer, Mlp, Storage, Weights};
 use crate::arch::{DecoderArch, MlpKind, NormKind};
+use crate::component::Component;
 use crate::error::Error;
 use crate::families::nn::{self, Linear, BF16, FP32};
 use crate::families::optim::Trainable;
@@ -80,10 +81,10 @@ impl Builder<'_, '_> {
             self.bytes += shard_bytes;
             return v;
         }
-        let bytes = match (quantizable, self.s.quant) {
-            (true, Some(q)) => q.storage_bytes(elems),
-            _ => elems * self.s.dsize,
-        };
+        if let (true, Some(scheme)) = (quantizable, self.s.quant) {
+            return self.quantized_tensor(scheme, rows, cols);
+        }
+        let bytes = elems * self.s.dsize;
         let train = !self.s.frozen;
         let v = self.g.param(bytes, train);
         self.params += elems;
@@ -97,6 +98,39 @@ impl Builder<'_, '_> {
             });
         }
         v
+    }
+
+    /// A weight `from_pretrained` quantizes on its way in: the checkpoint's
+    /// bf16 tensor is copied to the GPU, bitsandbytes allocates the
+    /// quantized weight and its state, and the copy is freed.
+    fn quantized_tensor(&mut self, scheme: nn::bnb::Scheme, rows: u64, cols: u64) -> Value {
+        let source = self.g.replay.alloc(rows * cols * BF16, Component::Weights);
+        let mut pieces = scheme.stored_tensors(rows, cols).into_iter();
+        let packed = pieces.next().unwrap_or(0);
+        let weight = self.g.param(packed, false);
+        self.bytes += packed;
+        for bytes in pieces {
+            // The quantization state: parameters' companions for the run.
+            self.g.param(bytes, false);
+            self.bytes += bytes;
+        }
+        self.g.replay.free(source);
+        self.params += rows * cols;
+        weight
+    }
+
+    /// The model's output layer (no bias, no adapter), never quantized.
+    fn output_linear(&mut self, inp: u64, out: u64) -> Linear {
+        let weight = self.tensor(out, inp, false);
+        Linear {
+            weight,
+            weight_dsize: self.s.dsize,
+            bias: None,
+            in_features: inp,
+            out_features: out,
+            lora: None,
+            quantized: None,
+        }
     }
 
     fn linear(&mut self, inp: u64, out: u64, bias: bool, lora_target: bool) -> Linear {
@@ -135,7 +169,7 @@ impl Builder<'_, '_> {
             in_features: inp,
             out_features: out,
             lora,
-            quantized: self.s.quant.is_some(),
+            quantized: self.s.quant,
         }
     }
 }
@@ -256,21 +290,20 @@ pub(super) fn build(
 ) -> Weights {
     let training = workload.mode == Mode::Training;
     let lora = lora_targets(a, workload);
-    // LoRA freezes a base in the workload's dtype; otherwise the precision decides.
+    // LoRA freezes a base in the workload's dtype; otherwise the precision
+    // decides. A quantized base trains as peft's
+    // `prepare_model_for_kbit_training` leaves it: every parameter that is
+    // not quantized (embeddings, norms, `lm_head`) cast to fp32.
     let dsize = if training && lora.is_some() {
         if workload.dtype.is_float() {
             workload.dtype.bytes()
         } else {
-            BF16
+            FP32
         }
     } else {
         nn::param_dsize(workload)
     };
-    let quant = if workload.dtype.is_float() {
-        None
-    } else {
-        Some(workload.dtype)
-    };
+    let quant = nn::bnb::Scheme::of(workload.dtype);
     let (h, v) = (a.hidden_size as u64, a.vocab_size as u64);
     let qd = a.num_heads as u64 * a.head_dim as u64;
     let kvd = a.num_kv_heads as u64 * a.head_dim as u64;
@@ -431,9 +464,11 @@ pub(super) fn build(
         b.g.param(inv, false);
         b.bytes += inv;
     }
+    // transformers keeps the output layer out of quantization
+    // (`get_keys_to_not_convert`: `lm_head`, or a classifier's `score`).
     let lm_head = if workload.head == Head::SequenceClassification {
         // `*ForSequenceClassification`: `score`, no bias, and no `lm_head`.
-        b.linear(h, workload.labels(), false, false)
+        b.output_linear(h, workload.labels())
     } else if a.tie_word_embeddings {
         Linear {
             weight: embed,
@@ -442,12 +477,10 @@ pub(super) fn build(
             in_features: h,
             out_features: v,
             lora: None,
-            quantized: false,
+            quantized: None,
         }
     } else {
-        let mut l = b.linear(h, v / head_shards, false, false);
-        l.quantized = false;
-        l
+        b.output_linear(h, v / head_shards)
     };
     b.end_unit(false);
     let fsdp = b.shards.take().map(|sb| {

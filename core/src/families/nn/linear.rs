@@ -20,8 +20,8 @@ pub struct Linear {
     pub out_features: u64,
     /// LoRA adapters (A: r x in, B: out x r, fp32) and rank.
     pub lora: Option<(Value, Value, u64)>,
-    /// Weights stored quantised (int8/int4): dequantised per call.
-    pub quantized: bool,
+    /// Weights stored quantised by bitsandbytes (int8/int4).
+    pub quantized: Option<super::bnb::Scheme>,
 }
 
 /// `F.linear(x, W, b)` over the last dimension, with autocast, quantised
@@ -54,6 +54,25 @@ pub fn linear_by(
     name: &'static str,
     kernel: Kernel,
 ) -> T {
+    if l.quantized.is_some() {
+        let out = super::bnb::linear(g, cx, x, l, name);
+        return match l.lora {
+            None => out,
+            Some((a, b, rank)) => {
+                // peft's `lora.Linear4bit` clones the base output first
+                // ("defensively", before adding the adapters' delta).
+                let cloned = if matches!(l.quantized, Some(super::bnb::Scheme::FourBit { .. })) {
+                    let c = unary(g, out, "lora: base output cloned", out.dsize);
+                    g.mark_view_grads(c.v);
+                    g.drop(out.v);
+                    c
+                } else {
+                    out
+                };
+                lora_branch(g, cx, x, l, cloned, a, b, rank)
+            }
+        };
+    }
     let rows = x.elems / l.in_features;
     let w_elems = l.in_features * l.out_features;
     let mut drop_weight_copy = false;
@@ -99,10 +118,6 @@ pub fn linear_by(
         (xin, None)
     };
     let out_dsize = if cx.autocast { BF16 } else { cx.compute_dsize };
-    if l.quantized {
-        // bitsandbytes dequantises the weight to the compute dtype per call.
-        g.workspace("dequantize weight", w_elems * out_dsize);
-    }
     // The input is saved for the weight's gradient, the weight for the
     // input's (in that order).
     // A convolution's node saves both whatever needs a gradient: one

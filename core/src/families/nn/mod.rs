@@ -13,6 +13,7 @@ use crate::graph::{Graph, Saves, Value};
 use alloc::vec::Vec;
 
 mod attention;
+pub mod bnb;
 mod linear;
 mod loss;
 mod norm;
@@ -150,7 +151,7 @@ impl Params {
             in_features: inp,
             out_features: out,
             lora: None,
-            quantized: false,
+            quantized: None,
         }
     }
 

@@ -137,12 +137,18 @@ pub(super) const TRAINING_ARGS: &[(&str, Use)] = &[
 /// `implementation` (transformers 5.17 `trainer_optimizer.py`:
 /// `adamw_torch_fused` adds `fused=True` to `torch.optim.AdamW`, `sgd` is
 /// `torch.optim.SGD` with `optim_args`' momentum, `adafactor` is
-/// transformers' `Adafactor`).
+/// transformers' `Adafactor`; `adamw_8bit`, `paged_adamw_8bit` and
+/// `paged_adamw_32bit` are bitsandbytes' `AdamW` with `optim_bits` 8 or 32
+/// and `is_paged`, whose kernels update in place).
 pub(super) const TRAINER_OPTIMIZERS: &[(&str, &str, &str)] = &[
     ("adamw_torch_fused", "adamw", "fused"),
     ("adamw_torch", "adamw", "foreach"),
     ("sgd", "sgd", "foreach"),
     ("adafactor", "adafactor", "foreach"),
+    ("adamw_8bit", "adamw_8bit", "fused"),
+    ("adamw_bnb_8bit", "adamw_8bit", "fused"),
+    ("paged_adamw_8bit", "paged_adamw_8bit", "fused"),
+    ("paged_adamw_32bit", "paged_adamw_32bit", "fused"),
 ];
 
 /// peft 0.21 `LoraConfig` (and `PeftConfig`) fields.
@@ -538,9 +544,12 @@ pub(super) const QUANTIZATION_CONFIG: &[(&str, Use)] = &[
     ),
     ("llm_int8_threshold", Use::Ignored),
     ("llm_int8_skip_modules", Use::Ignored),
-    ("llm_int8_has_fp16_weight", Use::Ignored),
+    (
+        "llm_int8_has_fp16_weight",
+        Use::RefusedUnlessDefault("8-bit layers that keep fp16 weights are not modelled"),
+    ),
     ("bnb_4bit_quant_type", Use::Ignored),
-    ("bnb_4bit_use_double_quant", Use::Ignored),
-    ("bnb_4bit_compute_dtype", Use::Ignored),
+    ("bnb_4bit_use_double_quant", Use::Read),
+    ("bnb_4bit_compute_dtype", Use::Read),
     ("bnb_4bit_quant_storage", Use::Ignored),
 ];

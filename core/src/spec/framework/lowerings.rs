@@ -51,7 +51,7 @@ pub(super) fn lower_training_args(
         let names: Vec<&str> = TRAINER_OPTIMIZERS.iter().map(|(n, _, _)| *n).collect();
         return Err(Error::invalid(
             &src("optim"),
-            format!("`{optim}` is not modelled (bitsandbytes' 8-bit and paged optimizers, among others, are not yet)"),
+            format!("`{optim}` is not modelled"),
             &crate::keys::one_of(&names),
         ));
     };
@@ -649,7 +649,26 @@ pub(super) fn lower_quantization(k: &mut Knobs, q: &Map<String, Value>) -> Resul
                 "one of them",
             ))
         }
-        (true, false) => "int4",
+        (true, false) => {
+            // `bnb_4bit_compute_dtype` (float32 when not given) is the
+            // dtype each layer dequantizes to and multiplies in.
+            let compute = str_arg(q, p, "bnb_4bit_compute_dtype")?.unwrap_or("float32");
+            if !matches!(
+                compute,
+                "bfloat16" | "float16" | "torch.bfloat16" | "torch.float16"
+            ) {
+                return Err(Error::invalid(
+                    &format!("{p}.bnb_4bit_compute_dtype"),
+                    format!("`{compute}` compute is not modelled"),
+                    "\"bfloat16\" or \"float16\" (what QLoRA recipes set)",
+                ));
+            }
+            if bool_arg(q, p, "bnb_4bit_use_double_quant")?.unwrap_or(false) {
+                "int4_dq"
+            } else {
+                "int4"
+            }
+        }
         (false, true) => "int8",
         (false, false) => {
             return Err(Error::invalid(

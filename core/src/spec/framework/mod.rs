@@ -251,7 +251,7 @@ pub fn lower(workload: &Value, arch: &Architecture) -> Result<(Value, Lowered), 
             Some("torch") => {
                 // A plain loop: no autocast unless it writes one (say
                 // `training.precision`), `torch.optim`'s foreach default.
-                let plain = plain_precision(&params, "workload.dtype")?;
+                let plain = precision_of(&params, Autocast::Off, lora, "workload.dtype")?;
                 knobs.default(&["training", "precision"], Value::from(plain));
             }
             _ => {}
@@ -536,7 +536,7 @@ fn precision_of(
 ) -> Result<&'static str, Error> {
     match (autocast, lora) {
         // Adapters over a quantized base without autocast run in fp32.
-        (Autocast::Off, true) if matches!(params, "int4" | "int8") => Ok("fp32"),
+        (Autocast::Off, true) if matches!(params, "int4" | "int4_dq" | "int8") => Ok("fp32"),
         (Autocast::Off, _) => plain_precision(params, source),
         (Autocast::Bf16, true) => Ok("amp_bf16"),
         (Autocast::Fp16, true) => Ok("amp_fp16"),
