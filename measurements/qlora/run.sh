@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # QLoRA and bitsandbytes-quantized jobs (jobs/): each once under
-# `headroom run --cmd` (a fresh process, NVML polled from outside), after the
+# `headroom run --cmd` with its spec (specs/NAME.json, `make_specs.py`): a
+# fresh process, NVML polled from outside; after the
 # jobs named in TRACE under PyTorch's allocation history (reduced by
 # ../h200-segments/compact_snapshots.py to every allocation of 256 KiB and
 # more, with its innermost frame).
@@ -49,7 +50,8 @@ mapfile -t JOBS < <(grep -v '^#' "$HERE/${JOBS_FILE:-jobs-1.txt}" | grep .)
 for entry in "${JOBS[@]}"; do
   IFS='|' read -r NAME LEN BATCH CMD <<< "$entry"
   log "run $NAME: $CMD"
-  "$COLLECTOR" run --cmd "$CMD" --seq-lens "$LEN" --batches "$BATCH" \
+  SPEC=(); [ -f "$HERE/specs/$NAME.json" ] && SPEC=(--spec "$HERE/specs/$NAME.json")
+  "$COLLECTOR" run --cmd "$CMD" "${SPEC[@]}" --seq-lens "$LEN" --batches "$BATCH" \
       --name "$NAME" --timeout-s "${JOB_TIMEOUT_S:-150}" --verbose --out "$DEST/$NAME.jsonl" > "$DEST/$NAME.out" 2>&1
   log "exit $?"
   grep -i 'driver peak\|measured\|Traceback\|out of memory\|Error' "$DEST/$NAME.out" | tail -3 | tee -a "$DEST/log.txt"
