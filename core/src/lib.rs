@@ -39,6 +39,8 @@ pub mod hf_config;
 pub mod keys;
 pub mod parallel;
 pub mod presets;
+#[cfg(feature = "serde")]
+pub mod report;
 pub mod runtime;
 pub mod search;
 #[cfg(feature = "serde")]

@@ -8,11 +8,11 @@ use headroom_core::bytes::group_digits;
 use headroom_core::estimate::{
     estimate_in_process, estimate_with, EarlierJob, Estimate, EstimateOptions,
 };
+use headroom_core::report::Report;
 use headroom_core::spec::Spec;
-use headroom_core::uncertainty::{likely_range, LikelyRange};
+use headroom_core::uncertainty::LikelyRange;
 use headroom_core::workload::{InferenceKind, Logits, Mode, Optimizer, Precision};
 use headroom_core::{gpus, Bytes};
-use serde_json::{json, Value};
 use std::fmt::Write as _;
 
 /// Options of `estimate` (its command-line flags).
@@ -70,10 +70,7 @@ pub fn run(args: &EstimateArgs) -> Result<String> {
         None => None,
         Some(id) => Some(crate::commands::gpus::gpu_named("--gpu", id)?),
     };
-    let options = EstimateOptions {
-        capacity: gpu.map(|g| g.usable_bytes),
-        ..EstimateOptions::default()
-    };
+    let options = EstimateOptions::default();
     let mut earlier = Vec::with_capacity(args.after.len());
     for path in &args.after {
         let spec = Spec::from_json(&read_text(path)?)
@@ -101,39 +98,32 @@ pub fn run(args: &EstimateArgs) -> Result<String> {
         )
         .map_err(|e| CollectorError::input(format!("{name} after {}: {e}", args.after.join(", "))))
     };
-    let mut est =
-        crate::progress::while_working("estimating: replaying the job", || compute(options))?;
-    let mut no_card = None;
-    if gpu.is_none() {
-        no_card = without_a_card(&est, |capacity| {
-            crate::progress::while_working("estimating: replaying on the largest card", || {
-                compute(EstimateOptions {
-                    capacity: Some(capacity),
-                    ..options
-                })
+    let report = Report::new(&spec, gpu, |capacity| {
+        let what = if gpu.is_none() && capacity.is_some() {
+            "estimating: replaying on the largest card"
+        } else {
+            "estimating: replaying the job"
+        };
+        crate::progress::while_working(what, || {
+            compute(EstimateOptions {
+                capacity,
+                ..options
             })
-        })?;
-        if let Some(NoCard::OnLargest { bounded, .. }) = &no_card {
-            est = bounded.clone();
-        }
-    }
-    let note = no_card.as_ref().map(NoCard::note);
+        })
+    })?;
+    let est = &report.estimate;
     if let Some(path) = &args.timeline {
         if !args.after.is_empty() {
             return Err(CollectorError::input(
                 "--timeline: not with --after; allowed: the timeline of one job in a fresh process",
             ));
         }
-        let capacity = match &no_card {
-            Some(NoCard::OnLargest { card, .. }) => Some(card.usable_bytes),
-            _ => options.capacity,
-        };
         let (on_timeline, timeline) = headroom_core::estimate::estimate_with_timeline(
             &spec.model.arch,
             &spec.workload,
             &spec.runtime,
             EstimateOptions {
-                capacity,
+                capacity: report.capacity(),
                 ..options
             },
         )
@@ -153,16 +143,10 @@ pub fn run(args: &EstimateArgs) -> Result<String> {
         std::io::Write::write_all(&mut file, csv.as_bytes())
             .map_err(|e| CollectorError::write(path, e))?;
     }
-    let range = likely_range(
-        &spec.model.arch,
-        &spec.workload,
-        est.driver_peak,
-        est.outside_allocator,
-        card_is_measured(gpu),
-    );
+    let range = &report.range;
     if args.table {
-        let mut text = table(&spec, &est, gpu);
-        let _ = writeln!(text, "likely    {}", describe_range(&range));
+        let mut text = table(&spec, est, gpu);
+        let _ = writeln!(text, "likely    {}", describe_range(range));
         if let Some(g) = gpu.filter(|g| est.fits && range.high.0 > g.usable_bytes) {
             let _ = writeln!(
                 text,
@@ -172,142 +156,13 @@ pub fn run(args: &EstimateArgs) -> Result<String> {
                 g.name
             );
         }
-        if let Some(note) = &note {
-            let _ = writeln!(text, "note      {note}");
+        if let Some(no_card) = &report.no_card {
+            let _ = writeln!(text, "note      {}", no_card.note());
         }
         Ok(text)
     } else {
-        let mut value = to_json(&spec, &est, gpu);
-        value["likely_range"] = range_json(&range);
-        if let Some(g) = gpu {
-            value["likely_range"]["fits"] = json!(est.fits && range.high.0 <= g.usable_bytes);
-        }
-        if let Some(no_card) = &no_card {
-            value["without_a_card"] = no_card.to_json();
-        }
-        Ok(serde_json::to_string_pretty(&value).expect("estimate serialises") + "\n")
+        Ok(report.to_json_text(&spec))
     }
-}
-
-/// What an estimate without `--gpu` means when its figures pass every card.
-/// Without a card the replay's allocator never runs out, so it never
-/// releases its cache: a job of many growing allocations (a million decode
-/// steps) ends up "reserving" terabytes no card has, though it runs on one.
-#[derive(Clone, Debug)]
-pub enum NoCard {
-    /// The job fits the largest card of the catalog, where the allocator
-    /// releases its cache as it runs out: `bounded` is the estimate there.
-    OnLargest {
-        /// The largest card.
-        card: &'static gpus::Gpu,
-        /// The estimate on it.
-        bounded: Estimate,
-        /// The driver-level peak of a card of unlimited size.
-        unlimited_driver_peak: u64,
-    },
-    /// The job runs out of memory even on the largest card: the figures
-    /// are those of a card of unlimited size.
-    FitsNoCard {
-        /// The largest card.
-        card: &'static gpus::Gpu,
-    },
-}
-
-impl NoCard {
-    /// One line for the table.
-    pub fn note(&self) -> String {
-        match self {
-            NoCard::OnLargest {
-                card,
-                unlimited_driver_peak,
-                ..
-            } => format!(
-                "no --gpu given: on a card of unlimited size the driver-level peak would be {:.1} GB, mostly cache the allocator never had to release; the figures above are on the largest card of the catalog, {} ({:.2} GB usable), where the allocator releases its cache when it runs out; `gpus` lists the smaller cards the job fits",
-                Bytes(*unlimited_driver_peak).as_gb(),
-                card.name,
-                Bytes(card.usable_bytes).as_gb()
-            ),
-            NoCard::FitsNoCard { card } => format!(
-                "does not fit any single card of the catalog: it runs out of memory even on the largest, {} ({:.2} GB usable); the figures above are a card of unlimited size's, which never releases its cache; spread it over several GPUs (--strategy, --world-size) or shrink it",
-                card.name,
-                Bytes(card.usable_bytes).as_gb()
-            ),
-        }
-    }
-
-    /// The JSON form (`without_a_card`).
-    pub fn to_json(&self) -> Value {
-        match self {
-            NoCard::OnLargest {
-                card,
-                unlimited_driver_peak,
-                ..
-            } => json!({
-                "estimated_on": {"id": card.id, "name": card.name, "usable_bytes": card.usable_bytes},
-                "unlimited_card_driver_peak": unlimited_driver_peak,
-                "note": self.note(),
-            }),
-            NoCard::FitsNoCard { card } => json!({
-                "fits_any_card": false,
-                "largest_card": {"id": card.id, "name": card.name, "usable_bytes": card.usable_bytes},
-                "note": self.note(),
-            }),
-        }
-    }
-}
-
-/// For an estimate made without a card: `None` when its driver-level peak
-/// fits the largest card of the catalog (then every card large enough
-/// shows the same figures), else the estimate on that card, made by
-/// `on_card(usable bytes)`.
-pub fn without_a_card(
-    unlimited: &Estimate,
-    on_card: impl Fn(u64) -> Result<Estimate>,
-) -> Result<Option<NoCard>> {
-    let card = gpus::CATALOG
-        .iter()
-        .max_by_key(|g| g.usable_bytes)
-        .expect("the catalog lists cards");
-    if unlimited.driver_peak.0 <= card.usable_bytes {
-        return Ok(None);
-    }
-    let bounded = on_card(card.usable_bytes)?;
-    Ok(Some(if bounded.fits {
-        NoCard::OnLargest {
-            card,
-            bounded,
-            unlimited_driver_peak: unlimited.driver_peak.0,
-        }
-    } else {
-        NoCard::FitsNoCard { card }
-    }))
-}
-
-/// The JSON form: the estimate's fields, plus the model and the inputs echoed.
-pub fn to_json(spec: &Spec, est: &Estimate, gpu: Option<&gpus::Gpu>) -> Value {
-    let mut value = serde_json::to_value(est).expect("estimate serialises");
-    let map = value.as_object_mut().expect("estimate is an object");
-    map.insert(
-        "model".into(),
-        json!({
-            "id": spec.model.id,
-            "name": spec.model.name,
-            "family": spec.model.arch.family(),
-        }),
-    );
-    map.insert(
-        "inputs".into(),
-        json!({ "workload": spec.workload, "runtime": spec.runtime }),
-    );
-    if let Some(g) = gpu {
-        map.insert(
-            "gpu".into(),
-            json!({ "id": g.id, "name": g.name, "usable_bytes": g.usable_bytes }),
-        );
-    } else {
-        map.remove("fits");
-    }
-    value
 }
 
 fn describe_workload(spec: &Spec) -> String {
@@ -486,12 +341,6 @@ pub fn table(spec: &Spec, est: &Estimate, gpu: Option<&gpus::Gpu>) -> String {
     out
 }
 
-/// Whether the overheads of the card an estimate is for were measured
-/// (`gpus::overheads_measured`: the H200's and the H100's).
-pub fn card_is_measured(gpu: Option<&gpus::Gpu>) -> bool {
-    gpu.is_none_or(gpus::overheads_measured)
-}
-
 /// The likely range in words: the bytes, and where it comes from.
 pub fn describe_range(range: &LikelyRange) -> String {
     let band = &range.band;
@@ -525,20 +374,4 @@ pub fn describe_range(range: &LikelyRange) -> String {
         text.push_str("; wider: this card's own overheads were not measured (only the H200's and the H100's are)");
     }
     text
-}
-
-/// The likely range as JSON (`likely_range`).
-pub fn range_json(range: &LikelyRange) -> Value {
-    json!({
-        "low": range.low.0,
-        "high": range.high.0,
-        "cases": range.band.cases,
-        "family": range.band.family,
-        "mode": range.band.mode.key(),
-        "strategy": range.band.strategy.key(),
-        "lowest_error": range.band.lowest,
-        "highest_error": range.band.highest,
-        "card_measured": range.card_measured,
-        "unmeasured": headroom_core::uncertainty::unmeasured_note(&range.band),
-    })
 }

@@ -7,7 +7,8 @@
 //!    through it (`allocator`, `component`, `trace`, `graph`);
 //! 3. `families`: each model family emitted op by op;
 //! 4. answers: `estimate`, `search`;
-//! 5. readers: `spec`, `hf_config` (JSON in, validated inputs out).
+//! 5. readers: `spec`, `hf_config` (JSON in, validated inputs out);
+//! 6. reports: `report` (the estimate as the front ends report it).
 //!
 //! This test reads the core's sources and fails on any `use crate::...` or
 //! `crate::x::` path that reaches a higher layer, and on a top-level module
@@ -30,6 +31,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("families", &["families"]),
     ("answers", &["estimate", "search", "uncertainty", "advice"]),
     ("readers", &["spec", "hf_config"]),
+    ("reports", &["report"]),
 ];
 
 fn layer_of(module: &str) -> Option<usize> {
