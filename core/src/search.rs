@@ -1102,6 +1102,24 @@ pub fn rank_peaks(
     Ok(peaks)
 }
 
+/// The fewest cards of a row ([`GpuFit`]) that run the job with one
+/// strategy: one when the job, on one GPU as given, fits the card
+/// (`fits_as_given`), whatever the strategy's wider range says of one
+/// rank; else [`fewest_gpus`] of the strategy's peaks within the card's
+/// [`strategy_capacity`]. One rule for the CLI's table and Python's.
+pub fn fewest_cards_on_row(
+    fits_as_given: bool,
+    workload: &Workload,
+    peaks: &[(u32, Option<u64>)],
+    capacity: u64,
+) -> Option<u32> {
+    if fits_as_given && workload.parallel.strategy == Strategy::None {
+        Some(1)
+    } else {
+        fewest_gpus(peaks, capacity)
+    }
+}
+
 /// The fewest GPUs (from [`rank_peaks`]) whose per-rank peak fits `usable`
 /// bytes, or `None` when no count tried does.
 pub fn fewest_gpus(peaks: &[(u32, Option<u64>)], usable: u64) -> Option<u32> {

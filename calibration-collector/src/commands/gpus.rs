@@ -164,14 +164,7 @@ pub fn run(args: &GpusArgs) -> Result<String> {
         }
         for (strategy, p) in &peaks {
             let cap = search::strategy_capacity(f.gpu, arch, w, rt, *strategy, args.margin_percent);
-            // A one-GPU job that fits the card needs one of it, whatever
-            // a strategy's wider range says of one rank.
-            let alone = f.fits && w.parallel.strategy == Strategy::None;
-            let fewest = if alone {
-                Some(1)
-            } else {
-                search::fewest_gpus(p, cap)
-            };
+            let fewest = search::fewest_cards_on_row(f.fits, w, p, cap);
             let _ = write!(out, " {:>12}", opt(fewest));
         }
         out.push('\n');
