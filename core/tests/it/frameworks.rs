@@ -293,6 +293,21 @@ fn a_full_training_arguments_dict_is_read_as_the_trainer_runs_it() {
 }
 
 #[test]
+fn max_steps_below_three_replays_that_many_steps() {
+    for (framework, args_key, max_steps) in [
+        ("hf_trainer", "training_args", 1),
+        ("hf_trainer", "training_args", 2),
+        ("lightning", "lightning", 1),
+    ] {
+        let spec = json!({"model": "gpt2", "workload": {"framework": framework, "seq_len": 128,
+                          "batch": 2, args_key: {"max_steps": max_steps}}});
+        let read =
+            Spec::from_value(&spec).unwrap_or_else(|e| panic!("{framework} {max_steps}: {e}"));
+        assert_eq!(read.workload.training.steps, max_steps, "{framework}");
+    }
+}
+
+#[test]
 fn a_full_generation_config_dict_is_read() {
     let mut config = fixture("generation_config_5.17.json");
     config["eos_token_id"] = Value::Null;

@@ -216,11 +216,6 @@ pub fn lower(workload: &Value, arch: &Architecture) -> Result<(Value, Lowered), 
     }
 
     if training {
-        // A framework runs many steps: three stand for them (see
-        // [`steps_for`]).
-        if framework.is_some() {
-            knobs.default(&["training", "steps"], Value::from(steps_for(u64::MAX)));
-        }
         let lora = knobs
             .get(&["training", "lora"])
             .is_some_and(|l| !l.is_null());
@@ -255,6 +250,12 @@ pub fn lower(workload: &Value, arch: &Architecture) -> Result<(Value, Lowered), 
                 knobs.default(&["training", "precision"], Value::from(plain));
             }
             _ => {}
+        }
+        // A framework runs many steps: three stand for them (see
+        // [`steps_for`]), unless its arguments said fewer (`max_steps`),
+        // which the lowering above set.
+        if framework.is_some() {
+            knobs.default(&["training", "steps"], Value::from(steps_for(u64::MAX)));
         }
         // FSDP2 under the Trainer and accelerate: their mixed precision is
         // FSDP2's own ([`crate::search::fsdp2_mixed_precision`]).
