@@ -56,6 +56,11 @@ class HeadroomCallback(TrainerCallback):
         if model is None:
             raise ValueError("HeadroomCallback: the Trainer passed no model")
         spec = spec_from(model, seq_len=self.seq_len, args=args)
+        if self.gpu is not None:
+            # The job as it would run on the card named: a process tried out
+            # on the CPU (`use_cpu`, which TrainingArguments needs for bf16
+            # without a GPU) runs on the card there.
+            spec["workload"]["training_args"]["use_cpu"] = False
         device = self.device
         if self.gpu is None and device is None:
             device = _device_of(model)

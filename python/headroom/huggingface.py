@@ -147,6 +147,24 @@ def _esmfold_model(config: Mapping[str, Any]) -> str:
     return "esmfold-v1"
 
 
+def _esmfold_workload(model: Any, config: Mapping[str, Any]) -> dict[str, Any]:
+    """An ``EsmForProteinFolding``'s knobs: its ESM-2 stem's dtype (fp16 after
+    the model's own ``esm.half()``), its trunk's chunk size (``set_chunk_size``)
+    and the recycles ``forward`` runs by default (the trunk's ``max_recycles``)."""
+    trunk = (config.get("esmfold_config") or {}).get("trunk") or {}
+    esmfold: dict[str, Any] = {}
+    if model is not None:
+        stem = _parameter_dtype(model.esm)
+        if stem is not None:
+            esmfold["stem_dtype"] = stem
+        esmfold["chunk_size"] = getattr(model.trunk, "chunk_size", None)
+    elif "fp16_esm" in (config.get("esmfold_config") or {}):
+        esmfold["stem_dtype"] = "fp16" if config["esmfold_config"]["fp16_esm"] else "fp32"
+    if "max_recycles" in trunk:
+        esmfold["num_recycles"] = trunk["max_recycles"]
+    return {"esmfold": esmfold}
+
+
 def _model_and_workload(model: Any) -> tuple[Any, dict[str, Any], Optional[Any], Optional[dict]]:
     """The spec's ``model``, the workload keys the model decides, its LoRA
     adapter (a ``PeftModel``'s) and its quantization config (a loaded
@@ -165,13 +183,12 @@ def _model_and_workload(model: Any) -> tuple[Any, dict[str, Any], Optional[Any],
     config = _to_dict(config_obj, "model.config")
     quantization = config.pop("quantization_config", None)
     workload: dict[str, Any] = {}
+    if config.get("is_folding_model"):
+        return _esmfold_model(config), _esmfold_workload(model, config), adapter, quantization
     if model is not None:
         dtype = _parameter_dtype(model)
         if dtype is not None and quantization is None:
             workload["dtype"] = dtype
-    if config.get("is_folding_model"):
-        return _esmfold_model(config), workload, adapter, quantization
-    if model is not None:
         workload.update(_head(model, config))
     return {"hf_config": config}, workload, adapter, quantization
 
@@ -252,6 +269,9 @@ def spec_from(
         workload["lora_config"] = lora
     quantization = quantization_config if quantization_config is not None else quantization
     if quantization is not None:
+        # The weights' storage is the quantization's (int4, int8), not the
+        # dtype the model was built in.
+        workload.pop("dtype", None)
         workload["quantization_config"] = _to_dict(quantization, "quantization_config")
     return {"model": spec_model, "workload": workload}
 

@@ -65,6 +65,11 @@ def pytest_runtest_logreport(report):
         _skipped.append(report.nodeid)
 
 
+def pytest_collectreport(report):
+    if report.skipped:  # a module that skipped itself (pytest.importorskip)
+        _skipped.append(report.nodeid)
+
+
 def pytest_sessionfinish(session, exitstatus):
     if REQUIRE_TORCH and _skipped:
         print(f"\nFAIL: HEADROOM_REQUIRE_TORCH=1 and {len(_skipped)} test(s) skipped: {_skipped}")
