@@ -251,7 +251,7 @@ def tiny_trainer(tmp_path, vocab_size: int, batch: int, callback):
     dataset = [{"input_ids": ids, "labels": ids} for _ in range(batch)]
     args = transformers.TrainingArguments(
         output_dir=str(tmp_path), report_to="none", per_device_train_batch_size=batch,
-        max_steps=1, save_strategy="no", logging_strategy="no",
+        max_steps=1, save_strategy="no", logging_strategy="no", dataloader_pin_memory=False,
     )
     return transformers.Trainer(model=model, args=args, train_dataset=dataset, callbacks=[callback])
 
