@@ -177,7 +177,7 @@ fn modules_import_only_from_their_layer_or_below() {
     let problems = violations();
     assert!(
         problems.is_empty(),
-        "the core's layers run inputs -> replay engine -> families -> answers -> readers; \
+        "the core's layers run inputs -> replay engine -> families -> answers -> readers -> reports; \
          these imports run the other way:\n{}",
         problems.join("\n")
     );
