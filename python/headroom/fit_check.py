@@ -1,9 +1,10 @@
 """Does a job fit the card it is about to run on? ``check_fits`` for plain
 loops; :class:`headroom.HeadroomCallback` runs it at a Trainer's start.
 
-On a catalog card (``gpu="rtx-4090"``) the job fits when its replay fits
-the card's usable memory and its likely range's top is within it. On a
-live device (``device=0``) the range's top is compared with what the
+On a catalog card (``gpu="rtx-4090"``) the job fits by the ``gpus``
+table's rule, the one :meth:`Estimate.fits` and ``jobs_per_card`` follow:
+its replay fits the card's usable memory less what the likely range (and
+the margin) may add. On a live device (``device=0``) the range's top is compared with what the
 device can give the process: the free memory (``torch.cuda.mem_get_info``)
 plus what this process's allocator already holds
 (``torch.cuda.memory_reserved``) plus the CUDA context, which exists once
@@ -16,7 +17,7 @@ import warnings
 from dataclasses import dataclass
 from typing import Any, Optional, Union
 
-from ._api import Advice, Card, Estimate, SpecLike, advise, estimate, find_gpu, spec_text
+from ._api import Advice, Card, Estimate, SpecLike, advise, card_fit, estimate, find_gpu, spec_text
 
 
 class DoesNotFit(RuntimeError):
@@ -115,13 +116,11 @@ def check_fits(
         card: Optional[Card] = find_gpu(gpu)
         est = estimate(spec, gpu=card)
         capacity, where = card.usable_bytes, f"on {card.name}"
-        replay_fits = est.to_dict().get("fits", True)
+        fits = card_fit(text, card, margin_percent).fits
     else:
         est = estimate(spec)
         capacity, where, card = _device_budget(device, est)
-        replay_fits = True
-    needed = est.likely_range.high * (100 + margin_percent) // 100
-    fits = replay_fits and needed <= capacity
+        fits = est.likely_range.high * (100 + margin_percent) // 100 <= capacity
     advice = None
     if not fits and card is not None:
         advice = advise(text, card, margin_percent)
