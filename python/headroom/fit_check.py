@@ -112,11 +112,12 @@ def check_fits(
     if action not in ("raise", "warn", "return"):
         raise ValueError(f"action: {action!r}; allowed: \"raise\", \"warn\", \"return\"")
     text, _ = spec_text(spec)
+    card: Optional[Card]
     if gpu is not None:
-        card: Optional[Card] = find_gpu(gpu)
-        est = estimate(spec, gpu=card)
-        capacity, where = card.usable_bytes, f"on {card.name}"
-        fits = card_fit(text, card, margin_percent).fits
+        named = find_gpu(gpu)
+        est = estimate(spec, gpu=named)
+        capacity, where, card = named.usable_bytes, f"on {named.name}", named
+        fits = card_fit(text, named, margin_percent).fits
     else:
         est = estimate(spec)
         capacity, where, card = _device_budget(device, est)

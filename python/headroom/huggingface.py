@@ -26,12 +26,8 @@ _DTYPES = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
 
 #: The ESMFold release the preset `esmfold-v1` models (facebook/esmfold_v1):
 #: its ESM-2 stem's shapes and its folding trunk's.
-_ESMFOLD_V1 = {
-    "hidden_size": 2560,
-    "num_hidden_layers": 36,
-    "num_attention_heads": 40,
-    "trunk": {"num_blocks": 48, "sequence_state_dim": 1024, "pairwise_state_dim": 128},
-}
+_ESMFOLD_V1_STEM = {"hidden_size": 2560, "num_hidden_layers": 36, "num_attention_heads": 40}
+_ESMFOLD_V1_TRUNK = {"num_blocks": 48, "sequence_state_dim": 1024, "pairwise_state_dim": 128}
 
 
 def _to_dict(obj: Any, what: str) -> dict[str, Any]:
@@ -130,18 +126,15 @@ def _esmfold_model(config: Mapping[str, Any]) -> str:
     """The preset of an ``EsmForProteinFolding`` config: ``esmfold-v1`` when its
     shapes are the released model's, else refused naming the first that differs."""
     trunk = (config.get("esmfold_config") or {}).get("trunk") or {}
-    for key, expected in _ESMFOLD_V1.items():
-        if key == "trunk":
-            for trunk_key, trunk_expected in expected.items():
-                if trunk.get(trunk_key) != trunk_expected:
-                    raise SpecError(
-                        f"model: an ESMFold with esmfold_config.trunk.{trunk_key} = "
-                        f"{trunk.get(trunk_key)} cannot be described; allowed: facebook/esmfold_v1's "
-                        f"shapes ({trunk_key} = {trunk_expected})"
-                    )
-        elif config.get(key) != expected:
+    shapes = [(key, config.get(key), expected) for key, expected in _ESMFOLD_V1_STEM.items()]
+    shapes += [
+        (f"esmfold_config.trunk.{key}", trunk.get(key), expected)
+        for key, expected in _ESMFOLD_V1_TRUNK.items()
+    ]
+    for key, value, expected in shapes:
+        if value != expected:
             raise SpecError(
-                f"model: an ESMFold with {key} = {config.get(key)} cannot be described; "
+                f"model: an ESMFold with {key} = {value} cannot be described; "
                 f"allowed: facebook/esmfold_v1's shapes ({key} = {expected})"
             )
     return "esmfold-v1"

@@ -8,7 +8,6 @@ Needs torch, transformers and peft: run in the with-torch environment
 from __future__ import annotations
 
 import types
-import warnings
 
 import pytest
 
@@ -230,6 +229,12 @@ def test_what_cannot_be_described_is_refused_by_name(tmp_path):
         headroom.spec_from(qa, seq_len=8, batch=1)
     with pytest.raises(headroom.SpecError, match=r"^args: a dict_items cannot be described|^args: a"):
         headroom.spec_from(model, seq_len=8, args=object())
+    small_fold = transformers.EsmConfig(
+        vocab_size=33, hidden_size=2560, num_hidden_layers=36, num_attention_heads=40,
+        is_folding_model=True, esmfold_config={"trunk": {"num_blocks": 4}},
+    )
+    with pytest.raises(headroom.SpecError, match=r"^model: an ESMFold with esmfold_config.trunk.num_blocks = 4"):
+        headroom.spec_from(small_fold, seq_len=8, batch=1)
     with pytest.raises(headroom.SpecError, match=r"^batch: missing"):
         headroom.spec_from(model, seq_len=8)
     with pytest.raises(headroom.SpecError, match="torch_compile"):
