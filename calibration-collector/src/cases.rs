@@ -467,14 +467,7 @@ pub fn predict(
     }
 }
 
-/// `profile`'s coefficients with `base`'s allocator setting (the allocator
-/// is part of how a case ran, not of the card).
-pub fn apply_profile(base: &RuntimeProfile, profile: &RuntimeProfile) -> RuntimeProfile {
-    RuntimeProfile {
-        allocator: base.allocator,
-        ..profile.clone()
-    }
-}
+pub use headroom_core::calibration::apply_profile;
 
 #[cfg(test)]
 mod tests {

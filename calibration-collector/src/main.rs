@@ -204,7 +204,7 @@ fn fit_profile(args: &fit::FitArgs) -> Result<()> {
 
 /// `upload`: the request shown (`--dry-run`) or the server's answer.
 fn upload_profile(args: &upload::UploadArgs) -> Result<()> {
-    let (outcome, dry) = upload::run(args, &profile::Identity::local())?;
+    let (outcome, dry) = upload::run(args, &profile::local_identity())?;
     if let Some(text) = dry {
         print(&text)?;
     } else if let Some(o) = outcome {

@@ -28,6 +28,8 @@ pub mod advice;
 pub mod allocator;
 pub mod arch;
 pub mod bytes;
+#[cfg(feature = "serde")]
+pub mod calibration;
 pub mod component;
 pub mod error;
 pub mod estimate;

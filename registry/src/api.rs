@@ -9,7 +9,7 @@ use axum::body::{Body, HttpBody};
 use axum::extract::{ConnectInfo, Path, RawQuery, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use calibration_collector::profile::{self, Identity, ProfileError};
+use headroom_core::calibration::{self as profile, Identity, ProfileError};
 use serde_json::{json, Value};
 use std::net::SocketAddr;
 use std::pin::Pin;

@@ -8,7 +8,7 @@
 //! listing shows (taken from it) and the `Idempotency-Key` (a hash of the
 //! body).
 
-use calibration_collector::profile::Profile;
+use headroom_core::calibration::Profile;
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 use serde::Serialize;
 use serde_json::Value;

@@ -1,8 +1,8 @@
 //! # headroom-registry
 //!
 //! The profile registry: `headroom upload` POSTs calibration
-//! profiles here; they are checked with the collector's own schema code
-//! ([`calibration_collector::profile::from_value`]), stored in one SQLite
+//! profiles here; they are checked with the core's schema code
+//! ([`headroom_core::calibration::from_value`]), stored in one SQLite
 //! file ([`db`]) and listed for the page, which the same process serves from
 //! its `dist/` folder ([`page`]). The endpoints are described in the crate's
 //! README.
@@ -75,9 +75,9 @@ impl App {
             let text = std::fs::read_to_string(file).map_err(|e| format!("{at}: {e}"))?;
             let value: serde_json::Value =
                 serde_json::from_str(&text).map_err(|e| format!("{at}: {e}"))?;
-            let profile = calibration_collector::profile::from_value(
+            let profile = headroom_core::calibration::from_value(
                 &value,
-                &calibration_collector::profile::Identity::default(),
+                &headroom_core::calibration::Identity::default(),
             )
             .map_err(|e| format!("{at}: {e}"))?;
             let canonical = serde_json::to_string(&profile).map_err(|e| e.to_string())?;

@@ -86,7 +86,7 @@ fn malformed_fields_are_named() {
     );
     reject(
         &with(d(), "/points/0/measured/driver_peak", json!(-1)),
-        "points[0]",
+        "points[0].measured.driver_peak",
     );
     reject(
         &with(d(), "/points/0/model", json!("no-such-model")),

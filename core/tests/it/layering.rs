@@ -7,7 +7,8 @@
 //!    through it (`allocator`, `component`, `trace`, `graph`);
 //! 3. `families`: each model family emitted op by op;
 //! 4. answers: `estimate`, `search`;
-//! 5. readers: `spec`, `hf_config` (JSON in, validated inputs out);
+//! 5. readers: `spec`, `hf_config`, `calibration` (JSON in, validated
+//!    inputs out);
 //! 6. reports: `report` (the estimate as the front ends report it).
 //!
 //! This test reads the core's sources and fails on any `use crate::...` or
@@ -30,7 +31,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ),
     ("families", &["families"]),
     ("answers", &["estimate", "search", "uncertainty", "advice"]),
-    ("readers", &["spec", "hf_config"]),
+    ("readers", &["spec", "hf_config", "calibration"]),
     ("reports", &["report"]),
 ];
 
@@ -196,4 +197,194 @@ fn the_scanner_sees_every_form_of_crate_path() {
     );
     assert_eq!(crate_paths("f($crate::keys::one_of(K))"), ["keys"]);
     assert!(crate_paths("use headroom_crate::x;").is_empty());
+}
+
+/// The workspace's crates sit in layers too: every crate depends on the
+/// core and on no other crate of the workspace, so the collector, the page
+/// and the registry share the core's code and never each other's (the
+/// registry serves without CUDA or an HTTP client in its build). The one
+/// exception is `headroom-tests`, whose purpose is to read the collector's
+/// output back with the core: its dev-dependencies may name the collector.
+const CROSS_CRATE_TESTS: &str = "headroom-tests";
+
+/// The workspace's members, read from the root `Cargo.toml`:
+/// `(folder, package name)`.
+fn workspace_members(root: &Path) -> Vec<(String, String)> {
+    let manifest = fs::read_to_string(root.join("Cargo.toml")).unwrap();
+    let members_line = manifest
+        .lines()
+        .find(|l| l.trim_start().starts_with("members"))
+        .expect("the root Cargo.toml lists its members");
+    let list = members_line
+        .split_once('[')
+        .unwrap()
+        .1
+        .split(']')
+        .next()
+        .unwrap();
+    list.split(',')
+        .map(|m| m.trim().trim_matches('"').to_string())
+        .filter(|m| !m.is_empty())
+        .map(|folder| {
+            let text = fs::read_to_string(root.join(&folder).join("Cargo.toml")).unwrap();
+            let name = package_name(&text)
+                .unwrap_or_else(|| panic!("{folder}/Cargo.toml has no package name"));
+            (folder, name)
+        })
+        .collect()
+}
+
+fn package_name(manifest: &str) -> Option<String> {
+    let mut in_package = false;
+    for line in manifest.lines() {
+        let line = line.trim();
+        if line.starts_with('[') {
+            in_package = line == "[package]";
+        } else if in_package {
+            if let Some(value) = line.strip_prefix("name") {
+                let value = value.trim_start().strip_prefix('=')?.trim();
+                return Some(value.trim_matches('"').to_string());
+            }
+        }
+    }
+    None
+}
+
+/// The dependencies a manifest names: `(table, crate key, the rest of the
+/// line)`, for every `[dependencies]`, `[dev-dependencies]` and
+/// `[build-dependencies]` table, target-specific ones included, and the
+/// `[dependencies.NAME]` form.
+fn dependencies(manifest: &str) -> Vec<(String, String, String)> {
+    let mut out = Vec::new();
+    let mut table: Option<String> = None;
+    for line in manifest.lines() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        if let Some(header) = line.strip_prefix('[') {
+            let header = header.trim_end_matches(']').trim();
+            let kind = ["build-dependencies", "dev-dependencies", "dependencies"]
+                .into_iter()
+                .find(|kind| {
+                    header == *kind
+                        || header.ends_with(&format!(".{kind}"))
+                        || header.contains(&format!("{kind}."))
+                });
+            table = kind.map(|_| header.to_string());
+            // `[dependencies.NAME]`: the key is the header's last part.
+            if let Some(kind) = kind {
+                if let Some((_, name)) = header.rsplit_once(&format!("{kind}.")) {
+                    out.push((
+                        header.to_string(),
+                        name.trim_matches('"').to_string(),
+                        String::new(),
+                    ));
+                    table = None;
+                }
+            }
+            continue;
+        }
+        if let Some(table) = &table {
+            let key: String = line
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '-' || *c == '_')
+                .collect();
+            if !key.is_empty() {
+                out.push((table.clone(), key, line.to_string()));
+            }
+        }
+    }
+    out
+}
+
+/// Each dependency of a workspace crate on a workspace crate other than the
+/// core, as a message naming the manifest and the dependency.
+fn crate_violations(root: &Path) -> Vec<String> {
+    let members = workspace_members(root);
+    let mut problems = Vec::new();
+    for (folder, name) in &members {
+        let manifest = fs::read_to_string(root.join(folder).join("Cargo.toml")).unwrap();
+        for (table, key, rest) in dependencies(&manifest) {
+            // A renamed dependency names its package; a path one its folder.
+            let package = rest
+                .split("package")
+                .nth(1)
+                .and_then(|p| p.split('"').nth(1))
+                .unwrap_or(&key);
+            let by_path = rest
+                .split("path")
+                .nth(1)
+                .and_then(|p| p.split('"').nth(1))
+                .map(|p| {
+                    p.trim_start_matches("../")
+                        .trim_end_matches('/')
+                        .to_string()
+                });
+            let target = members
+                .iter()
+                .find(|(f, n)| n == package || by_path.as_deref() == Some(f.as_str()));
+            let Some((_, target)) = target else {
+                continue;
+            };
+            if target == "headroom-core" || target == name {
+                continue;
+            }
+            if name == CROSS_CRATE_TESTS && table.contains("dev-dependencies") {
+                continue;
+            }
+            problems.push(format!(
+                "{folder}/Cargo.toml: [{table}] names the workspace crate `{target}`; allowed: headroom-core only"
+            ));
+        }
+    }
+    problems
+}
+
+#[test]
+fn workspace_crates_depend_on_the_core_only() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let members = workspace_members(&root);
+    assert!(
+        members.iter().any(|(_, n)| n == "headroom-registry"),
+        "the member list was not read: {members:?}"
+    );
+    let problems = crate_violations(&root);
+    assert!(
+        problems.is_empty(),
+        "workspace crates depend on the core and on no other workspace crate:\n{}",
+        problems.join("\n")
+    );
+}
+
+#[test]
+fn the_manifest_reader_sees_every_form_of_dependency() {
+    let manifest = r#"
+[package]
+name = "x"
+
+[dependencies]
+calibration-collector = { path = "../calibration-collector" }
+headroom-core.workspace = true
+
+[target.'cfg(unix)'.dev-dependencies]
+web = { package = "headroom-web", path = "../web" }
+
+[build-dependencies.headroom-registry]
+path = "../registry"
+"#;
+    let keys: Vec<String> = dependencies(manifest)
+        .into_iter()
+        .map(|(_, k, _)| k)
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            "calibration-collector",
+            "headroom-core",
+            "web",
+            "headroom-registry"
+        ]
+    );
+    assert_eq!(package_name(manifest).as_deref(), Some("x"));
 }

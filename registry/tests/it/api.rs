@@ -17,9 +17,9 @@ fn body(v: &Value) -> Vec<u8> {
 #[test]
 fn the_committed_profile_still_validates() {
     let p = common::committed_profile();
-    calibration_collector::profile::from_value(&p, &Default::default())
+    headroom_core::calibration::from_value(&p, &Default::default())
         .expect("calibration/profiles/h200-2026-11-30.json validates");
-    calibration_collector::profile::from_value(&profile("varied", 4000), &Default::default())
+    headroom_core::calibration::from_value(&profile("varied", 4000), &Default::default())
         .expect("a varied copy validates");
 }
 
@@ -66,8 +66,8 @@ fn upload_list_fetch_and_idempotency() {
         .header("content-type")
         .unwrap()
         .starts_with("application/json"));
-    let stored = calibration_collector::profile::parse(&one.body, &Default::default()).unwrap();
-    let sent = calibration_collector::profile::from_value(
+    let stored = headroom_core::calibration::parse(&one.body, &Default::default()).unwrap();
+    let sent = headroom_core::calibration::from_value(
         &profile("first H200 profile", 1),
         &Default::default(),
     )
@@ -135,7 +135,7 @@ fn upload_list_fetch_and_idempotency() {
 }
 
 /// Sends `body` and checks a 4xx JSON error naming `field`.
-fn refused(a: &ureq::Agent, url: &str, what: &str, body: &[u8], status: u16, field: &str) {
+fn refused(a: &common::http::Agent, url: &str, what: &str, body: &[u8], status: u16, field: &str) {
     let ans = post(a, url, body, None);
     assert_eq!(ans.status, status, "{what}: {}", ans.body);
     let v = ans.json();

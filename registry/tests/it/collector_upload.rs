@@ -114,8 +114,8 @@ fn collector_upload_lands_once() {
     // What is stored is what the collector sends, read back as a profile.
     let a = agent();
     let stored = get(&a, &format!("{}/{id}", reg.url()));
-    let stored = calibration_collector::profile::parse(&stored.body, &Default::default()).unwrap();
-    let sent = calibration_collector::profile::parse(
+    let stored = headroom_core::calibration::parse(&stored.body, &Default::default()).unwrap();
+    let sent = headroom_core::calibration::parse(
         &String::from_utf8(before.clone()).unwrap(),
         &Default::default(),
     )

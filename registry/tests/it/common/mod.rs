@@ -3,7 +3,7 @@
 #![allow(dead_code)]
 
 use serde_json::Value;
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
@@ -108,14 +108,13 @@ impl Drop for Registry {
     }
 }
 
+pub mod http;
+
 /// An HTTP client that returns every status as an answer.
-pub fn agent() -> ureq::Agent {
-    ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .timeout_global(Some(Duration::from_secs(60)))
-        .max_redirects(0)
-        .build()
-        .into()
+pub fn agent() -> http::Agent {
+    http::Agent {
+        timeout: Duration::from_secs(60),
+    }
 }
 
 /// An answer: status, headers (lower-case names) and body.
@@ -140,9 +139,8 @@ impl Answer {
     }
 }
 
-fn answer(resp: Result<ureq::http::Response<ureq::Body>, ureq::Error>) -> Result<Answer, String> {
-    let mut resp = resp.map_err(|e| e.to_string())?;
-    let status = resp.status().as_u16();
+fn answer(resp: Result<http::Response, String>) -> Result<Answer, String> {
+    let resp = resp?;
     let headers = resp
         .headers()
         .iter()
@@ -153,22 +151,17 @@ fn answer(resp: Result<ureq::http::Response<ureq::Body>, ureq::Error>) -> Result
             )
         })
         .collect();
-    let mut body = Vec::new();
-    resp.body_mut()
-        .as_reader()
-        .read_to_end(&mut body)
-        .map_err(|e| e.to_string())?;
     Ok(Answer {
-        status,
+        status: resp.status().as_u16(),
         headers,
-        body: String::from_utf8_lossy(&body).into_owned(),
+        body: String::from_utf8_lossy(&resp.body).into_owned(),
     })
 }
 
 /// POSTs `body` as JSON (with an `Idempotency-Key` if given); `Err` is a
 /// connection error.
 pub fn try_post(
-    agent: &ureq::Agent,
+    agent: &http::Agent,
     url: &str,
     body: &[u8],
     key: Option<&str>,
@@ -180,11 +173,11 @@ pub fn try_post(
     answer(req.send(body))
 }
 
-pub fn post(agent: &ureq::Agent, url: &str, body: &[u8], key: Option<&str>) -> Answer {
+pub fn post(agent: &http::Agent, url: &str, body: &[u8], key: Option<&str>) -> Answer {
     try_post(agent, url, body, key).unwrap_or_else(|e| panic!("POST {url}: {e}"))
 }
 
-pub fn get(agent: &ureq::Agent, url: &str) -> Answer {
+pub fn get(agent: &http::Agent, url: &str) -> Answer {
     answer(agent.get(url).call()).unwrap_or_else(|e| panic!("GET {url}: {e}"))
 }
 
@@ -218,7 +211,7 @@ pub fn rows(db: &Path) -> Vec<(i64, String, String, i64, String)> {
 /// A stored body as the collector reads it (panics naming the row if it
 /// does not validate).
 pub fn check_row(id: i64, name: &str, gpu: &str, points: i64, body: &str) {
-    let p = calibration_collector::profile::parse(body, &Default::default())
+    let p = headroom_core::calibration::parse(body, &Default::default())
         .unwrap_or_else(|e| panic!("row {id} does not validate: {e}"));
     assert_eq!(p.name, name, "row {id}: name column");
     assert_eq!(p.gpu.name, gpu, "row {id}: gpu column");
