@@ -3,7 +3,7 @@
 //! `{"error": "...", "field": "..."}` (`field` null when no field is to
 //! blame).
 
-use crate::db::{profile_url, DbError, Stored};
+use crate::db::{profile_url, sha256_hex, DbError, Shown, Status, Stored, Uploader};
 use crate::{App, MAX_BODY_BYTES};
 use axum::body::{Body, HttpBody};
 use axum::extract::{ConnectInfo, Path, RawQuery, State};
@@ -39,15 +39,23 @@ pub struct ApiError {
     error: String,
     field: Option<String>,
     retry_after: Option<u64>,
+    /// `WWW-Authenticate: Bearer` (a 401).
+    challenge: bool,
 }
 
 impl ApiError {
+    /// 403 naming the header to blame.
+    pub fn forbidden(error: &str, field: &str) -> ApiError {
+        ApiError::new(StatusCode::FORBIDDEN, error, Some(field))
+    }
+
     fn new(status: StatusCode, error: impl Into<String>, field: Option<&str>) -> ApiError {
         ApiError {
             status,
             error: error.into(),
             field: field.map(str::to_string),
             retry_after: None,
+            challenge: false,
         }
     }
 }
@@ -59,6 +67,12 @@ impl IntoResponse for ApiError {
         if let Some(secs) = self.retry_after {
             resp.headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        }
+        if self.challenge {
+            resp.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Bearer realm=\"headroom-registry\""),
+            );
         }
         resp
     }
@@ -142,6 +156,84 @@ async fn blocking<T: Send + 'static>(
         Ok(r) => r,
         Err(e) => Err(DbError::Schema(format!("a database task failed: {e}"))),
     }
+}
+
+/// The `Authorization: Bearer TOKEN` header's token, if well formed.
+fn bearer(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
+    let mut values = headers.get_all(header::AUTHORIZATION).iter();
+    let Some(value) = values.next() else {
+        return Ok(None);
+    };
+    let bad = |why: &str| {
+        let mut e = ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            format!("{why}; allowed: one `Authorization: Bearer TOKEN` header with a token the registry's operator issued (`headroom upload --token`)"),
+            Some("Authorization"),
+        );
+        e.challenge = true;
+        e
+    };
+    if values.next().is_some() {
+        return Err(bad("the header is given more than once"));
+    }
+    let text = value.to_str().map_err(|_| bad("the header is not visible ASCII"))?;
+    let (scheme, token) = text.trim().split_once(' ').unwrap_or((text, ""));
+    let token = token.trim();
+    if !scheme.eq_ignore_ascii_case("bearer") || token.is_empty() || token.len() > 256 {
+        return Err(bad("the header is not `Bearer TOKEN`"));
+    }
+    Ok(Some(token.to_string()))
+}
+
+/// Who uploads: on an `--open` registry anyone (approved at once, no
+/// quota); else the holder of a live token (pending, within its quota).
+async fn uploader(app: &Arc<App>, headers: &HeaderMap) -> Result<Uploader, ApiError> {
+    let day = (std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+        / 86_400) as i64;
+    if app.open {
+        return Ok(Uploader {
+            token: None,
+            status: Status::Approved,
+            quota: None,
+            day,
+        });
+    }
+    let unauthorized = |why: &str| {
+        let mut e = ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            format!("{why}; allowed: `Authorization: Bearer TOKEN` with a token the registry's operator issued (`headroom upload --token TOKEN` or HEADROOM_TOKEN)"),
+            Some("Authorization"),
+        );
+        e.challenge = true;
+        e
+    };
+    let Some(token) = bearer(headers)? else {
+        return Err(unauthorized("this registry takes uploads with a token only"));
+    };
+    let hash = sha256_hex(token.as_bytes());
+    let app2 = Arc::clone(app);
+    match blocking(move || app2.db.token_id(&hash)).await {
+        Ok(Some(id)) => Ok(Uploader {
+            token: Some(id),
+            status: Status::Pending,
+            quota: Some(app.quota),
+            day,
+        }),
+        Ok(None) => Err(unauthorized("the token is not one of this registry's (or was revoked)")),
+        Err(e) => Err(internal(e)),
+    }
+}
+
+/// Seconds until the next UTC midnight, when quotas start again.
+fn until_tomorrow() -> u64 {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    86_400 - now % 86_400
 }
 
 enum Read {
@@ -292,7 +384,14 @@ async fn receive(
     headers: &HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let key = match precheck(app, client, headers) {
+    let checked = match precheck(app, client, headers) {
+        Ok(key) => match uploader(app, headers).await {
+            Ok(who) => Ok((key, who)),
+            Err(e) => Err(e),
+        },
+        Err(e) => Err(e),
+    };
+    let (key, who) = match checked {
         Ok(key) => key,
         Err(e) => {
             // The body is still read (up to a limit) so that the client
@@ -322,16 +421,45 @@ async fn receive(
     };
     let value: Value =
         serde_json::from_slice(&bytes).map_err(|e| refused(ProfileError::Json(e.to_string())))?;
-    // The collector's own checks; the registry has no identity to hide, so
-    // only what any profile may not hold (paths, addresses) is scanned for.
-    let profile = profile::from_value(&value, &Identity::default()).map_err(refused)?;
+    // The core's checks, which the collector runs too; the registry has no
+    // identity to hide, so only what any profile may not hold (paths,
+    // addresses) is scanned for.
+    let mut profile = profile::from_value(&value, &Identity::default()).map_err(refused)?;
     drop(value);
+    // The accuracy claims, recomputed from the points with the core: what
+    // is stored and listed is what the registry computed, never the
+    // uploader's figures (`recomputed` names the claims that differed).
+    let (recomputed, profile) = tokio::task::spawn_blocking(move || {
+        let ours = profile::recompute(&profile)?;
+        let differed = ours.differences(&profile);
+        ours.apply_to(&mut profile);
+        Ok::<_, ProfileError>((differed, profile))
+    })
+    .await
+    .map_err(|e| {
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("recomputing the profile failed: {e}"),
+            None,
+        )
+    })?
+    .map_err(refused)?;
     let canonical = serde_json::to_string(&profile).expect("a profile serialises");
     let app2 = Arc::clone(app);
-    let stored = blocking(move || app2.db.insert(&profile, &canonical, key.as_deref())).await;
+    let stored =
+        blocking(move || app2.db.insert(&profile, &canonical, key.as_deref(), &who)).await;
     let (status, id) = match stored {
         Ok(Stored::Created(id)) => (StatusCode::CREATED, id),
         Ok(Stored::Replayed(id)) => (StatusCode::OK, id),
+        Err(DbError::Quota(why)) => {
+            let mut err = ApiError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                format!("the token's daily allowance is spent: {why}"),
+                Some("Authorization"),
+            );
+            err.retry_after = Some(until_tomorrow());
+            return Err(err);
+        }
         Err(DbError::Conflict(id)) => {
             return Err(ApiError::new(
                 StatusCode::CONFLICT,
@@ -345,7 +473,16 @@ async fn receive(
         Err(e) => return Err(internal(e)),
     };
     let url = profile_url(id);
-    let mut resp = json_response(status, &json!({"id": id, "url": url}), "no-store");
+    let app2 = Arc::clone(app);
+    let review = blocking(move || app2.db.status(id))
+        .await
+        .map_err(internal)?
+        .unwrap_or(Status::Pending);
+    let mut resp = json_response(
+        status,
+        &json!({"id": id, "url": url, "status": review, "recomputed": recomputed}),
+        "no-store",
+    );
     if let Ok(v) = HeaderValue::from_str(&url) {
         resp.headers_mut().insert(header::LOCATION, v);
     }
@@ -378,6 +515,7 @@ fn decode(s: &str) -> Option<String> {
 
 struct ListQuery {
     gpu: Option<String>,
+    status: Shown,
     limit: i64,
     offset: i64,
 }
@@ -385,6 +523,7 @@ struct ListQuery {
 fn parse_query(raw: Option<&str>) -> Result<ListQuery, ApiError> {
     let mut q = ListQuery {
         gpu: None,
+        status: Shown::Approved,
         limit: DEFAULT_LIMIT,
         offset: 0,
     };
@@ -425,12 +564,25 @@ fn parse_query(raw: Option<&str>) -> Result<ListQuery, ApiError> {
                 }
                 q.gpu = Some(v.trim().to_string()).filter(|s| !s.is_empty());
             }
+            "status" => {
+                q.status = match v.as_str() {
+                    "approved" => Shown::Approved,
+                    "pending" => Shown::Pending,
+                    "all" => Shown::All,
+                    _ => {
+                        return Err(query_error(
+                            "status",
+                            "`status` must be approved, pending or all".to_string(),
+                        ))
+                    }
+                }
+            }
             "limit" => q.limit = number(MAX_LIMIT)?.max(1),
             "offset" => q.offset = number(i64::from(u32::MAX))?,
             _ => {
                 return Err(query_error(
                     &shown,
-                    format!("unknown query parameter `{shown}`; allowed: gpu, limit, offset"),
+                    format!("unknown query parameter `{shown}`; allowed: gpu, status, limit, offset"),
                 ))
             }
         }
@@ -447,8 +599,8 @@ pub async fn list(State(app): State<Arc<App>>, RawQuery(raw): RawQuery) -> Respo
     };
     let app2 = Arc::clone(&app);
     let gpu = q.gpu.clone();
-    let (limit, offset) = (q.limit, q.offset);
-    match blocking(move || app2.db.list(gpu.as_deref(), limit, offset)).await {
+    let (shown, limit, offset) = (q.status, q.limit, q.offset);
+    match blocking(move || app2.db.list(gpu.as_deref(), shown, limit, offset)).await {
         Ok((profiles, total)) => json_response(
             StatusCode::OK,
             &json!({"profiles": profiles, "total": total, "limit": limit, "offset": offset}),
@@ -475,19 +627,27 @@ pub async fn one(State(app): State<Arc<App>>, Path(id): Path<String>) -> Respons
     };
     let app2 = Arc::clone(&app);
     match blocking(move || app2.db.get(n)).await {
-        Ok(Some(body)) => json_text(StatusCode::OK, body, "no-cache"),
+        Ok(Some((body, status))) => {
+            let mut resp = json_text(StatusCode::OK, body, "no-cache");
+            resp.headers_mut().insert(
+                "x-profile-status",
+                HeaderValue::from_static(status.key()),
+            );
+            resp
+        }
         Ok(None) => not_found(),
         Err(e) => internal(e).into_response(),
     }
 }
 
-/// `GET /api/v1/health`: `{"status": "ok", "profiles": N}`.
+/// `GET /api/v1/health`: `{"status": "ok", "profiles": N, "pending": M}`
+/// (listed and waiting for review).
 pub async fn health(State(app): State<Arc<App>>) -> Response {
     let app2 = Arc::clone(&app);
-    match blocking(move || app2.db.count()).await {
-        Ok(n) => json_response(
+    match blocking(move || app2.db.counts()).await {
+        Ok((listed, pending)) => json_response(
             StatusCode::OK,
-            &json!({"status": "ok", "profiles": n}),
+            &json!({"status": "ok", "profiles": listed, "pending": pending}),
             "no-store",
         ),
         Err(e) => internal(e).into_response(),

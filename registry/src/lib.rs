@@ -1,25 +1,29 @@
 //! # headroom-registry
 //!
 //! The profile registry: `headroom upload` POSTs calibration
-//! profiles here; they are checked with the core's schema code
-//! ([`headroom_core::calibration::from_value`]), stored in one SQLite
-//! file ([`db`]) and listed for the page, which the same process serves from
-//! its `dist/` folder ([`page`]). The endpoints are described in the crate's
-//! README.
+//! profiles here, with a token the operator issued (unless the registry
+//! runs `--open`); they are checked with the core's schema code
+//! ([`headroom_core::calibration::from_value`]), their accuracy claims
+//! recomputed from their points by the core
+//! ([`headroom_core::calibration::recompute`]), stored in one SQLite file
+//! ([`db`]) as pending until an operator approves them, and listed for the
+//! page, which the same process serves from its `dist/` folder ([`page`]).
+//! [`server`] is the accept loop with its timeouts and connection caps. The
+//! endpoints are described in the crate's README.
 
 pub mod api;
 pub mod compress;
 pub mod db;
 pub mod limiter;
 pub mod page;
+pub mod server;
 
-use axum::extract::Request;
+use axum::extract::{Request, State};
 use axum::http::{header, HeaderValue, Method};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -35,6 +39,13 @@ pub struct Config {
     pub dist: PathBuf,
     /// Uploads a minute per client address (0: no limit).
     pub uploads_per_minute: u32,
+    /// No token and no review: anyone who reaches the port publishes.
+    pub open: bool,
+    /// The address users reach the registry by (`https://profiles.example`),
+    /// when a proxy stands in front: the one browser origin that may POST.
+    pub public_url: Option<String>,
+    /// Each token's daily allowance.
+    pub quota: db::Quota,
 }
 
 /// The shared state of every request.
@@ -45,6 +56,65 @@ pub struct App {
     pub limiter: limiter::Limiter,
     /// The built page.
     pub dist: PathBuf,
+    /// No token and no review.
+    pub open: bool,
+    /// The browser origin of `--public-url` (`https://host[:port]`).
+    pub public_origin: Option<String>,
+    /// Each token's daily allowance.
+    pub quota: db::Quota,
+}
+
+/// The origin (`scheme://host[:port]`, lower case) of a URL.
+pub fn origin_of(url: &str) -> Option<String> {
+    let (scheme, rest) = url.split_once("://")?;
+    let host = rest.split(['/', '?', '#']).next()?;
+    (!host.is_empty() && !host.contains('@')).then(|| format!("{scheme}://{host}").to_ascii_lowercase())
+}
+
+/// The default port of a scheme, which an origin may leave out.
+fn default_port(scheme: &str) -> &'static str {
+    if scheme == "https" {
+        ":443"
+    } else {
+        ":80"
+    }
+}
+
+/// Whether a browser `origin` is the registry itself: its `--public-url`,
+/// or the `host` the request was sent to (either scheme: a TLS proxy in
+/// front), or, for a registry reached as `localhost`, another page on the
+/// same machine (Trunk's dev server, `scripts/serve.sh --watch`).
+pub fn same_origin(origin: &str, host: Option<&str>, public_origin: Option<&str>) -> bool {
+    let origin = origin.trim().to_ascii_lowercase();
+    let with_port = |o: &str| -> String {
+        match o.split_once("://") {
+            Some((scheme, h)) if !h.contains(':') || h.ends_with(']') => {
+                format!("{o}{}", default_port(scheme))
+            }
+            _ => o.to_string(),
+        }
+    };
+    if public_origin.is_some_and(|p| with_port(p) == with_port(&origin)) {
+        return true;
+    }
+    let Some(host) = host.map(|h| h.trim().to_ascii_lowercase()) else {
+        return false;
+    };
+    let Some((scheme, origin_host)) = origin.split_once("://") else {
+        return false;
+    };
+    if !matches!(scheme, "http" | "https") {
+        return false;
+    }
+    let host_with_port = if host.contains(':') && !host.ends_with(']') {
+        host.clone()
+    } else {
+        format!("{host}{}", default_port(scheme))
+    };
+    if with_port(&origin) == format!("{scheme}://{host_with_port}") || origin_host == host {
+        return true;
+    }
+    local_origin(&origin) && local_origin(&format!("http://{host}"))
 }
 
 impl App {
@@ -54,12 +124,16 @@ impl App {
             db: db::Db::open(&config.db)?,
             limiter: limiter::Limiter::new(config.uploads_per_minute),
             dist: config.dist.clone(),
+            open: config.open,
+            public_origin: config.public_url.as_deref().and_then(origin_of),
+            quota: config.quota,
         })
     }
 
     /// On an empty database, stores every profile file (`*.json`, in name
-    /// order) of `dir`, each checked as an upload is; a database that holds
-    /// profiles is left as it is. How many were stored.
+    /// order) of `dir`, each checked as an upload is (its claims recomputed)
+    /// and approved; a database that holds profiles is left as it is. How
+    /// many were stored.
     pub fn seed(&self, dir: &std::path::Path) -> Result<usize, String> {
         if self.db.count().map_err(|e| e.to_string())? > 0 {
             return Ok(0);
@@ -80,13 +154,23 @@ impl App {
                 &headroom_core::calibration::Identity::default(),
             )
             .map_err(|e| format!("{at}: {e}"))?;
+            let mut profile = profile;
+            headroom_core::calibration::recompute(&profile)
+                .map_err(|e| format!("{at}: {e}"))?
+                .apply_to(&mut profile);
             let canonical = serde_json::to_string(&profile).map_err(|e| e.to_string())?;
             let key = format!(
                 "seed:{}",
                 file.file_name().unwrap_or_default().to_string_lossy()
             );
+            let seeded = db::Uploader {
+                token: None,
+                status: db::Status::Approved,
+                quota: None,
+                day: 0,
+            };
             self.db
-                .insert(&profile, &canonical, Some(&key))
+                .insert(&profile, &canonical, Some(&key), &seeded)
                 .map_err(|e| format!("{at}: {e}"))?;
         }
         Ok(files.len())
@@ -101,21 +185,21 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/api/v1/health", get(api::health))
         .method_not_allowed_fallback(api::method_not_allowed);
     api.fallback(page::serve)
-        .layer(axum::middleware::from_fn(headers))
+        .layer(axum::middleware::from_fn_with_state(Arc::clone(&app), headers))
         .with_state(app)
 }
 
-/// Serves `app` on `listener` until Ctrl-C or SIGTERM.
-pub async fn serve(listener: tokio::net::TcpListener, app: Arc<App>) -> std::io::Result<()> {
-    axum::serve(
-        listener,
-        router(app).into_make_service_with_connect_info::<SocketAddr>(),
-    )
-    .with_graceful_shutdown(shutdown())
-    .await
+/// Serves `app` on `listener` until Ctrl-C or SIGTERM, within `limits`.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    app: Arc<App>,
+    limits: server::Limits,
+) -> std::io::Result<()> {
+    server::serve(listener, router(app), limits, shutdown()).await
 }
 
-async fn shutdown() {
+/// Ctrl-C or SIGTERM.
+pub async fn shutdown() {
     let ctrl_c = async {
         let _ = tokio::signal::ctrl_c().await;
     };
@@ -163,8 +247,35 @@ pub fn local_origin(origin: &str) -> bool {
 /// CORS, and the headers every answer carries. A page served from this
 /// machine may call the whole API; a page anywhere else may read it (`GET`:
 /// the listing and the profiles, which hold nothing private) but not upload.
-async fn headers(req: Request, next: Next) -> Response {
+async fn headers(State(app): State<Arc<App>>, req: Request, next: Next) -> Response {
     let api = req.uri().path().starts_with("/api/");
+    let writes = !matches!(
+        *req.method(),
+        Method::GET | Method::HEAD | Method::OPTIONS
+    );
+    if writes {
+        if let Some(origin) = req.headers().get(header::ORIGIN) {
+            let host = req
+                .headers()
+                .get(header::HOST)
+                .and_then(|v| v.to_str().ok());
+            let ours = origin
+                .to_str()
+                .is_ok_and(|o| same_origin(o, host, app.public_origin.as_deref()));
+            if !ours {
+                let mut resp = api::ApiError::forbidden(
+                    "a page of another site may not write to this registry (its `Origin` is not this registry's own; with a proxy in front, start the registry with --public-url)",
+                    "Origin",
+                )
+                .into_response();
+                resp.headers_mut().insert(
+                    header::X_CONTENT_TYPE_OPTIONS,
+                    HeaderValue::from_static("nosniff"),
+                );
+                return resp;
+            }
+        }
+    }
     let cross_origin = api && req.headers().contains_key(header::ORIGIN);
     let origin = req
         .headers()
@@ -223,7 +334,24 @@ async fn headers(req: Request, next: Next) -> Response {
 
 #[cfg(test)]
 mod tests {
-    use super::local_origin;
+    use super::{local_origin, same_origin};
+
+    #[test]
+    fn only_the_registry_itself_is_its_origin() {
+        let host = Some("profiles.example:8090");
+        assert!(same_origin("http://profiles.example:8090", host, None));
+        assert!(same_origin("https://profiles.example:8090", host, None));
+        assert!(!same_origin("https://evil.example", host, None));
+        assert!(!same_origin("http://profiles.example.evil:8090", host, None));
+        assert!(!same_origin("null", host, None));
+        let public = Some("https://profiles.example");
+        assert!(same_origin("https://profiles.example", Some("10.0.0.5:8090"), public));
+        assert!(same_origin("https://profiles.example:443", Some("10.0.0.5:8090"), public));
+        assert!(!same_origin("http://evil.example", Some("10.0.0.5:8090"), public));
+        // A page on this machine may write to a registry reached as localhost.
+        assert!(same_origin("http://localhost:8080", Some("127.0.0.1:8090"), None));
+        assert!(!same_origin("http://localhost:8080", Some("profiles.example"), None));
+    }
 
     #[test]
     fn only_this_machine_is_a_local_origin() {

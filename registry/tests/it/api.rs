@@ -49,9 +49,14 @@ fn upload_list_fetch_and_idempotency() {
     let conflict = post(&a, &url, &other, Some("0123456789abcdef"));
     assert_eq!(conflict.status, 409, "{}", conflict.body);
     assert_eq!(conflict.json()["field"], "Idempotency-Key");
-    // Without a key every upload is new.
-    assert_eq!(post(&a, &url, &other, None).status, 201);
-    assert_eq!(post(&a, &url, &other, None).status, 201);
+    // Without a key, a new profile is a new row and the same profile again
+    // is the row stored before (one row per identical profile).
+    let without_key = post(&a, &url, &other, None);
+    assert_eq!(without_key.status, 201);
+    let same_again = post(&a, &url, &other, None);
+    assert_eq!(same_again.status, 200, "{}", same_again.body);
+    assert_eq!(same_again.json()["id"], without_key.json()["id"]);
+    assert_eq!(post(&a, &url, &body(&profile("a third", 4)), None).status, 201);
     let mut rtx = profile("an RTX 4090 profile", 3);
     rtx["gpu"]["name"] = json!("NVIDIA GeForce RTX 4090");
     let rtx_id = post(&a, &url, &body(&rtx), Some("rtx")).json()["id"]
@@ -67,11 +72,13 @@ fn upload_list_fetch_and_idempotency() {
         .unwrap()
         .starts_with("application/json"));
     let stored = headroom_core::calibration::parse(&one.body, &Default::default()).unwrap();
-    let sent = headroom_core::calibration::from_value(
-        &profile("first H200 profile", 1),
-        &Default::default(),
-    )
-    .unwrap();
+    let sent = common::recomputed(
+        headroom_core::calibration::from_value(
+            &profile("first H200 profile", 1),
+            &Default::default(),
+        )
+        .unwrap(),
+    );
     assert_eq!(stored, sent);
 
     // The listing: newest first, the facts a picker needs.
@@ -126,7 +133,7 @@ fn upload_list_fetch_and_idempotency() {
     assert_eq!(nf.status, 404);
     assert!(nf.json()["error"].is_string());
     let health = get(&a, &format!("{}/api/v1/health", reg.base)).json();
-    assert_eq!(health, json!({"status": "ok", "profiles": 4}));
+    assert_eq!(health, json!({"status": "ok", "profiles": 4, "pending": 0}));
 
     for (id, name, gpu, points, body) in rows(&reg.db) {
         check_row(id, &name, &gpu, points, &body);

@@ -31,6 +31,17 @@ pub fn profile(name: &str, seconds: u32) -> Value {
     p
 }
 
+/// `p` with its claims as the core recomputes them from its points (what
+/// the registry stores).
+pub fn recomputed(
+    mut p: headroom_core::calibration::Profile,
+) -> headroom_core::calibration::Profile {
+    headroom_core::calibration::recompute(&p)
+        .expect("the profile recomputes")
+        .apply_to(&mut p);
+    p
+}
+
 /// A running `headroom-registry`, killed (SIGKILL) when dropped.
 pub struct Registry {
     child: Child,
@@ -38,13 +49,27 @@ pub struct Registry {
     pub base: String,
     /// The database file.
     pub db: PathBuf,
+    /// What it printed first.
+    pub first_line: String,
 }
 
 impl Registry {
-    /// Starts the built binary on `db`, on a free port, and waits until it
-    /// listens. `extra` are more flags (`--uploads-per-minute` defaults to 0
-    /// here: no limit, unless given).
+    /// Starts the built binary on `db` as `--open` (no token, no review),
+    /// on a free port, and waits until it listens. `extra` are more flags
+    /// (`--uploads-per-minute` defaults to 0 here: no limit, unless given).
     pub fn start(db: &Path, extra: &[&str]) -> Registry {
+        let mut flags = vec!["--open"];
+        flags.extend_from_slice(extra);
+        Registry::start_with(db, &flags)
+    }
+
+    /// Starts the built binary on `db` as a community runs it: uploads need
+    /// a token and wait for review.
+    pub fn start_reviewed(db: &Path, extra: &[&str]) -> Registry {
+        Registry::start_with(db, extra)
+    }
+
+    fn start_with(db: &Path, extra: &[&str]) -> Registry {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_headroom-registry"));
         cmd.arg("--db").arg(db).args(["--listen", "127.0.0.1:0"]);
         if !extra.contains(&"--uploads-per-minute") {
@@ -82,6 +107,7 @@ impl Registry {
             child,
             base,
             db: db.to_path_buf(),
+            first_line: line,
         }
     }
 
@@ -94,6 +120,23 @@ impl Registry {
     pub fn kill(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Waits up to `limit` for the process to exit: its status, if it did.
+    pub fn wait_for_exit(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
+        let start = std::time::Instant::now();
+        while start.elapsed() < limit {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
     }
 
     /// Whether the process is still running.
