@@ -176,7 +176,9 @@ fn bearer(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
     if values.next().is_some() {
         return Err(bad("the header is given more than once"));
     }
-    let text = value.to_str().map_err(|_| bad("the header is not visible ASCII"))?;
+    let text = value
+        .to_str()
+        .map_err(|_| bad("the header is not visible ASCII"))?;
     let (scheme, token) = text.trim().split_once(' ').unwrap_or((text, ""));
     let token = token.trim();
     if !scheme.eq_ignore_ascii_case("bearer") || token.is_empty() || token.len() > 256 {
@@ -211,7 +213,9 @@ async fn uploader(app: &Arc<App>, headers: &HeaderMap) -> Result<Uploader, ApiEr
         e
     };
     let Some(token) = bearer(headers)? else {
-        return Err(unauthorized("this registry takes uploads with a token only"));
+        return Err(unauthorized(
+            "this registry takes uploads with a token only",
+        ));
     };
     let hash = sha256_hex(token.as_bytes());
     let app2 = Arc::clone(app);
@@ -222,7 +226,9 @@ async fn uploader(app: &Arc<App>, headers: &HeaderMap) -> Result<Uploader, ApiEr
             quota: Some(app.quota),
             day,
         }),
-        Ok(None) => Err(unauthorized("the token is not one of this registry's (or was revoked)")),
+        Ok(None) => Err(unauthorized(
+            "the token is not one of this registry's (or was revoked)",
+        )),
         Err(e) => Err(internal(e)),
     }
 }
@@ -446,8 +452,7 @@ async fn receive(
     .map_err(refused)?;
     let canonical = serde_json::to_string(&profile).expect("a profile serialises");
     let app2 = Arc::clone(app);
-    let stored =
-        blocking(move || app2.db.insert(&profile, &canonical, key.as_deref(), &who)).await;
+    let stored = blocking(move || app2.db.insert(&profile, &canonical, key.as_deref(), &who)).await;
     let (status, id) = match stored {
         Ok(Stored::Created(id)) => (StatusCode::CREATED, id),
         Ok(Stored::Replayed(id)) => (StatusCode::OK, id),
@@ -582,7 +587,9 @@ fn parse_query(raw: Option<&str>) -> Result<ListQuery, ApiError> {
             _ => {
                 return Err(query_error(
                     &shown,
-                    format!("unknown query parameter `{shown}`; allowed: gpu, status, limit, offset"),
+                    format!(
+                        "unknown query parameter `{shown}`; allowed: gpu, status, limit, offset"
+                    ),
                 ))
             }
         }
@@ -629,10 +636,8 @@ pub async fn one(State(app): State<Arc<App>>, Path(id): Path<String>) -> Respons
     match blocking(move || app2.db.get(n)).await {
         Ok(Some((body, status))) => {
             let mut resp = json_text(StatusCode::OK, body, "no-cache");
-            resp.headers_mut().insert(
-                "x-profile-status",
-                HeaderValue::from_static(status.key()),
-            );
+            resp.headers_mut()
+                .insert("x-profile-status", HeaderValue::from_static(status.key()));
             resp
         }
         Ok(None) => not_found(),

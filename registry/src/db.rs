@@ -518,14 +518,16 @@ impl Db {
             .map_err(|e| DbError::Schema(format!("no randomness for a token: {e}")))?;
         let token = format!(
             "hr_{}",
-            secret.iter().map(|b| format!("{b:02x}")).collect::<String>()
+            secret
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect::<String>()
         );
         let conn = lock(&self.writer);
-        let taken: i64 = conn.query_row(
-            "SELECT count(*) FROM tokens WHERE name = ?1",
-            [name],
-            |r| r.get(0),
-        )?;
+        let taken: i64 =
+            conn.query_row("SELECT count(*) FROM tokens WHERE name = ?1", [name], |r| {
+                r.get(0)
+            })?;
         if taken > 0 {
             return Err(DbError::Schema(format!(
                 "a token named `{name}` exists; allowed: a new name"

@@ -68,7 +68,8 @@ pub struct App {
 pub fn origin_of(url: &str) -> Option<String> {
     let (scheme, rest) = url.split_once("://")?;
     let host = rest.split(['/', '?', '#']).next()?;
-    (!host.is_empty() && !host.contains('@')).then(|| format!("{scheme}://{host}").to_ascii_lowercase())
+    (!host.is_empty() && !host.contains('@'))
+        .then(|| format!("{scheme}://{host}").to_ascii_lowercase())
 }
 
 /// The default port of a scheme, which an origin may leave out.
@@ -185,7 +186,10 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/api/v1/health", get(api::health))
         .method_not_allowed_fallback(api::method_not_allowed);
     api.fallback(page::serve)
-        .layer(axum::middleware::from_fn_with_state(Arc::clone(&app), headers))
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&app),
+            headers,
+        ))
         .with_state(app)
 }
 
@@ -249,10 +253,7 @@ pub fn local_origin(origin: &str) -> bool {
 /// the listing and the profiles, which hold nothing private) but not upload.
 async fn headers(State(app): State<Arc<App>>, req: Request, next: Next) -> Response {
     let api = req.uri().path().starts_with("/api/");
-    let writes = !matches!(
-        *req.method(),
-        Method::GET | Method::HEAD | Method::OPTIONS
-    );
+    let writes = !matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS);
     if writes {
         if let Some(origin) = req.headers().get(header::ORIGIN) {
             let host = req
@@ -342,15 +343,39 @@ mod tests {
         assert!(same_origin("http://profiles.example:8090", host, None));
         assert!(same_origin("https://profiles.example:8090", host, None));
         assert!(!same_origin("https://evil.example", host, None));
-        assert!(!same_origin("http://profiles.example.evil:8090", host, None));
+        assert!(!same_origin(
+            "http://profiles.example.evil:8090",
+            host,
+            None
+        ));
         assert!(!same_origin("null", host, None));
         let public = Some("https://profiles.example");
-        assert!(same_origin("https://profiles.example", Some("10.0.0.5:8090"), public));
-        assert!(same_origin("https://profiles.example:443", Some("10.0.0.5:8090"), public));
-        assert!(!same_origin("http://evil.example", Some("10.0.0.5:8090"), public));
+        assert!(same_origin(
+            "https://profiles.example",
+            Some("10.0.0.5:8090"),
+            public
+        ));
+        assert!(same_origin(
+            "https://profiles.example:443",
+            Some("10.0.0.5:8090"),
+            public
+        ));
+        assert!(!same_origin(
+            "http://evil.example",
+            Some("10.0.0.5:8090"),
+            public
+        ));
         // A page on this machine may write to a registry reached as localhost.
-        assert!(same_origin("http://localhost:8080", Some("127.0.0.1:8090"), None));
-        assert!(!same_origin("http://localhost:8080", Some("profiles.example"), None));
+        assert!(same_origin(
+            "http://localhost:8080",
+            Some("127.0.0.1:8090"),
+            None
+        ));
+        assert!(!same_origin(
+            "http://localhost:8080",
+            Some("profiles.example"),
+            None
+        ));
     }
 
     #[test]

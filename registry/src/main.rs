@@ -16,7 +16,11 @@ use std::time::Duration;
 /// The profile registry: receives `headroom upload`, stores
 /// profiles in SQLite, lists them, and serves the page.
 #[derive(Debug, Parser)]
-#[command(name = "headroom-registry", version, args_conflicts_with_subcommands = true)]
+#[command(
+    name = "headroom-registry",
+    version,
+    args_conflicts_with_subcommands = true
+)]
 struct Args {
     #[command(subcommand)]
     command: Option<Command>,

@@ -84,6 +84,33 @@ pub struct UploadArgs {
     /// Print the outcome as JSON.
     #[arg(long)]
     pub json: bool,
+    /// The upload token the registry's operator gave you (default: the
+    /// HEADROOM_TOKEN environment variable); sent as `Authorization:
+    /// Bearer`, never printed.
+    #[arg(long)]
+    pub token: Option<String>,
+}
+
+/// The environment variable `upload` reads a token from when `--token` is
+/// not given.
+pub const TOKEN_ENV: &str = "HEADROOM_TOKEN";
+
+/// The token to send: `--token`, else [`TOKEN_ENV`]; checked to be one
+/// header value (visible ASCII, no spaces), at most 256 characters.
+fn token(args: &UploadArgs) -> Result<Option<String>> {
+    let (given, source) = match &args.token {
+        Some(t) => (Some(t.clone()), "--token"),
+        None => (std::env::var(TOKEN_ENV).ok(), TOKEN_ENV),
+    };
+    let Some(t) = given.map(|t| t.trim().to_string()).filter(|t| !t.is_empty()) else {
+        return Ok(None);
+    };
+    if t.len() > 256 || !t.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(CollectorError::input(format!(
+            "`{source}`: not a token (it has spaces, control or non-ASCII characters, or is over 256 characters); allowed: the token the registry's operator gave you, as printed by `headroom-registry token add`"
+        )));
+    }
+    Ok(Some(t))
 }
 
 impl Default for UploadArgs {
@@ -96,6 +123,7 @@ impl Default for UploadArgs {
             backoff_ms: 1000,
             timeout_s: 30,
             json: false,
+            token: None,
         }
     }
 }
@@ -299,11 +327,14 @@ pub fn load(path: &str, identity: &Identity) -> Result<Profile> {
     profile::parse(&text, identity).map_err(|e| CollectorError::input(format!("{name}: {e}")))
 }
 
-/// The `--dry-run` text (any credentials in `url` shown as `***`).
-pub fn render_dry_run(url: &str, body: &[u8]) -> String {
+/// The `--dry-run` text (any credentials in `url` and the token shown as
+/// `***`).
+pub fn render_dry_run(url: &str, body: &[u8], with_token: bool) -> String {
     let pretty: serde_json::Value = serde_json::from_slice(body).expect("our own JSON");
     let shown = redact_url(url);
-    let auth = if shown != url {
+    let auth = if with_token {
+        "Authorization: Bearer *** (the upload token)\n"
+    } else if shown != url {
         "Authorization: Basic *** (the URL's credentials)\n"
     } else {
         ""
@@ -373,14 +404,17 @@ fn agent(timeout_s: u64) -> ureq::Agent {
         .into()
 }
 
-fn attempt(agent: &ureq::Agent, url: &str, body: &[u8]) -> Attempt {
-    let result = agent
+fn attempt(agent: &ureq::Agent, url: &str, body: &[u8], token: Option<&str>) -> Attempt {
+    let mut request = agent
         .post(url)
         .header("Content-Type", "application/json")
         .header("Accept", "application/json")
         .header("User-Agent", &user_agent())
-        .header("Idempotency-Key", &digest(body))
-        .send(body);
+        .header("Idempotency-Key", &digest(body));
+    if let Some(t) = token {
+        request = request.header("Authorization", &format!("Bearer {t}"));
+    }
+    let result = request.send(body);
     match result {
         Err(e) if url.starts_with("https://") && looks_like_no_tls(&e.to_string()) => {
             Attempt::NotTls(e.to_string())
@@ -495,18 +529,26 @@ pub fn run(
     identity: &Identity,
 ) -> Result<(Option<UploadOutcome>, Option<String>)> {
     check_limits(args)?;
-    let target = parse_target(&args.to)?;
+    let mut target = parse_target(&args.to)?;
+    let token = token(args)?;
+    if let Some(t) = &token {
+        // Scrubbed from every message, as the URL's password is.
+        target.secrets.push(t.clone());
+    }
     let profile = load(&args.profile, identity)?;
     let body = payload(&profile);
     if args.dry_run {
-        return Ok((None, Some(render_dry_run(&target.url, &body))));
+        return Ok((
+            None,
+            Some(render_dry_run(&target.url, &body, token.is_some())),
+        ));
     }
     let agent = agent(args.timeout_s);
     let attempts = args.retries as u32 + 1;
     let shown = printable(&target.shown, MAX_URL_CHARS);
     let mut last = String::new();
     for n in 1..=attempts {
-        match attempt(&agent, &target.url, &body) {
+        match attempt(&agent, &target.url, &body, token.as_deref()) {
             Attempt::Done(status, text) => {
                 if stored_id(&text).is_none() {
                     return Err(CollectorError::Upload(target.scrub(&format!(
@@ -534,11 +576,16 @@ pub fn run(
                 ))))
             }
             Attempt::Rejected(status, text) => {
+                let hint = match (status, &token) {
+                    (401, None) => format!("; the registry takes uploads with a token: pass --token TOKEN or set {TOKEN_ENV}"),
+                    (401, Some(_)) => "; the registry does not know this token (ask its operator for a new one)".to_string(),
+                    _ => String::new(),
+                };
                 return Err(CollectorError::Upload(target.scrub(&format!(
-                    "the server rejected the profile (HTTP {status}): {}; {} was not changed",
+                    "the server rejected the profile (HTTP {status}): {}{hint}; {} was not changed",
                     server_text(&text),
                     args.profile
-                ))))
+                ))));
             }
             Attempt::Redirected(status, location) => {
                 let to = match location {

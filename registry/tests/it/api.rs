@@ -56,7 +56,10 @@ fn upload_list_fetch_and_idempotency() {
     let same_again = post(&a, &url, &other, None);
     assert_eq!(same_again.status, 200, "{}", same_again.body);
     assert_eq!(same_again.json()["id"], without_key.json()["id"]);
-    assert_eq!(post(&a, &url, &body(&profile("a third", 4)), None).status, 201);
+    assert_eq!(
+        post(&a, &url, &body(&profile("a third", 4)), None).status,
+        201
+    );
     let mut rtx = profile("an RTX 4090 profile", 3);
     rtx["gpu"]["name"] = json!("NVIDIA GeForce RTX 4090");
     let rtx_id = post(&a, &url, &body(&rtx), Some("rtx")).json()["id"]

@@ -146,3 +146,70 @@ fn collector_upload_lands_once() {
     assert_eq!(rows(&reg.db).len(), 1);
     assert_eq!(integrity(&reg.db), "ok");
 }
+
+/// `headroom upload --token` (or `HEADROOM_TOKEN`) to a registry that takes
+/// uploads with a token only: without one, a 401 the collector explains;
+/// with one, stored pending; the token never printed.
+#[test]
+fn collector_upload_with_a_token_waits_for_review() {
+    let bin = collector();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("r.sqlite");
+    let reg = Registry::start_reviewed(&db, &[]);
+    let token = common::add_token(&db, "lab-1");
+    let file = committed();
+    let upload = |token_flag: Option<&str>, env: Option<&str>| {
+        let mut cmd = Command::new(&bin);
+        cmd.arg("upload")
+            .arg(&file)
+            .args(["--to", &reg.url(), "--json", "--retries", "0"])
+            .env_remove("HEADROOM_TOKEN");
+        if let Some(t) = token_flag {
+            cmd.args(["--token", t]);
+        }
+        if let Some(t) = env {
+            cmd.env("HEADROOM_TOKEN", t);
+        }
+        cmd.output().expect("the collector runs")
+    };
+
+    let without = upload(None, None);
+    assert_eq!(without.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&without.stderr);
+    assert!(err.contains("401") && err.contains("--token"), "{err}");
+
+    let wrong = upload(Some("hr_not-a-token-of-this-registry"), None);
+    assert_eq!(wrong.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&wrong.stderr);
+    assert!(
+        !err.contains("hr_not-a-token"),
+        "the token was printed: {err}"
+    );
+
+    let with_env = upload(None, Some(&token));
+    let stdout = String::from_utf8_lossy(&with_env.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&with_env.stderr).into_owned();
+    assert!(with_env.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        !stdout.contains(&token) && !stderr.contains(&token),
+        "the token was printed"
+    );
+    let outcome: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(outcome["status"], 201, "{outcome}");
+    assert_eq!(outcome["response"]["status"], "pending");
+    let with_flag = upload(Some(&token), None);
+    assert!(with_flag.status.success());
+    let outcome: serde_json::Value = serde_json::from_slice(&with_flag.stdout).unwrap();
+    assert_eq!(outcome["status"], 200, "the same profile: the same row");
+    assert_eq!(rows(&reg.db).len(), 1);
+
+    let dry = Command::new(&bin)
+        .arg("upload")
+        .arg(&file)
+        .args(["--to", &reg.url(), "--dry-run", "--token", &token])
+        .output()
+        .unwrap();
+    let shown = String::from_utf8_lossy(&dry.stdout);
+    assert!(shown.contains("Authorization: Bearer ***"), "{shown}");
+    assert!(!shown.contains(&token));
+}

@@ -6,5 +6,6 @@
 mod api;
 mod collector_upload;
 mod common;
+mod community;
 mod durability;
 mod page;

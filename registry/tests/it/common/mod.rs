@@ -31,6 +31,34 @@ pub fn profile(name: &str, seconds: u32) -> Value {
     p
 }
 
+/// Runs `headroom-registry ARGS`: (exit code, stdout, stderr).
+pub fn operator(args: &[&std::ffi::OsStr]) -> (Option<i32>, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_headroom-registry"))
+        .args(args)
+        .output()
+        .expect("the registry binary runs");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Issues a token named `name` on `db` (`headroom-registry token add`).
+pub fn add_token(db: &Path, name: &str) -> String {
+    let (code, stdout, stderr) = operator(&[
+        "token".as_ref(),
+        "add".as_ref(),
+        name.as_ref(),
+        "--db".as_ref(),
+        db.as_os_str(),
+    ]);
+    assert_eq!(code, Some(0), "token add: {stderr}");
+    let token = stdout.trim().to_string();
+    assert!(token.starts_with("hr_") && token.len() > 40, "{stdout}");
+    token
+}
+
 /// `p` with its claims as the core recomputes them from its points (what
 /// the registry stores).
 pub fn recomputed(
@@ -214,6 +242,15 @@ pub fn try_post(
         req = req.header("Idempotency-Key", k);
     }
     answer(req.send(body))
+}
+
+/// POSTs `body` as JSON with more headers.
+pub fn post_with(agent: &http::Agent, url: &str, body: &[u8], headers: &[(&str, &str)]) -> Answer {
+    let mut req = agent.post(url).header("Content-Type", "application/json");
+    for (k, v) in headers {
+        req = req.header(k, v);
+    }
+    answer(req.send(body)).unwrap_or_else(|e| panic!("POST {url}: {e}"))
 }
 
 pub fn post(agent: &http::Agent, url: &str, body: &[u8], key: Option<&str>) -> Answer {
