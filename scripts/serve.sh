@@ -10,6 +10,10 @@
 # calibration/profiles/, the H200's and the H100's); HEADROOM_REGISTRY_DB=FILE
 # keeps them elsewhere.
 #
+# The registry runs `--open` (uploads need no token and no review): it
+# listens on 127.0.0.1 only. To open one to a community (tokens, review,
+# backups, TLS through a proxy), see registry/README.md.
+#
 # ./scripts/serve.sh --watch [port]: Trunk's dev server on PORT instead,
 # rebuilding the page on every change, with the registry beside it on
 # REGISTRY_PORT (default 8090) and /api/ proxied to it.
@@ -33,7 +37,7 @@ cargo build --release --offline -p headroom-registry
 
 if [ "$WATCH" = "1" ]; then
     REGISTRY_PORT="${REGISTRY_PORT:-8090}"
-    "$REGISTRY" --db "$DB" --listen "127.0.0.1:$REGISTRY_PORT" --dist dist --seed calibration/profiles &
+    "$REGISTRY" --db "$DB" --listen "127.0.0.1:$REGISTRY_PORT" --open --dist dist --seed calibration/profiles &
     REGISTRY_PID=$!
     trap 'kill "$REGISTRY_PID" 2>/dev/null || true' EXIT
     echo "[serve] building; the page will be at http://127.0.0.1:$PORT/ (rebuilt on change; /api/ goes to the registry on port $REGISTRY_PORT)"
@@ -45,4 +49,4 @@ fi
 echo "[serve] building the page (trunk build --release --offline)"
 trunk build --release --offline
 echo "[serve] the page and the profile registry at http://127.0.0.1:$PORT/"
-exec "$REGISTRY" --db "$DB" --listen "127.0.0.1:$PORT" --dist dist --seed calibration/profiles
+exec "$REGISTRY" --db "$DB" --listen "127.0.0.1:$PORT" --open --dist dist --seed calibration/profiles

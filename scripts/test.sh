@@ -107,10 +107,11 @@ section "browser tests (headless Chromium)"
 # the code users get, and the tests stay within the webdriver's timeouts.
 # The registry's browser test uploads to, lists and applies from a real
 # headroom-registry (built by cargo test --workspace) on an empty database,
-# whose address it reads at build time.
+# whose address it reads at build time. `--open`: uploads need no token and
+# no review, as on a trusted network (registry/README.md).
 BROWSER_REG_DIR="$(mktemp -d)"
 target/debug/headroom-registry --db "$BROWSER_REG_DIR/registry.sqlite" --listen 127.0.0.1:0 \
-    --dist "$BROWSER_REG_DIR/no-page" >"$BROWSER_REG_DIR/out" &
+    --open --dist "$BROWSER_REG_DIR/no-page" >"$BROWSER_REG_DIR/out" &
 BROWSER_REG_PID=$!
 trap 'kill "$BROWSER_REG_PID" 2>/dev/null || true; rm -rf "$BROWSER_REG_DIR"' EXIT
 for _ in $(seq 1 100); do
@@ -190,7 +191,7 @@ section "the profile registry serves the built page and takes an upload"
 # SIGKILL mid-stream, the collector's upload) ran in cargo test --workspace
 # (registry/tests/); this runs its binary on dist/ as scripts/serve.sh does.
 REG_DIR="$(mktemp -d)"
-target/debug/headroom-registry --db "$REG_DIR/registry.sqlite" --listen 127.0.0.1:0 --dist dist >"$REG_DIR/out" 2>"$REG_DIR/err" &
+target/debug/headroom-registry --db "$REG_DIR/registry.sqlite" --listen 127.0.0.1:0 --open --dist dist >"$REG_DIR/out" 2>"$REG_DIR/err" &
 REG_PID=$!
 trap 'kill "$REG_PID" 2>/dev/null || true; rm -rf "$REG_DIR"' EXIT
 for _ in $(seq 1 100); do
