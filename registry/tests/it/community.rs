@@ -314,15 +314,15 @@ fn a_post_from_another_sites_page_is_forbidden() {
 
 /// Raises this process's open-file limit to at least `want` (as far as the
 /// hard limit allows): the test holds thousands of sockets.
-fn raise_fd_limit(want: u64) {
+fn raise_fd_limit(want: libc::rlim_t) {
     // SAFETY: getrlimit/setrlimit with a valid pointer to a local struct.
     unsafe {
         let mut lim = libc::rlimit {
             rlim_cur: 0,
             rlim_max: 0,
         };
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && (lim.rlim_cur as u64) < want {
-            lim.rlim_cur = lim.rlim_max.min(want as libc::rlim_t);
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < want {
+            lim.rlim_cur = lim.rlim_max.min(want);
             libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
         }
     }
@@ -338,7 +338,7 @@ fn closed_within(s: &mut TcpStream, limit: Duration) -> bool {
 #[test]
 fn idle_connections_from_one_address_do_not_hold_it_up() {
     const IDLE: usize = 2000;
-    raise_fd_limit(IDLE as u64 + 200);
+    raise_fd_limit(IDLE as libc::rlim_t + 200);
     let dir = tempfile::tempdir().unwrap();
     let reg = Registry::start(&dir.path().join("r.sqlite"), &["--header-timeout-s", "30"]);
     let port: u16 = reg.base.rsplit(':').next().unwrap().parse().unwrap();
@@ -566,4 +566,47 @@ fn another_programs_file_with_its_own_application_id_is_left_alone() {
         .query_row("PRAGMA journal_mode", [], |r| r.get(0))
         .unwrap();
     assert_eq!(mode, "delete");
+}
+
+#[test]
+fn a_database_of_the_first_schema_is_migrated_with_its_rows_listed() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("v1.sqlite");
+    let stored = serde_json::to_string(&profile("stored before tokens", 1)).unwrap();
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    conn.execute_batch(
+        "CREATE TABLE profiles (
+            id INTEGER PRIMARY KEY AUTOINCREMENT, idempotency_key TEXT UNIQUE,
+            name TEXT NOT NULL, gpu TEXT NOT NULL, gpu_total_bytes INTEGER NOT NULL,
+            compute_capability TEXT, driver TEXT, cuda TEXT, torch TEXT, transformers TEXT,
+            collector_version TEXT NOT NULL, points INTEGER NOT NULL, fit TEXT NOT NULL,
+            summary TEXT NOT NULL, created TEXT NOT NULL, body TEXT NOT NULL);
+         CREATE INDEX profiles_gpu ON profiles (gpu);
+         PRAGMA user_version = 1;",
+    )
+    .unwrap();
+    for key in ["a", "b"] {
+        conn.execute(
+            "INSERT INTO profiles (idempotency_key, name, gpu, gpu_total_bytes, collector_version,
+                 points, fit, summary, created, body)
+             VALUES (?1, 'stored before tokens', 'NVIDIA H200', 150109880320, '0.1.0', 5, '{}', '{}',
+                 '2026-11-30T06:00:01Z', ?2)",
+            rusqlite::params![key, stored],
+        )
+        .unwrap();
+    }
+    drop(conn);
+    let reg = Registry::start_reviewed(&db, &[]);
+    let listed = get(&agent(), &reg.url()).json();
+    assert_eq!(listed["total"], 2, "{listed}");
+    assert_eq!(listed["profiles"][0]["status"], "approved");
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let version: i64 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, 2);
+    let hashed: i64 = conn
+        .query_row("SELECT count(content_hash) FROM profiles", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(hashed, 1, "the same body twice keeps one hash");
 }
