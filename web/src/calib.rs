@@ -106,6 +106,13 @@ pub fn parse_jsonl(text: &str) -> Vec<MeasuredPoint> {
 
 /// Reads a profile: `{"name"?, "runtime": {...}, "points"?: [cases]}`.
 /// Errors name the offending field.
+///
+/// Looser than the core's reader (`headroom_core::calibration::from_value`,
+/// which the collector and the registry use): a hand-written `{"runtime":
+/// ...}` loads too, and the page's start bundle, 116 bytes under its gzip
+/// budget, has no room for the strict reader's shape tables and privacy
+/// scan. Profiles from the registry were checked by the strict reader
+/// before they were stored.
 pub fn parse_profile(text: &str, id: &str) -> Result<Profile, String> {
     let value: Value = serde_json::from_str(text).map_err(|e| format!("malformed JSON: {e}"))?;
     let obj = value.as_object().ok_or(

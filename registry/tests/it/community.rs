@@ -192,6 +192,23 @@ fn claims_are_recomputed_from_the_points() {
     assert_eq!(same.status, 200, "{}", same.body);
     assert_eq!(same.json()["id"], id);
 
+    // Names that hide or reorder text.
+    for (field, pointer, text) in [
+        ("name", "/name", "H200 \u{202e}lanif"),
+        ("gpu.name", "/gpu/name", "NVIDIA\u{200b}H200"),
+        ("points[0].case", "/points/0/case", "case\u{2066}x"),
+    ] {
+        let mut hidden = profile("hidden", 3);
+        *hidden.pointer_mut(pointer).unwrap() = json!(text);
+        let refused = post_with(&a, &url, &body(&hidden), &[("Authorization", &auth)]);
+        assert_eq!(refused.status, 422, "{field}: {}", refused.body);
+        assert_eq!(refused.json()["field"], field);
+        assert!(refused.json()["error"]
+            .as_str()
+            .unwrap()
+            .contains("invisible"));
+    }
+
     // Claims with no points to support them.
     let mut empty = profile("no points", 2);
     empty["points"] = json!([]);
