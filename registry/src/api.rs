@@ -435,6 +435,13 @@ async fn receive(
     // The accuracy claims, recomputed from the points with the core: what
     // is stored and listed is what the registry computed, never the
     // uploader's figures (`recomputed` names the claims that differed).
+    let slot = app.recompute_slots.acquire().await.map_err(|_| {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the registry is stopping",
+            None,
+        )
+    })?;
     let (recomputed, profile) = tokio::task::spawn_blocking(move || {
         let ours = profile::recompute(&profile)?;
         let differed = ours.differences(&profile);
@@ -450,6 +457,7 @@ async fn receive(
         )
     })?
     .map_err(refused)?;
+    drop(slot);
     let canonical = serde_json::to_string(&profile).expect("a profile serialises");
     let app2 = Arc::clone(app);
     let stored = blocking(move || app2.db.insert(&profile, &canonical, key.as_deref(), &who)).await;

@@ -62,6 +62,9 @@ pub struct App {
     pub public_origin: Option<String>,
     /// Each token's daily allowance.
     pub quota: db::Quota,
+    /// Recomputations of uploaded profiles running at once: at most one a
+    /// core, so that uploads cannot starve the listing and the page.
+    pub recompute_slots: tokio::sync::Semaphore,
 }
 
 /// The origin (`scheme://host[:port]`, lower case) of a URL.
@@ -128,6 +131,9 @@ impl App {
             open: config.open,
             public_origin: config.public_url.as_deref().and_then(origin_of),
             quota: config.quota,
+            recompute_slots: tokio::sync::Semaphore::new(
+                std::thread::available_parallelism().map_or(1, |n| n.get()),
+            ),
         })
     }
 

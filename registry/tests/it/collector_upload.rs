@@ -173,13 +173,14 @@ fn collector_upload_with_a_token_waits_for_review() {
         cmd.output().expect("the collector runs")
     };
 
+    // Refused by the server: an upload failure (exit 4).
     let without = upload(None, None);
-    assert_eq!(without.status.code(), Some(1));
+    assert_eq!(without.status.code(), Some(4));
     let err = String::from_utf8_lossy(&without.stderr);
     assert!(err.contains("401") && err.contains("--token"), "{err}");
 
     let wrong = upload(Some("hr_not-a-token-of-this-registry"), None);
-    assert_eq!(wrong.status.code(), Some(1));
+    assert_eq!(wrong.status.code(), Some(4));
     let err = String::from_utf8_lossy(&wrong.stderr);
     assert!(
         !err.contains("hr_not-a-token"),
