@@ -102,7 +102,10 @@ fn token(args: &UploadArgs) -> Result<Option<String>> {
         Some(t) => (Some(t.clone()), "--token"),
         None => (std::env::var(TOKEN_ENV).ok(), TOKEN_ENV),
     };
-    let Some(t) = given.map(|t| t.trim().to_string()).filter(|t| !t.is_empty()) else {
+    let Some(t) = given
+        .map(|t| t.trim().to_string())
+        .filter(|t| !t.is_empty())
+    else {
         return Ok(None);
     };
     if t.len() > 256 || !t.bytes().all(|b| b.is_ascii_graphic()) {
