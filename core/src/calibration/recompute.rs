@@ -287,3 +287,44 @@ pub fn recompute(profile: &Profile) -> Result<Recomputed, ProfileError> {
         predictions,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::calibration::{parse, Identity};
+
+    fn committed() -> Profile {
+        parse(
+            include_str!("../../../calibration/profiles/h100-2026-12-07.json"),
+            &Identity::default(),
+        )
+        .expect("the committed H100 profile reads")
+    }
+
+    #[test]
+    fn recomputed_claims_agree_with_themselves_and_name_a_doctored_one() {
+        let mut p = committed();
+        let ours = recompute(&p).unwrap();
+        ours.apply_to(&mut p);
+        assert!(ours.differences(&p).is_empty());
+        assert_eq!(ours.fit.points_used, p.points.len());
+        assert_eq!(ours.summary.after.cases, p.points.len());
+
+        let mut doctored = p.clone();
+        doctored.summary.after.median_abs_err += 0.01;
+        doctored.fit.residual_std_bytes += 1;
+        assert_eq!(
+            ours.differences(&doctored),
+            ["summary.after.median_abs_err", "fit.residual_std_bytes"]
+        );
+    }
+
+    #[test]
+    fn a_profile_without_points_is_refused_naming_them() {
+        let mut p = committed();
+        p.points.clear();
+        let e = recompute(&p).unwrap_err();
+        assert_eq!(e.field(), "points");
+        assert!(e.to_string().contains("summary.after.cases"), "{e}");
+    }
+}
