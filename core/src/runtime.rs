@@ -275,7 +275,17 @@ pub struct LibraryUse {
     pub cudnn: bool,
     /// Ranks of the NCCL process group the job runs in (0: none).
     pub nccl_ranks: u32,
+    /// bitsandbytes' LLM.int8 matmuls (8-bit weights): its own cuBLASLt
+    /// int8 kernels and handle.
+    pub int8_matmul: bool,
 }
+
+/// What bitsandbytes' LLM.int8 matmul adds outside the allocator the
+/// first time it runs (its cuBLASLt int8 kernels and handle): 66 MiB,
+/// measured on the H100 as the difference between 8-bit and 4-bit jobs of
+/// the same model, alike in a `generate` and in a QLoRA training job
+/// (69,206,016 B each, `measurements/qlora/h100-2026-12-07/`).
+pub const INT8_MATMUL_LIBRARY_BYTES: u64 = 66 << 20;
 
 /// Outside-allocator bytes for the libraries a run uses.
 pub fn outside_allocator(runtime: &RuntimeProfile, libraries: LibraryUse) -> u64 {
@@ -288,6 +298,9 @@ pub fn outside_allocator(runtime: &RuntimeProfile, libraries: LibraryUse) -> u64
     }
     if libraries.cudnn {
         bytes += runtime.cudnn_library_bytes;
+    }
+    if libraries.int8_matmul {
+        bytes += INT8_MATMUL_LIBRARY_BYTES;
     }
     if libraries.nccl_ranks > 0 {
         let peers = (libraries.nccl_ranks as u64 - 1).min(2);

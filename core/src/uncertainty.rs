@@ -85,73 +85,22 @@ pub fn band_family(arch: &Architecture, workload: &Workload) -> &'static str {
     }
 }
 
-/// The family key of a band without measurements: jobs whose weights are
-/// stored quantized (`dtype` int8 or int4, bitsandbytes' formats).
+/// The family key of jobs whose weights bitsandbytes stores quantized
+/// (`dtype` int8, int4 or int4_dq).
 pub const QUANTIZED_FAMILY: &str = "quantized";
 
-/// Why a band without measurements is as wide as it is, in words; `None`
-/// for a measured band.
+/// Why a band says little, in words: a band without measurements (a
+/// mode no committed file covers); `None` for a measured band.
 pub fn unmeasured_note(band: &ErrorBand) -> Option<&'static str> {
-    if band.cases > 0 {
-        return None;
-    }
-    match (band.family, band.mode) {
-        (QUANTIZED_FAMILY, Mode::Training) => Some(
-            "no training job with int8/int4 (bitsandbytes) weights of this kind was measured: \
-             the range reaches the same job with every weight in fp32 (prepare_model_for_kbit_training casts \
-             what stays unquantized to fp32; no weight is held wider)",
-        ),
-        (QUANTIZED_FAMILY, _) => Some(
-            "no inference job with int8/int4 (bitsandbytes) weights of this kind was measured: \
-             the range reaches the same job with every weight in bf16 (the compute dtype; a layer's \
-             dequantized weight is one layer's bf16 copy)",
-        ),
-        _ => None,
-    }
-}
-
-/// The band of a job with quantized weights, which no measurement covers:
-/// from the estimate (its lowest error is the estimate against the same
-/// job with its weights in fp32 for training, bf16 for inference, the
-/// most a quantized model's weights can take) to 1% over it. `None` for
-/// other jobs, or when either estimate fails.
-fn quantized_band(arch: &Architecture, workload: &Workload) -> Option<ErrorBand> {
-    use crate::arch::Dtype;
-    if workload.dtype.is_float() {
-        return None;
-    }
-    let runtime = crate::runtime::RuntimeProfile::default();
-    let widest = Workload {
-        dtype: if workload.mode == Mode::Training {
-            Dtype::Fp32
-        } else {
-            Dtype::Bf16
-        },
-        ..workload.clone()
-    };
-    let peak =
-        |w: &Workload| crate::estimate::estimate(arch, w, &runtime).map_or(0, |e| e.driver_peak.0);
-    let (predicted, upper) = (peak(workload), peak(&widest));
-    if predicted == 0 || upper == 0 {
-        return None;
-    }
-    let ratio = predicted as f64 / upper as f64;
-    Some(ErrorBand {
-        family: QUANTIZED_FAMILY,
-        mode: workload.mode,
-        strategy: workload.parallel.strategy,
-        cases: 0,
-        lowest: (ratio - 1.0).min(-MIN_ERROR),
-        highest: MIN_ERROR,
-    })
+    (band.cases == 0).then_some(
+        "no job of this kind was measured: the range is the least error any estimate carries",
+    )
 }
 
 /// The band for a job: its family ([`band_family`]), mode and strategy; a
 /// strategy without measurements falls back to one GPU's band of the
 /// family and mode, and a family and mode without any to the band over
-/// every case. Jobs with quantized weights of a mode no measurement
-/// covers get a band of their own, as wide as what the model may not
-/// count (`quantized_band`, [`unmeasured_note`]).
+/// every case.
 pub fn band_for(arch: &Architecture, workload: &Workload) -> ErrorBand {
     let family = band_family(arch, workload);
     let find = |strategy: Strategy| {
@@ -159,11 +108,6 @@ pub fn band_for(arch: &Architecture, workload: &Workload) -> ErrorBand {
             .iter()
             .find(|b| b.family == family && b.mode == workload.mode && b.strategy == strategy)
     };
-    if family == QUANTIZED_FAMILY && find(Strategy::None).is_none() {
-        if let Some(band) = quantized_band(arch, workload) {
-            return band;
-        }
-    }
     find(workload.parallel.strategy)
         .or_else(|| find(Strategy::None))
         .or_else(|| {

@@ -274,6 +274,8 @@ pub fn libraries(arch: &Architecture, workload: &Workload, runtime: &RuntimeProf
         } else {
             workload.parallel.world_size
         },
+        int8_matmul: matches!(arch, Architecture::Decoder(_))
+            && workload.dtype == crate::arch::Dtype::Int8,
     }
 }
 

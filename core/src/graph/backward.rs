@@ -59,18 +59,52 @@ impl Graph<'_> {
             SavedTensorHooks::Placeholders { saving_ops } => Some(saving_ops),
             _ => None,
         };
+        let kept = core::mem::take(&mut self.kept_outside_hooks);
         if !self.grad_mode || !self.requires_grad(input) {
+            for v in kept {
+                self.release(v);
+            }
             return;
         }
         self.st_mut(output).requires_grad = true;
         self.retain(input);
+        let mut saved = [Some(input), None, None, None, None];
+        for (i, v) in kept.into_iter().enumerate() {
+            match saved.get_mut(i + 1) {
+                Some(slot) => *slot = Some(v),
+                // More than a boundary holds: let the rest go (not seen in
+                // a decoder layer, whose 8-bit linears read four inputs).
+                None => self.release(v),
+            }
+        }
         self.nodes.push(Node {
             inputs: [Some(input), None, None],
-            saved: [Some(input), None, None, None, None],
+            saved,
             checkpoint: Some(segment),
             saving_ops,
             ..Node::new("checkpoint", self.layer, output)
         });
+    }
+
+    /// An op of a checkpointed segment keeps `v` as a plain attribute of
+    /// its autograd context rather than through `save_for_backward`
+    /// (bitsandbytes' `MatMul8bitLt` keeps its input in `ctx.tensors`):
+    /// checkpointing's hooks never see it, so it lives until the segment's
+    /// backward. Outside a segment's forward, nothing to do (the op's node
+    /// saves it, or its recompute's copy goes with the recompute).
+    pub fn keep_outside_hooks(&mut self, v: Value) {
+        if matches!(self.hooks, SavedTensorHooks::Placeholders { .. })
+            && !self.kept_outside_hooks.contains(&v)
+        {
+            self.retain(v);
+            self.kept_outside_hooks.push(v);
+        }
+    }
+
+    /// A checkpointed segment's forward or recompute is running: ops save
+    /// through the hooks.
+    pub fn in_checkpoint(&self) -> bool {
+        self.hooks != SavedTensorHooks::Off
     }
 
     /// Runs `recompute` for a checkpoint boundary: with the segment's

@@ -257,6 +257,10 @@ pub struct Graph<'r> {
     pub grad_mode: bool,
     /// Checkpointing's saved-tensor hooks, when a segment runs.
     hooks: SavedTensorHooks,
+    /// Values ops of the checkpointed segment being run keep outside the
+    /// saved-tensor hooks ([`Graph::keep_outside_hooks`]); the segment's
+    /// boundary holds them until its backward.
+    kept_outside_hooks: Vec<Value>,
     /// A checkpoint's recompute is running (its nodes are `recomputed`).
     recomputing: bool,
     /// A parameter's gradient is copied into a buffer of its own and freed
@@ -333,6 +337,7 @@ impl<'r> Graph<'r> {
             generations,
             grad_mode: false,
             hooks: SavedTensorHooks::Off,
+            kept_outside_hooks: Vec::new(),
             recomputing: false,
             leaf_grads_copied_out: false,
             grad_ready_order: None,

@@ -580,7 +580,7 @@ fn dtype_field(
     Ok(key_field(map, prefix, key, Dtype::from_key, keys, Some(&allowed))?.map(Some))
 }
 
-const OPTIMIZERS: &str = "\"adamw\", \"sgd\" (momentum 0.9; `momentum: 0` for plain SGD), \"sgd_plain\" or \"adafactor\"";
+const OPTIMIZERS: &str = "\"adamw\", \"sgd\" (momentum 0.9; `momentum: 0` for plain SGD), \"sgd_plain\", \"adafactor\", \"adamw_8bit\", \"paged_adamw_8bit\" or \"paged_adamw_32bit\"";
 const FLOAT_DTYPES: &[&str] = &["fp32", "fp16", "bf16"];
 
 /// Parses the `workload` field, naming each bad field.

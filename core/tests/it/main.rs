@@ -24,7 +24,7 @@ mod parallel;
 mod presets;
 mod process_history;
 mod properties;
-mod quantized_range;
+mod quantized;
 mod qwen3;
 mod shortcuts;
 mod timeline;

@@ -212,10 +212,10 @@ const FP16: u64 = 2;
 /// input copied to fp16 and quantized row-wise (int8 values and an fp32
 /// scale per row; `A.abs() >= threshold` marks the outlier columns, a
 /// temporary and a bool mask), the int8 matmul into int32, then
-/// dequantized to the input's dtype. For a gradient it saves the input as
-/// given; its backward dequantizes the weight to the input's dtype (`CB`
-/// times its scales) while the input's gradient is computed. Outlier
-/// columns (a few, on random inputs) are not counted.
+/// dequantized to fp16 and cast to the input's dtype. For a gradient it
+/// keeps the input as given; its backward dequantizes the weight to the
+/// input's dtype (`CB` times its scales) while the input's gradient is
+/// computed. Outlier columns (a few, on random inputs) are not counted.
 pub fn linear_8bit(g: &mut Graph, cx: &Ctx, x: T, l: &Linear, name: &'static str) -> T {
     let rows = x.elems / l.in_features;
     let (n, k) = (l.out_features, l.in_features);
@@ -251,16 +251,46 @@ pub fn linear_8bit(g: &mut Graph, cx: &Ctx, x: T, l: &Linear, name: &'static str
         Component::Transient,
         Saves::NOTHING,
     );
+    // `int8_mm_dequant` writes fp16, then `.to(dtype)` (a copy unless the
+    // input is fp16).
+    let input_is_fp16 = x.dsize == FP16 && cx.fp16;
+    let dequantized = (!input_is_fp16).then(|| {
+        g.op(
+            "bnb: int32 dequantized to fp16",
+            &[int32],
+            rows * n * FP16,
+            Component::Transient,
+            Saves::NOTHING,
+        )
+    });
+    // `ctx.tensors = (CAt, subA, A)`: a plain attribute, which a
+    // checkpointed layer's hooks never see. Outside checkpointing the
+    // node holds the input; in a checkpointed forward the boundary does,
+    // until the layer's backward; a recompute's copy goes with the
+    // recompute (the layer's backward reads the first).
+    let in_checkpoint = g.in_checkpoint();
+    let input = [x.v];
+    let saves = if in_checkpoint || !g.requires_grad(x.v) {
+        Saves::NOTHING
+    } else {
+        Saves::inputs(&input)
+    };
     let v = g.op(
         name,
         &[x.v, l.weight],
         rows * n * x.dsize,
         Component::Transient,
-        Saves::inputs(&[x.v]),
+        saves,
     );
+    if in_checkpoint && g.grad_mode && g.requires_grad(x.v) {
+        g.keep_outside_hooks(x.v);
+    }
     g.mark_gemm(v, GradOrder::InputFirst);
     g.mark_dequantized_weight(v, n * k * x.dsize);
     g.gemm();
+    if let Some(d) = dequantized {
+        g.drop(d);
+    }
     g.drop_all(&[int32, quantized, row_scales]);
     T {
         v,
