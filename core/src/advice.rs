@@ -90,7 +90,7 @@ impl Change {
             Change::PureBf16 => "some precision: no fp32 master weights",
             Change::Lora => "a different training: only low-rank adapters learn",
             Change::Qlora => {
-                "a different training: low-rank adapters over a 4-bit base, recomputed layers, slower steps"
+                "a different training: low-rank adapters over a 4-bit base, slower steps (each layer dequantized in forward and backward)"
             }
             Change::SmallerBatch => {
                 "fewer samples per step (accumulate gradients to keep the batch)"
@@ -290,12 +290,8 @@ pub fn advise(
             consider(Change::Lora, what.into(), w, runtime.clone());
         }
         if workload.dtype.is_float() {
-            consider(
-                Change::Qlora,
-                QLORA_CHANGE.into(),
-                with_suggested_qlora(workload, d),
-                runtime.clone(),
-            );
+            let (w, what) = with_suggested_qlora(workload, d);
+            consider(Change::Qlora, what, w, runtime.clone());
         }
     }
     let cap = capacity(workload, runtime);
@@ -409,23 +405,34 @@ fn with_suggested_lora(workload: &Workload, d: &crate::arch::DecoderArch) -> (Wo
     (w, peft_default)
 }
 
-/// The spec fields [`with_suggested_qlora`] sets, in words.
-const QLORA_CHANGE: &str =
-    "QLoRA: workload.dtype: \"int4_dq\"; workload.training.lora: {\"rank\": 16}; \
-     workload.training.optimizer: \"paged_adamw_8bit\"; workload.training.precision: \"amp_bf16\"";
-
-/// `workload` as QLoRA's recipe trains it: [`with_suggested_lora`]'s
-/// adapters over a 4-bit base with double quantization, paged 8-bit AdamW
-/// and `Trainer(bf16=True)`'s autocast. Gradient checkpointing stays as
-/// the job has it (`prepare_model_for_kbit_training` turns it on by
-/// default; the combinations add it with the other changes), so that
-/// QLoRA is weighed against LoRA on equal terms.
-fn with_suggested_qlora(workload: &Workload, d: &crate::arch::DecoderArch) -> Workload {
-    let (mut w, _) = with_suggested_lora(workload, d);
+/// `workload` as QLoRA's recipe trains it, and the change in words: the
+/// job's own adapters, or [`with_suggested_lora`]'s, over a 4-bit base
+/// with double quantization, paged 8-bit AdamW and `Trainer(bf16=True)`'s
+/// autocast. Gradient checkpointing stays as the job has it
+/// (`prepare_model_for_kbit_training` turns it on by default; the
+/// combinations add it with the other changes), so that QLoRA is weighed
+/// against LoRA on equal terms.
+fn with_suggested_qlora(workload: &Workload, d: &crate::arch::DecoderArch) -> (Workload, String) {
+    let mut parts = alloc::vec![String::from("QLoRA: workload.dtype: \"int4_dq\"")];
+    let mut w = if workload.training.lora.is_some() {
+        workload.clone()
+    } else {
+        let (w, peft_default) = with_suggested_lora(workload, d);
+        parts.push(String::from(if peft_default {
+            "workload.training.lora: {\"rank\": 16}"
+        } else {
+            "workload.training.lora: {\"rank\": 16, \"target_modules\": [\"all-linear\"]}"
+        }));
+        w
+    };
+    parts.push(String::from(
+        "workload.training.optimizer: \"paged_adamw_8bit\"",
+    ));
+    parts.push(String::from("workload.training.precision: \"amp_bf16\""));
     w.dtype = Dtype::Int4Dq;
     w.training.optimizer = Optimizer::PagedAdamw8bit;
     w.training.precision = Precision::AmpBf16;
-    w
+    (w, parts.join("; "))
 }
 
 /// When no single change makes a training job fit: the changes that cost
@@ -540,8 +547,7 @@ fn combinations(
         // QLoRA where LoRA alone does not fit: its 4-bit base, alone or
         // in micro-batches.
         if !lora_fits && base.dtype.is_float() {
-            let w = with_suggested_qlora(&base, d);
-            let qlora = String::from(QLORA_CHANGE);
+            let (w, qlora) = with_suggested_qlora(&base, d);
             if !found(Change::Qlora, core::slice::from_ref(&qlora), w.clone())? {
                 for (m, what) in micro_batches(&w) {
                     if found(Change::Qlora, &[qlora.clone(), what], m)? {

@@ -33,6 +33,28 @@ pub struct ReplaySummary {
 /// than read from a spec).
 pub fn validate(arch: &Architecture, workload: &Workload) -> Result<(), Error> {
     crate::arch::validate_arch(arch)?;
+    if workload.mode == Mode::Training && !workload.dtype.is_float() {
+        // `prepare_model_for_kbit_training` leaves every parameter that is
+        // not quantized in fp32: the adapters train under autocast or in
+        // fp32, never in pure bf16 or fp16.
+        if !workload.training.precision.fp32_parameters() {
+            return Err(Error::invalid(
+                "workload.training.precision",
+                "a quantized base's other parameters are fp32 (prepare_model_for_kbit_training)",
+                "\"amp_bf16\", \"amp_fp16\" or \"fp32\"",
+            ));
+        }
+        // LLM.int8 keeps each layer's inputs past checkpointing; a mixture
+        // of experts' routed inputs are more than the replay's layer holds.
+        if workload.dtype == crate::arch::Dtype::Int8
+            && matches!(arch, Architecture::Decoder(d) if d.moe.is_some())
+        {
+            return Err(Error::unsupported(
+                "`workload.dtype`: training on 8-bit weights of a mixture of experts is not modelled; \
+                 4-bit (\"int4\" or \"int4_dq\") is",
+            ));
+        }
+    }
     if workload.padded && !matches!(arch, Architecture::Decoder(_)) {
         return Err(Error::invalid(
             "workload.padded",

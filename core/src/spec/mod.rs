@@ -582,6 +582,9 @@ fn dtype_field(
 
 const OPTIMIZERS: &str = "\"adamw\", \"sgd\" (momentum 0.9; `momentum: 0` for plain SGD), \"sgd_plain\", \"adafactor\", \"adamw_8bit\", \"paged_adamw_8bit\" or \"paged_adamw_32bit\"";
 const FLOAT_DTYPES: &[&str] = &["fp32", "fp16", "bf16"];
+/// A KV cache's dtypes: the float formats and the quantized caches' 8 and
+/// 4 bits (bitsandbytes' double quantization is a weights' format).
+const KV_DTYPES: &[&str] = &["fp32", "fp16", "bf16", "int8", "int4"];
 
 /// Parses the `workload` field, naming each bad field.
 pub fn parse_workload(value: Option<&Value>) -> Result<Workload, Error> {
@@ -697,7 +700,14 @@ pub fn parse_workload(value: Option<&Value>) -> Result<Workload, Error> {
             )?;
             w.inference.new_tokens = n as u32;
         }
-        if let Some(kv) = dtype_field(m, p, "kv_dtype", true, Dtype::KEYS)? {
+        if let Some(kv) = dtype_field(m, p, "kv_dtype", true, KV_DTYPES)? {
+            if kv == Some(Dtype::Int4Dq) {
+                return Err(Error::invalid(
+                    "workload.inference.kv_dtype",
+                    "`int4_dq` is a format of weights",
+                    &format!("null, {}", one_of(KV_DTYPES)),
+                ));
+            }
             w.inference.kv_dtype = kv;
         }
         if let Some(n) = field::<u64>(m, p, "batches", "an integer from 1 to 1000000")? {

@@ -174,3 +174,63 @@ fn eight_bit_matmuls_load_their_library() {
         headroom_core::runtime::INT8_MATMUL_LIBRARY_BYTES
     );
 }
+
+/// What the model cannot describe is refused, naming the field: pure
+/// bf16 training over a quantized base (its other parameters are fp32),
+/// 8-bit training of a mixture of experts, a double-quantized KV cache.
+#[test]
+fn quantized_jobs_the_model_cannot_describe_are_refused_by_name() {
+    let error = |spec: Value| match Spec::from_value(&spec) {
+        Err(e) => e.to_string(),
+        Ok(spec) => headroom_core::estimate(&spec.model.arch, &spec.workload, &spec.runtime)
+            .unwrap_err()
+            .to_string(),
+    };
+    let e = error(
+        json!({"model": "llama-3.2-1b", "workload": {"mode": "training", "dtype": "int4_dq",
+        "training": {"precision": "bf16", "lora": {"rank": 16}}}}),
+    );
+    assert!(
+        e.contains("workload.training.precision") && e.contains("amp_bf16"),
+        "{e}"
+    );
+    let e = error(
+        json!({"model": "mixtral-8x7b", "workload": {"mode": "training", "dtype": "int8",
+        "training": {"lora": {"rank": 16}}}}),
+    );
+    assert!(e.contains("workload.dtype") && e.contains("int4"), "{e}");
+    let e = Spec::from_value(
+        &json!({"model": "llama-3.2-1b", "workload": {"mode": "inference",
+        "inference": {"kind": "generate", "kv_dtype": "int4_dq"}}}),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("workload.inference.kv_dtype") && e.contains("\"int4\""),
+        "{e}"
+    );
+}
+
+/// A LoRA job that does not fit is told to quantize its base, keeping its
+/// own adapters.
+#[test]
+fn qlora_advice_keeps_the_job_s_own_adapters() {
+    let spec = Spec::from_value(
+        &json!({"model": "llama-3.1-8b", "workload": {"mode": "training",
+        "batch": 1, "seq_len": 4096, "dtype": "bf16",
+        "training": {"precision": "bf16", "grad_checkpointing": true,
+                     "lora": {"rank": 64, "target_modules": ["q_proj", "v_proj"]}}}}),
+    )
+    .unwrap();
+    let (arch, w, rt) = (&spec.model.arch, &spec.workload, &spec.runtime);
+    let card = headroom_core::gpus::find("rtx-4090").unwrap();
+    let advice = headroom_core::advice::advise(arch, w, rt, card, 0).unwrap();
+    let qlora = advice
+        .iter()
+        .find(|s| s.change == headroom_core::advice::Change::Qlora)
+        .unwrap_or_else(|| panic!("{advice:#?}"));
+    let lora = qlora.workload.training.lora.as_ref().unwrap();
+    assert_eq!((lora.rank, lora.target_modules.len()), (64, 2));
+    assert!(!qlora.what.contains("rank"), "{}", qlora.what);
+    assert!(qlora.driver_peak < card.usable_bytes);
+}

@@ -183,12 +183,15 @@ pub fn linear_4bit(g: &mut Graph, x: T, l: &Linear, nested: bool, name: &'static
         ));
     }
     let backward_absmax = if nested { blocks * 4 } else { 0 };
+    // `ctx.tensors = (None, B)`: the weight as a plain attribute, nothing
+    // through `save_for_backward` (checkpointing's hooks count no saved
+    // tensor here).
     let v = g.op(
         name,
         &[xin.v, l.weight],
         rows * n * BF16,
         Component::Transient,
-        Saves::inputs(&[l.weight]).with_backward_workspace(backward_absmax),
+        Saves::NOTHING.with_backward_workspace(backward_absmax),
     );
     g.mark_gemm(v, GradOrder::InputFirst);
     g.mark_dequantized_weight(v, dequantized);
