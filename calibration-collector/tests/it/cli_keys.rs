@@ -77,7 +77,12 @@ fn fields() -> Vec<Field> {
         },
         Field {
             path: "inference.kv_dtype",
-            keys: Dtype::KEYS.to_vec(),
+            // Every dtype but bitsandbytes' double-quantized weights.
+            keys: Dtype::KEYS
+                .iter()
+                .copied()
+                .filter(|k| *k != Dtype::Int4Dq.key())
+                .collect(),
             base: quantisable,
         },
         Field {
