@@ -101,9 +101,53 @@ pub fn check_json_text(what: &str, text: &str, max: u64) -> Result<(), String> {
     Ok(())
 }
 
+/// What the config box says when its text is not a JSON object at all,
+/// before any parser error: a Hugging Face Hub id (`org/name`) pasted in
+/// place of the file's contents, or other text. `None` for text that
+/// starts as an object does.
+pub fn config_box_hint(text: &str) -> Option<String> {
+    let t = text.trim();
+    if t.starts_with('{') {
+        return None;
+    }
+    const WANTS: &str =
+        "this box takes the contents of a model's config.json, a JSON object (`{...}`)";
+    let id_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.');
+    let hub_id = t.split_once('/').is_some_and(|(org, name)| {
+        !org.is_empty() && !name.is_empty() && org.chars().all(id_char) && name.chars().all(id_char)
+    });
+    Some(if hub_id {
+        format!(
+            "{} looks like a Hugging Face Hub id: {WANTS}; open the model on the Hub, then its Files tab, config.json, and paste what it holds",
+            format::shown(t, 80)
+        )
+    } else {
+        format!("{WANTS}; the text starts with {}", format::shown(t, 24))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_hub_id_in_the_config_box_is_told_what_the_box_wants() {
+        let hint = config_box_hint("Qwen/Qwen2.5-7B-Instruct").unwrap();
+        assert!(
+            hint.contains("Hub id") && hint.contains("config.json"),
+            "{hint}"
+        );
+        assert!(hint.contains("Qwen2.5-7B-Instruct"), "{hint}");
+        let other = config_box_hint("hello").unwrap();
+        assert!(
+            other.contains("JSON object") && !other.contains("Hub id"),
+            "{other}"
+        );
+        assert_eq!(config_box_hint("  {\"model_type\": \"llama\"}"), None);
+        assert!(config_box_hint("org/na me")
+            .unwrap()
+            .contains("JSON object"));
+    }
 
     #[test]
     fn sizes_over_the_limit_are_refused_with_both_figures() {

@@ -376,6 +376,15 @@ async fn a_bad_config_json_names_the_key() {
         "{}",
         page.text("hf-error")
     );
+    // A Hub id pasted where the file's contents go: the box says what it wants.
+    page.type_in("hf-config", "Qwen/Qwen2.5-7B-Instruct");
+    page.click("hf-import");
+    settle().await;
+    let error = page.text("hf-error");
+    assert!(
+        error.contains("Hub id") && error.contains("config.json") && !error.contains("malformed"),
+        "{error}"
+    );
 }
 
 /// Whether the page can start worker threads here (one per spare core).

@@ -228,6 +228,10 @@ fn HfImport() -> impl IntoView {
             error.set(Some(e));
             return;
         }
+        if let Some(hint) = intake::config_box_hint(&source) {
+            error.set(Some(hint));
+            return;
+        }
         let value = match serde_json::from_str::<serde_json::Value>(&source) {
             Ok(v) => v,
             Err(e) => {
