@@ -4,7 +4,7 @@ tests marked `torch` never skip in the with-torch run.
 `HEADROOM_BIN` names the command-line binary the Python answers are
 compared with (default: `target/debug/headroom`, which `cargo build -p
 calibration-collector` makes). With `HEADROOM_REQUIRE_TORCH=1` (the
-with-torch run of scripts/test.sh) a skipped test fails the session.
+with-torch run of scripts/test.sh) a skipped test fails the run.
 """
 
 from __future__ import annotations
@@ -71,6 +71,7 @@ def pytest_collectreport(report):
 
 
 def pytest_sessionfinish(session, exitstatus):
+    # pytest's hook for the end of the run (its name and argument are pytest's).
     if REQUIRE_TORCH and _skipped:
         print(f"\nFAIL: HEADROOM_REQUIRE_TORCH=1 and {len(_skipped)} test(s) skipped: {_skipped}")
         session.exitstatus = 1
