@@ -6,6 +6,7 @@
 #   bash calibration/runs/run-collector.sh public2    # the public set's other shapes
 #   bash calibration/runs/run-collector.sh tests    # the collector's GPU tests
 #   bash calibration/runs/run-collector.sh emulate [REGEX]  # the points of measurements/emulated-cards/plan.jsonl
+#   bash calibration/runs/run-collector.sh trace MODEL WORKLOAD LEN LIMIT NAME  # one case under PyTorch's allocation history
 # Needs in .collector-bin/ (built on the workstation: x86-64 glibc) the
 # release `headroom` and `headroom-registry`, and `gpu-tests`, the
 # collector's test binary (`cargo test --release -p calibration-collector
@@ -87,8 +88,24 @@ PY
   while read -r job card model axis under over limit; do
     W=$(python3 -c "import json,sys; sys.path.insert(0,'measurements/emulated-cards'); import plan; print(json.dumps(plan.JOBS['$job'][1]))")
     if [ "$axis" = length ]; then LENS="$under,$over"; BATCHES=1; else LENS=224; BATCHES="$under,$over"; fi
-    FILE=emulated sweep "emulated $job $card" 140 "$model" "$W" "$LENS" "$BATCHES" --capacity "$limit" --name "${job}_${card}"
+    FILE=emulated sweep "emulated $job $card" "${EMULATE_SECS:-140}" "$model" "$W" "$LENS" "$BATCHES" --capacity "$limit" --name "${job}_${card}"
   done < "$CMDS"
+  ;;
+trace)
+  # One case (batch 1) under an allocator limit, run by the harness inside
+  # PyTorch's allocation history (every allocation, free, segment event and
+  # out-of-memory event; the segments at the first out-of-memory error),
+  # reduced to JSON lines: NAME.trace.jsonl.gz.
+  stage "trace $6"
+  CASE=$($B run --model "$2" --workload "$3" --seq-lens "$4" --batches 1 --capacity "$5" --dry-run \
+    | sed -n "s/^python3 .* --case-json '\(.*\)'$/\1/p" | head -n 1)
+  SNAPS=$(mktemp -d)
+  timeout -s INT -k 15 "${TRACE_SECS:-150}" python3 measurements/real-jobs/trace/trace_job.py "$SNAPS" "$6" \
+    calibration-collector/python/headroom_measure.py --case-json "$CASE" > "$OUT/$6.trace.out" 2>&1
+  echo "exit $?" >> "$OUT/log.txt"
+  python3 measurements/h200-segments/compact_snapshots.py "$SNAPS" "$OUT/$6.trace.jsonl" >> "$OUT/log.txt" 2>&1
+  gzip -f "$OUT/$6.trace.jsonl"
+  rm -rf "$SNAPS"
   ;;
 esac
 stage done

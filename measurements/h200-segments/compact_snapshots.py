@@ -1,7 +1,8 @@
 """Turns the allocator-history pickles of `headroom_measure.py --snapshot`
 into compact JSON lines the core's replay can be compared with.
 
-Per case: every segment event (action, size, frame), every allocation and
+Per case: every segment event (action, size, frame), every out-of-memory
+event (O, the request, the device's free bytes), every allocation and
 free of at least MIN_BYTES (default 256 KiB; 0 keeps the small pool's too)
 (action, size, address, frame), and the final segment table (sizes; and
 addresses with the blocks still allocated in each). Frames are the innermost model/torch frame (as
@@ -30,6 +31,9 @@ with open(sys.argv[2], "w") as out:
             a = e["action"]
             if a in ("segment_alloc", "segment_free"):
                 events.append(["S" if a == "segment_alloc" else "s", e["size"], e.get("addr", 0), h.frame_label(e.get("frames"))])
+            elif a == "oom":
+                # A failed request: its size and the device's free bytes then.
+                events.append(["O", e["size"], e.get("device_free", 0), ""])
             elif a in ("alloc", "free_completed") and e["size"] >= MIN:
                 events.append(["A" if a == "alloc" else "F", e["size"], e["addr"], h.frame_label(e.get("frames")) if a == "alloc" else ""])
         segments = sorted(([s["total_size"], sum(b["size"] for b in s["blocks"] if b["state"] != "active_allocated")]

@@ -7,7 +7,9 @@
 # more, with its innermost frame).
 #
 #   COLLECTOR=.collector-bin/headroom PYTHONPATH=.whl/site JOBS_FILE=jobs-1.txt \
-#       [TRACE="NAME|LEN|BATCH|ARGS ..."] measurements/qlora/run.sh OUT_DIR
+#       [TRACE="NAME|LEN|BATCH|ARGS ..."] [ONLY=REGEX] measurements/qlora/run.sh OUT_DIR
+#
+# ONLY keeps the jobs whose name matches the (extended) regular expression.
 #
 # From the repository root, on the GPU machine, with bitsandbytes on
 # PYTHONPATH. The random checkpoints (jobs/make_checkpoint.py) are written
@@ -46,7 +48,7 @@ if [ -n "${TRACE:-}" ]; then
   gzip -f "$DEST/trace-segments.jsonl"
 fi
 rm -rf "$SNAPS"
-mapfile -t JOBS < <(grep -v '^#' "$HERE/${JOBS_FILE:-jobs-1.txt}" | grep .)
+mapfile -t JOBS < <(grep -v '^#' "$HERE/${JOBS_FILE:-jobs-1.txt}" | grep . | grep -E "^(${ONLY:-.*})[^|]*\|")
 for entry in "${JOBS[@]}"; do
   IFS='|' read -r NAME LEN BATCH CMD <<< "$entry"
   log "run $NAME: $CMD"
