@@ -38,7 +38,7 @@ pub struct EstimateOptions {
     /// Reaching it frees the cache and retries, as running out of device
     /// memory does; a smaller card is emulated this way on a larger one.
     pub allocator_limit: Option<u64>,
-    /// How the replay runs (its shortcuts, which never change the answer).
+    /// How the replay runs (its shortcuts: see [`ReplayOptions`]).
     pub replay: ReplayOptions,
 }
 

@@ -278,6 +278,46 @@ pub fn fit_overheads(points: &[Observation], prior: &RuntimeProfile) -> Result<O
     })
 }
 
+/// A measured peak above the memory of the card it was measured on cannot
+/// be: refuses it naming the case and both figures (a hand-edited or
+/// corrupted file would otherwise drag every coefficient with it).
+fn refuse_peaks_above_their_card(points: &[FitPoint]) -> Result<()> {
+    for p in points {
+        let capacity = p
+            .value
+            .get("measured")
+            .and_then(|m| m.get("capacity_bytes"))
+            .and_then(Value::as_u64);
+        if let Some(capacity) = capacity.filter(|&c| p.measured > c) {
+            return Err(CollectorError::input(format!(
+                "fit: case \"{}\": `measured.driver_peak` ({} bytes) is more than the card's memory (`measured.capacity_bytes`: {capacity} bytes); a measurement cannot exceed its card: correct or remove the case",
+                p.value["case"].as_str().unwrap_or(""),
+                p.measured
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The observation farthest from the median of the others' bytes outside
+/// the allocator, in words: where a fit went out of range, the case to
+/// look at first.
+fn farthest_from_the_others(observations: &[Observation]) -> String {
+    let mut ys: Vec<f64> = observations.iter().map(|o| o.y).collect();
+    ys.sort_by(f64::total_cmp);
+    let median = ys[ys.len() / 2];
+    let far = observations
+        .iter()
+        .max_by(|a, b| (a.y - median).abs().total_cmp(&(b.y - median).abs()))
+        .expect("a fit has points");
+    format!(
+        "case \"{}\" measured {} outside the allocator, the median case {}",
+        far.case,
+        mb(far.y),
+        mb(median)
+    )
+}
+
 /// A point that entered the fit.
 #[derive(Clone, Debug)]
 struct FitPoint {
@@ -386,6 +426,7 @@ pub fn run(args: &FitArgs) -> Result<FitOutput> {
         }
     }
     names.refuse_duplicates(&args.files)?;
+    refuse_peaks_above_their_card(&points)?;
     if points.is_empty() {
         return Err(CollectorError::input(format!(
             "fit: no usable points in {} ({} skipped: cases the core does not model yet, out-of-memory or failed points)",
@@ -526,6 +567,12 @@ pub fn run(args: &FitArgs) -> Result<FitOutput> {
         cublas_workspace_bytes: base.cublas_workspace_bytes,
         ..base.clone()
     };
+    if let Err(e) = runtime.validate() {
+        return Err(CollectorError::input(format!(
+            "fit: {e}\n  the points disagree: {}",
+            farthest_from_the_others(&observations)
+        )));
+    }
     let mut coefficients = BTreeMap::new();
     let mut add = |name: &str, value: u64, se: f64, source: String, cases: Vec<String>| {
         coefficients.insert(

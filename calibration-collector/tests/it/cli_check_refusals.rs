@@ -197,3 +197,54 @@ fn fit_refuses_duplicate_case_names_as_check_does() {
     );
     assert!(!out_file.exists());
 }
+
+/// The sample with one case's measured driver peak set to 10^15 bytes
+/// (and its card's memory recorded or not): the case and what it returns.
+fn with_a_peak_of_a_petabyte(capacity: Option<u64>) -> (tempfile::TempDir, PathBuf, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut lines = case_lines();
+    let mut case: serde_json::Value = serde_json::from_str(&lines[1]).unwrap();
+    case["measured"]["driver_peak"] = serde_json::json!(1_000_000_000_000_000u64);
+    if let Some(c) = capacity {
+        case["measured"]["capacity_bytes"] = serde_json::json!(c);
+    }
+    lines[1] = case.to_string();
+    let path = dir.path().join("doctored.jsonl");
+    std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+    let name = case["case"].as_str().unwrap().to_string();
+    (dir, path, name)
+}
+
+#[test]
+fn fit_refuses_a_peak_above_its_own_card_naming_the_case() {
+    let (dir, path, name) = with_a_peak_of_a_petabyte(Some(150_754_820_096));
+    let profile = dir.path().join("profile.json");
+    let out = run(&["fit", s(&path), "--out", s(&profile)]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains(&format!("case \"{name}\": `measured.driver_peak`"))
+            && err.contains("`measured.capacity_bytes`: 150754820096"),
+        "{err}"
+    );
+    assert!(!profile.exists());
+}
+
+#[test]
+fn fit_out_of_range_names_the_case_that_drove_it() {
+    // Without the card's memory in the file the peak cannot be refused on
+    // its own; the fitted coefficient leaves its range and the message
+    // names the case farthest from the others, not the first case.
+    let (dir, path, name) = with_a_peak_of_a_petabyte(None);
+    let profile = dir.path().join("profile.json");
+    let out = run(&["fit", s(&path), "--out", s(&profile)]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("is too large"), "{err}");
+    assert!(
+        err.contains(&format!("the points disagree: case \"{name}\" measured")),
+        "{err}"
+    );
+    assert!(!err.contains("Some("), "{err}");
+    assert!(!profile.exists());
+}

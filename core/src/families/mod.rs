@@ -388,7 +388,11 @@ pub struct ReplayOptions {
     /// Training stops replaying steps once one (from the third on) ends in
     /// exactly the allocator state the step before it ended in: every
     /// later step would replay the same and reach the same peak (on by
-    /// default; a 1,000-step job then costs about three steps).
+    /// default; a 1,000-step job then costs about three steps). A job that
+    /// empties its cache at a card's end never repeats a state: it is
+    /// followed for [`optim::STEPS_PAST_THE_CARDS_END`] steps past its
+    /// first release, the one case where this shortcut decides the answer
+    /// (the note on `SteadyState` in [`optim`]).
     pub steady_state_shortcut: bool,
     /// A chunked ESMFold triangular attention replays its first three
     /// full chunks and its last one; the chunks between repeat the

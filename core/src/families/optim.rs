@@ -321,21 +321,48 @@ pub fn train_steps_recomputing(
 /// one is released, so inputs and outputs rotate through a few blocks).
 /// The micro-batches of one step, and an inference loop's batches,
 /// likewise.
+///
+/// At a card's end there is no such cycle: a job that empties its cache
+/// to go on (PyTorch's retry after a failed `cudaMalloc`) ends each step
+/// in a new arrangement of segments. The replay follows it for
+/// [`STEPS_PAST_THE_CARDS_END`] steps after the one that first emptied
+/// the cache (and at least three steps), and stops there.
 #[derive(Default)]
 pub(crate) struct SteadyState {
     /// The states after the latest steps from the second on, oldest first.
     recent: Vec<Vec<u64>>,
+    /// The step in which the replay first emptied its cache at the card's end.
+    first_release: Option<u32>,
 }
 
 /// Longest cycle of steps looked for.
 const STEADY_CYCLE: usize = 8;
 
+/// Steps replayed after the one in which a job first emptied its cache at
+/// the card's end (see [`SteadyState`]). Each step there ends in a new
+/// arrangement, so no count is exact; a step of the same program, replayed
+/// again from where the release left the cache, is what a search needs to
+/// see whether the job survives its release. Without this bound the work
+/// of a search grew with the job's steps (`gpus` on a 1,000-step FSDP2 job
+/// took minutes), for no better answer: whether a job that lives by
+/// emptying its cache survives to its last step is not something the
+/// allocator's rules decide (measurements/emulated-cards/README.md).
+pub const STEPS_PAST_THE_CARDS_END: u32 = 2;
+
 impl SteadyState {
     /// Called after step `index` (0-based) ended: whether the steps after
-    /// it would repeat the ones before.
-    pub(crate) fn reached(&mut self, g: &Graph, index: u32) -> bool {
+    /// it would repeat the ones before (or, at the card's end, whether the
+    /// replay has followed the job far enough).
+    pub(crate) fn reached(&mut self, g: &mut Graph, index: u32) -> bool {
+        g.reclaim_dropped_values();
+        if g.replay.stats().cache_flushes > 0 && self.first_release.is_none() {
+            self.first_release = Some(index);
+        }
         if index == 0 || !g.replay.stops_at_steady_state() {
             return false;
+        }
+        if let Some(first) = self.first_release {
+            return index >= 2 && index >= first + STEPS_PAST_THE_CARDS_END;
         }
         let now = g.replay.state_signature();
         let repeats = index >= 2 && self.recent.contains(&now);

@@ -578,6 +578,27 @@ impl<'r> Graph<'r> {
         }
     }
 
+    /// At a step's end, with no autograd nodes left: every value the step
+    /// dropped while nodes could still name it becomes a slot for new
+    /// values, as [`Graph::release`] makes one without nodes. Without it a
+    /// training job's values grow by every tensor of every step, and so does
+    /// the work of each step after them.
+    pub fn reclaim_dropped_values(&mut self) {
+        if !self.nodes.is_empty() {
+            return;
+        }
+        self.reusable.clear();
+        for (index, v) in self.values.iter().enumerate() {
+            if v.refs == 0 {
+                self.reusable.push(index as u32);
+            }
+        }
+        #[cfg(debug_assertions)]
+        for &index in &self.reusable {
+            self.generations[index as usize] += 1;
+        }
+    }
+
     /// The program stops referencing `v` (a Python name rebound or going
     /// out of scope); storage is freed unless saved or cached.
     pub fn drop(&mut self, v: Value) {

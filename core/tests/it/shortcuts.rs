@@ -236,6 +236,50 @@ fn a_thousand_steps_replay_like_a_few() {
     assert_eq!(three, thousand);
 }
 
+/// At a card's end (the job empties its cache to go on) no step repeats
+/// the one before, so the replay follows a fixed number of steps past the
+/// first release and stops: Llama 3.1 70B over 8 ranks with FSDP2 at
+/// 23,554 tokens on the H200's memory, 8 or 50 steps, gives one answer
+/// from the same few steps. Replaying all 50 took as long as 50 steps and
+/// a search over such jobs grew with their steps.
+#[test]
+fn a_job_at_the_cards_end_replays_a_few_steps_past_its_first_release() {
+    use headroom_core::estimate::estimate_with_timeline;
+    use headroom_core::families::optim::STEPS_PAST_THE_CARDS_END;
+    let arch = presets::find("llama-3.1-70b").unwrap().arch;
+    let runtime = RuntimeProfile::h200();
+    let mut w = Workload::default();
+    w.mode = Mode::Training;
+    w.batch = 1;
+    w.seq_len = 23_554;
+    w.training.precision = Precision::Bf16;
+    w.training.grad_checkpointing = true;
+    w.parallel.strategy = Strategy::Fsdp2;
+    w.parallel.world_size = 8;
+    let options = EstimateOptions {
+        capacity: Some(headroom_core::gpus::find("h200").unwrap().usable_bytes),
+        ..EstimateOptions::default()
+    };
+    let mut answers = Vec::new();
+    for steps in [8, 50] {
+        w.training.steps = steps;
+        let (e, timeline) = estimate_with_timeline(&arch, &w, &runtime, options).unwrap();
+        assert!(e.reached_capacity && e.fits, "{steps} steps: {e:?}");
+        let last = timeline
+            .spans()
+            .iter()
+            .filter_map(|s| s.step)
+            .max()
+            .unwrap();
+        assert!(
+            last <= 2 + STEPS_PAST_THE_CARDS_END,
+            "{steps} steps: replayed up to step {last}"
+        );
+        answers.push(e);
+    }
+    assert_eq!(answers[0], answers[1]);
+}
+
 #[test]
 fn repeated_inference_batches_match_replaying_every_one() {
     // An inference loop: once a batch from the third on ends where one
