@@ -286,14 +286,6 @@ impl CachingAllocator {
     /// address ranges, each pool's expandable segment and the current
     /// totals. Two equal signatures behave alike under the same requests
     /// (block ids aside, which decide nothing). The peaks are left out.
-    ///
-    /// Addresses appear as their rank among all the addresses the state
-    /// holds (blocks, free ranges, the bottom of the mapped space): only
-    /// their order decides anything (best fit's ties, which free range a
-    /// new segment takes, a new range below all others). A job that empties
-    /// its cache every step at a card's end maps its new segments lower
-    /// each time, the same state shifted; by rank it repeats, and the
-    /// replay stops there as it does for a job that never reaches the card.
     pub fn state_signature(&self) -> Vec<u64> {
         // Both lists as `(u64, u64, u32)`, the free lists' element type, so
         // that one copy of the sort serves all three (a smaller page).
@@ -316,28 +308,17 @@ impl CachingAllocator {
             .map(|&(start, len)| (start, len, 0))
             .collect();
         va_free.sort_unstable();
-        let expandable = self.expandable.map(|seg| match seg {
-            NO_SEGMENT => None,
-            s => Some(self.blocks[self.segments[s as usize].head as usize].address),
-        });
-        let mut addresses: Vec<u64> = blocks.iter().map(|b| b.0).collect();
-        addresses.extend(va_free.iter().map(|r| r.0));
-        addresses.push(self.va_bottom);
-        addresses.sort_unstable();
-        addresses.dedup();
-        let rank = |address: u64| addresses.binary_search(&address).unwrap_or(usize::MAX) as u64;
         let mut out: Vec<u64> = blocks
-            .iter()
-            .flat_map(|&(address, size, flags)| [rank(address), size, u64::from(flags)])
+            .into_iter()
+            .flat_map(|(address, size, flags)| [address, size, u64::from(flags)])
             .collect();
-        out.extend(
-            va_free
-                .iter()
-                .flat_map(|&(start, len, _)| [rank(start), len]),
-        );
-        out.push(rank(self.va_bottom));
-        for head in expandable {
-            out.push(head.map_or(u64::MAX, rank));
+        out.extend(va_free.into_iter().flat_map(|(start, len, _)| [start, len]));
+        out.push(self.va_bottom);
+        for seg in self.expandable {
+            out.push(match seg {
+                NO_SEGMENT => u64::MAX,
+                s => self.blocks[self.segments[s as usize].head as usize].address,
+            });
         }
         out.extend([self.stats.allocated, self.stats.reserved]);
         out

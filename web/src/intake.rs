@@ -118,7 +118,7 @@ pub fn config_box_hint(text: &str) -> Option<String> {
     });
     Some(if hub_id {
         format!(
-            "{} looks like a Hugging Face Hub id: {WANTS}; open the model on the Hub, then its Files tab, config.json, and paste what it holds",
+            "{} looks like a Hugging Face Hub id: {WANTS}; type the id into Search models above to select its preset or fetch its config.json, or open the model on the Hub, then its Files tab, config.json, and paste what it holds",
             format::shown(t, 80)
         )
     } else {

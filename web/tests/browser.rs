@@ -387,6 +387,127 @@ async fn a_bad_config_json_names_the_key() {
     );
 }
 
+/// `window.fetch` answering as the Hugging Face Hub would, for the length
+/// of a test: one model's config.json at its Hub address, 404 for any
+/// other; every requested address kept in `window.__hubRequests`. The
+/// browser's own fetch comes back when this is dropped.
+struct HubStandIn;
+
+impl HubStandIn {
+    fn serve(hub_id: &str, config: &str) -> HubStandIn {
+        let install = js_sys::Function::new_with_args(
+            "url, body",
+            "window.__realFetch = window.__realFetch || window.fetch; \
+             window.__hubRequests = []; \
+             window.fetch = (input, init) => { \
+               const asked = String(input); window.__hubRequests.push(asked); \
+               return Promise.resolve(asked === url \
+                 ? new Response(body, {status: 200, headers: {'content-type': 'application/json'}}) \
+                 : new Response('Entry not found', {status: 404})); };",
+        );
+        let url = format!("https://huggingface.co/{hub_id}/resolve/main/config.json");
+        install
+            .call2(
+                &JsValue::NULL,
+                &JsValue::from_str(&url),
+                &JsValue::from_str(config),
+            )
+            .expect("fetch replaced");
+        HubStandIn
+    }
+
+    fn requests(&self) -> Vec<String> {
+        let list = js_sys::Reflect::get(&window(), &JsValue::from_str("__hubRequests")).unwrap();
+        js_sys::Array::from(&list)
+            .iter()
+            .filter_map(|v| v.as_string())
+            .collect()
+    }
+}
+
+impl Drop for HubStandIn {
+    fn drop(&mut self) {
+        let restore = js_sys::Function::new_no_args(
+            "if (window.__realFetch) { window.fetch = window.__realFetch; delete window.__realFetch; }",
+        );
+        restore.call0(&JsValue::NULL).expect("fetch restored");
+    }
+}
+
+#[wasm_bindgen_test]
+async fn a_hub_id_selects_its_preset_or_fetches_its_config_json() {
+    let page = Page::open("").await;
+    // The Hub id of a preset selects it.
+    page.type_in("preset-search", "Qwen/Qwen2.5-7B-Instruct");
+    settle().await;
+    assert_eq!(page.value("preset"), "qwen2.5-7b");
+    let note = page.text("preset-search-note");
+    assert!(
+        note.contains("Qwen2.5 7B") && note.contains("selected"),
+        "{note}"
+    );
+    // Words that name nothing say so; the model stays.
+    page.type_in("preset-search", "zzqx");
+    settle().await;
+    assert!(
+        page.text("preset-search-note")
+            .contains("No preset matches"),
+        "{}",
+        page.text("preset-search-note")
+    );
+    assert_eq!(page.value("preset"), "qwen2.5-7b");
+    // The fetch needs a Hub id.
+    page.click("hub-fetch");
+    settle().await;
+    assert!(
+        page.text("preset-search-note")
+            .contains("Type a Hugging Face Hub id"),
+        "{}",
+        page.text("preset-search-note")
+    );
+    // A Hub id of no preset offers the fetch, from a stand-in for the Hub.
+    let config = r#"{"model_type": "llama", "hidden_size": 512, "intermediate_size": 1376,
+        "num_hidden_layers": 4, "num_attention_heads": 8, "num_key_value_heads": 8,
+        "vocab_size": 32000, "tie_word_embeddings": false}"#;
+    let hub = HubStandIn::serve("acme/tiny-llama", config);
+    page.type_in("preset-search", "acme/tiny-llama");
+    settle().await;
+    assert!(page
+        .text("preset-search-note")
+        .contains("No preset is acme/tiny-llama"));
+    page.click("hub-fetch");
+    wait_until("the fetched model", || {
+        page.text("model-summary").contains("acme/tiny-llama")
+    })
+    .await;
+    assert!(
+        page.text("model-summary").contains("45.4 M parameters"),
+        "{}",
+        page.text("model-summary")
+    );
+    assert!(
+        page.text("preset-search-note").contains("Imported"),
+        "{}",
+        page.text("preset-search-note")
+    );
+    // A model the Hub does not have: its answer, said, and the model kept.
+    page.type_in("preset-search", "acme/missing");
+    settle().await;
+    page.click("hub-fetch");
+    wait_until("the Hub's answer", || {
+        page.text("preset-search-note").contains("404")
+    })
+    .await;
+    assert!(page.text("model-summary").contains("acme/tiny-llama"));
+    assert_eq!(
+        hub.requests(),
+        [
+            "https://huggingface.co/acme/tiny-llama/resolve/main/config.json",
+            "https://huggingface.co/acme/missing/resolve/main/config.json"
+        ]
+    );
+}
+
 /// Whether the page can start worker threads here (one per spare core).
 /// Where it cannot, the caller's worker checks are skipped, and the log
 /// says so.

@@ -2022,6 +2022,9 @@ fn public_cases_in_their_processes_order_are_within_6_percent() {
     assert!(skipped.is_empty(), "{skipped:?}");
     let all: Vec<&Compared> = rows.iter().collect();
     check_bounds("public, in process order", &all, 1.0, 6.0, 0);
-    let bert = rows.iter().find(|r| r.case == "bert_base_inf_fp32_b32_L128").unwrap();
+    let bert = rows
+        .iter()
+        .find(|r| r.case == "bert_base_inf_fp32_b32_L128")
+        .unwrap();
     assert!(bert.error().abs() < 0.005, "{:+.2}%", 100.0 * bert.error());
 }

@@ -25,10 +25,7 @@ pub fn ModelPanel() -> impl IntoView {
         let mut groups: Vec<(&'static str, Vec<(&'static str, &'static str)>)> = Vec::new();
         all.with_value(|presets| {
             for p in presets {
-                let hit = needle.is_empty()
-                    || p.name.to_ascii_lowercase().contains(&needle)
-                    || p.id.contains(&needle)
-                    || p.group.to_ascii_lowercase().contains(&needle);
+                let hit = needle.is_empty() || preset_hit(p, &needle);
                 if !hit && p.id != current_id.get() {
                     continue;
                 }
@@ -40,11 +37,14 @@ pub fn ModelPanel() -> impl IntoView {
         });
         groups
     };
-    let pick = move |ev| {
-        let id = event_target_value(&ev);
-        if let Ok(p) = presets::find(&id) {
-            page.update(|s| s.set_model(p.model()));
-        }
+    let pick = move |ev| select_preset(page, &event_target_value(&ev));
+    // What the search found, in words; a Hub id of a preset selects it.
+    let note = RwSignal::new(None::<String>);
+    let on_search = move |ev| {
+        let text = event_target_value(&ev);
+        search.set(text.clone());
+        let found = all.with_value(|p| search_note(&text, p));
+        searched(page, note, found);
     };
     let summary = move || {
         page.state.with(|s| {
@@ -61,9 +61,13 @@ pub fn ModelPanel() -> impl IntoView {
             <legend>"Model"</legend>
             <div class="field">
                 <label for="preset-search">"Search models"</label>
-                <input id="preset-search" data-testid="preset-search" type="search" placeholder="llama, esm, resnet…"
+                <input id="preset-search" data-testid="preset-search" type="search" placeholder="llama, esm, resnet or a Hub id (Qwen/Qwen2.5-7B)…"
                     prop:value=move || search.get()
-                    on:input=move |ev| search.set(event_target_value(&ev))/>
+                    on:input=on_search/>
+                <p class="hint" data-testid="preset-search-note" aria-live="polite">{move || note.get()}</p>
+                <button type="button" data-testid="hub-fetch" on:click=move |_| fetch_from_hub(page, note, search.get_untracked())>
+                    "Fetch a Hub id's config.json"
+                </button>
             </div>
             <div class="field">
                 <label for="preset">"Model"</label>
@@ -101,6 +105,137 @@ pub fn ModelPanel() -> impl IntoView {
             <HfImport/>
         </fieldset>
     }
+}
+
+/// The model search's text changed: says what it found and selects the
+/// preset a Hub id names.
+fn searched(page: super::context::PageContext, note: RwSignal<Option<String>>, found: Searched) {
+    if let Some(id) = found.preset {
+        select_preset(page, id);
+    }
+    note.set(found.note);
+}
+
+/// Fetches the config.json of the Hub id typed in the search box from the
+/// Hugging Face Hub and imports it, saying how it went in `note`.
+fn fetch_from_hub(page: super::context::PageContext, note: RwSignal<Option<String>>, text: String) {
+    let hub_id = text.trim().to_string();
+    if !presets::is_hub_id(&hub_id) {
+        note.set(Some(
+            "Type a Hugging Face Hub id (organisation/name) in Search models first.".into(),
+        ));
+        return;
+    }
+    note.set(Some("Fetching it from the Hugging Face Hub…".into()));
+    leptos::task::spawn_local(async move {
+        let url = hub_config_url(&hub_id);
+        let outcome = match super::registry::fetch_text(&url, intake::MAX_CONFIG_BYTES).await {
+            Ok(text) => import_config(page, &text, Some(&hub_id)),
+            Err(e) => Err(format!(
+                "The Hugging Face Hub did not give {hub_id}'s config.json: {}. For a gated model, paste its config.json below.",
+                e.describe()
+            )),
+        };
+        let said = outcome.map_or_else(
+            |why| why,
+            |()| format!("Imported {hub_id}'s config.json from the Hugging Face Hub."),
+        );
+        note.set(Some(said));
+    });
+}
+
+/// Makes the preset `id` the page's model (an unknown id changes nothing).
+fn select_preset(page: super::context::PageContext, id: &str) {
+    if let Ok(p) = presets::find(id) {
+        page.update(|s| s.set_model(p.model()));
+    }
+}
+
+/// What the model search found.
+#[derive(Debug, Default, PartialEq)]
+pub struct Searched {
+    /// What to say under the search box.
+    pub note: Option<String>,
+    /// The preset a Hub id names, to select.
+    pub preset: Option<&'static str>,
+}
+
+/// Whether a preset's name, id or group holds `needle` (lower case).
+#[inline(never)]
+fn preset_hit(p: &presets::Preset, needle: &str) -> bool {
+    p.name.to_ascii_lowercase().contains(needle)
+        || p.id.contains(needle)
+        || p.group.to_ascii_lowercase().contains(needle)
+}
+
+/// What typing `text` in the model search means, given the presets.
+pub fn search_note(text: &str, presets: &[presets::Preset]) -> Searched {
+    let trimmed = text.trim();
+    if trimmed.is_empty() {
+        return Searched::default();
+    }
+    let shown = format::shown(trimmed, NAME_CHARS);
+    if let Some(p) = presets::find_by_hub_id_in(trimmed, presets) {
+        return Searched {
+            note: Some(format!(
+                "{shown} has the shapes of the preset {}: selected.",
+                p.name
+            )),
+            preset: Some(p.id),
+        };
+    }
+    if presets::is_hub_id(trimmed) {
+        return Searched {
+            note: Some(format!(
+                "No preset is {shown}: fetch its config.json from the Hugging Face Hub."
+            )),
+            preset: None,
+        };
+    }
+    let needle = trimmed.to_ascii_lowercase();
+    let any = presets.iter().any(|p| preset_hit(p, &needle));
+    Searched {
+        note: (!any).then(|| format!("No preset matches \"{shown}\": the current model stays.")),
+        preset: None,
+    }
+}
+
+/// Where the Hugging Face Hub serves a model's config.json.
+pub fn hub_config_url(hub_id: &str) -> String {
+    format!("https://huggingface.co/{hub_id}/resolve/main/config.json")
+}
+
+/// Imports a config.json's text as the page's model (named by its
+/// `_name_or_path`, else `hub_id`), or says why not.
+fn import_config(
+    page: super::context::PageContext,
+    source: &str,
+    hub_id: Option<&str>,
+) -> Result<(), String> {
+    intake::check_json_text("the config.json", source, intake::MAX_CONFIG_BYTES)?;
+    if let Some(hint) = intake::config_box_hint(source) {
+        return Err(hint);
+    }
+    let value = serde_json::from_str::<serde_json::Value>(source).map_err(|e| {
+        message(&headroom_core::error::Error::Json {
+            message: format!("config.json: {e}"),
+        })
+    })?;
+    let arch = headroom_core::hf_config::import_value(&value).map_err(|e| message(&e))?;
+    let name = value
+        .get("_name_or_path")
+        .and_then(|n| n.as_str())
+        .filter(|n| !n.is_empty())
+        .or(hub_id)
+        .map_or_else(|| "imported config.json".into(), clip_name);
+    page.update(|s| {
+        s.set_model(Model {
+            id: "custom".into(),
+            name,
+            arch,
+        })
+    });
+    Ok(())
 }
 
 /// Most characters of a model's name shown (a link or a config.json
@@ -223,43 +358,7 @@ fn HfImport() -> impl IntoView {
     let error = RwSignal::new(None::<String>);
     let import = move |source: String| {
         perf::input();
-        let checked = intake::check_json_text("the config.json", &source, intake::MAX_CONFIG_BYTES);
-        if let Err(e) = checked {
-            error.set(Some(e));
-            return;
-        }
-        if let Some(hint) = intake::config_box_hint(&source) {
-            error.set(Some(hint));
-            return;
-        }
-        let value = match serde_json::from_str::<serde_json::Value>(&source) {
-            Ok(v) => v,
-            Err(e) => {
-                let e = headroom_core::error::Error::Json {
-                    message: format!("config.json: {e}"),
-                };
-                error.set(Some(message(&e)));
-                return;
-            }
-        };
-        match headroom_core::hf_config::import_value(&value) {
-            Ok(arch) => {
-                let name = value
-                    .get("_name_or_path")
-                    .and_then(|n| n.as_str())
-                    .filter(|n| !n.is_empty())
-                    .map_or_else(|| "imported config.json".into(), clip_name);
-                error.set(None);
-                page.update(|s| {
-                    s.set_model(Model {
-                        id: "custom".into(),
-                        name,
-                        arch,
-                    })
-                });
-            }
-            Err(e) => error.set(Some(message(&e))),
-        }
+        error.set(import_config(page, &source, None).err());
     };
     let read = move |file: web_sys::File| {
         read_file_text(

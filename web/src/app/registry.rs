@@ -114,7 +114,7 @@ fn js_reason(e: JsValue) -> FetchError {
 
 /// The text of a GET of `url`: no cookies sent, at most [`TIMEOUT_MS`],
 /// at most `max` bytes read.
-async fn fetch_text(url: &str, max: u64) -> Result<String, FetchError> {
+pub(crate) async fn fetch_text(url: &str, max: u64) -> Result<String, FetchError> {
     let init = web_sys::RequestInit::new();
     init.set_mode(web_sys::RequestMode::Cors);
     init.set_credentials(web_sys::RequestCredentials::Omit);

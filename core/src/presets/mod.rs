@@ -3,6 +3,9 @@
 //! The ids of the preset table of `docs/spec.md` use exactly the shapes given
 //! there; the others follow the models' published `config.json`.
 
+mod hub;
+pub use hub::{find_by_hub_id, find_by_hub_id_in, is_hub_id};
+
 use crate::arch::*;
 use crate::error::Error;
 use alloc::string::{String, ToString};
@@ -535,22 +538,27 @@ pub fn all() -> Vec<Preset> {
     ]
 }
 
-/// Finds a preset by id.
+/// Whether two preset ids are the same as [`find`] compares them: without
+/// case and without `-`, `_` or `.` ("mobilenetv2", "Llama-3.1-8B" and
+/// "llama_3.1_8b" all name their preset).
+pub fn same_id(a: &str, b: &str) -> bool {
+    fn key(s: &str) -> impl Iterator<Item = u8> + '_ {
+        s.bytes()
+            .filter(|c| !matches!(c, b'-' | b'_' | b'.'))
+            .map(|c| c.to_ascii_lowercase())
+    }
+    key(a).eq(key(b))
+}
+
+/// Finds a preset by id. Not inlined: the page calls it from several
+/// places, one copy serves them.
+#[inline(never)]
 pub fn find(id: &str) -> Result<Preset, Error> {
     let presets = all();
-    // Ids compare without case and without '-', '_' or '.' ("mobilenetv2",
-    // "Llama-3.1-8B" and "llama_3.1_8b" all find their preset).
-    let key = |s: &str| -> String {
-        s.chars()
-            .filter(|c| !matches!(c, '-' | '_' | '.'))
-            .map(|c| c.to_ascii_lowercase())
-            .collect()
-    };
-    let wanted = key(id);
     match presets
         .iter()
         .find(|p| p.id == id)
-        .or_else(|| presets.iter().find(|p| key(p.id) == wanted))
+        .or_else(|| presets.iter().find(|p| same_id(p.id, id)))
     {
         Some(p) => Ok(p.clone()),
         None => {
