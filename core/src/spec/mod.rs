@@ -21,7 +21,6 @@ use crate::workload::{
     Precision, Workload,
 };
 pub mod framework;
-pub mod hub;
 pub mod json;
 pub mod known_keys;
 use alloc::format;
@@ -107,7 +106,7 @@ impl Spec {
 }
 
 /// A `model` given as a Hugging Face Hub id (`org/name`), as the preset
-/// it names ([`hub`]); any other `model` as it is.
+/// it names ([`crate::presets::find_by_hub_id`]); any other `model` as it is.
 fn hub_resolved(model: Option<&Value>) -> Result<Option<Value>, Error> {
     let Some(Value::String(id)) = model else {
         return Ok(model.cloned());
@@ -115,8 +114,8 @@ fn hub_resolved(model: Option<&Value>) -> Result<Option<Value>, Error> {
     if !id.contains('/') {
         return Ok(model.cloned());
     }
-    match hub::preset_of(id).or_else(|| hub::timm_name(id)) {
-        Some(preset) => Ok(Some(Value::from(preset))),
+    match crate::presets::find_by_hub_id(id) {
+        Some(preset) => Ok(Some(Value::from(preset.id))),
         None => Err(Error::invalid(
             "model",
             format!("`{id}` is a Hugging Face Hub id headroom has no preset for"),
