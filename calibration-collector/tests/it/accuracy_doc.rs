@@ -66,7 +66,7 @@ fn the_accuracy_list_names_every_measured_batch() {
         );
     }
     for required in [
-        "measurements/public/h200-public.jsonl",
+        "measurements/public/h200-public-history.jsonl",
         "measurements/h200/validation.jsonl",
         "measurements/h200/mixtral.jsonl",
     ] {
