@@ -2,9 +2,9 @@
 //! context overhead and the overhead of first cuBLAS use, measured from
 //! outside a child process the way `run` measures a job.
 
+use crate::commands::run::torchrun;
 use crate::error::{CollectorError, Result};
 use crate::gpu::{self, DeviceInfo, DriverVersions, Gpu, PROBE_PREFIX};
-use crate::torchrun;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::Value;
 use std::fmt::Write as _;

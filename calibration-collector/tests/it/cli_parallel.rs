@@ -8,9 +8,8 @@ use crate::common;
 
 use calibration_collector::cases::Status;
 use calibration_collector::commands::probe::nccl_from_results;
-use calibration_collector::commands::run::RunArgs;
-use calibration_collector::parallel_run::{self, ParallelPoint};
-use calibration_collector::torchrun;
+use calibration_collector::commands::run::parallel::{self, ParallelPoint};
+use calibration_collector::commands::run::{torchrun, RunArgs};
 use common::{run, skip, text};
 use headroom_core::gpus::CATALOG;
 use headroom_core::parallel::Strategy;
@@ -276,7 +275,7 @@ fn fake_point() -> ParallelPoint {
         nproc: Some("2".into()),
         ..RunArgs::default()
     };
-    parallel_run::plan(&args).unwrap().remove(0)
+    parallel::plan(&args).unwrap().remove(0)
 }
 
 /// A stand-in for torchrun: prints two ranks' result lines (one on stderr
@@ -319,7 +318,7 @@ fn two_ranks_result_lines_become_two_measurement_lines() {
     let job = torchrun::run_job(cmd, Duration::from_secs(30), &never, false).unwrap();
     assert_eq!(job.exit_code, Some(0));
     assert_eq!(job.results.len(), 2);
-    let lines = parallel_run::rank_lines(&p, &job);
+    let lines = parallel::rank_lines(&p, &job);
     assert_eq!(lines.len(), 2);
     for (rank, (r, status, line)) in lines.iter().enumerate() {
         assert_eq!(*r as usize, rank);
@@ -363,7 +362,7 @@ fn a_rank_out_of_memory_keeps_the_others() {
     let (cmd, _) = torchrun::command(&fake, 2, Path::new("h.py"), &[]);
     let never = AtomicBool::new(false);
     let job = torchrun::run_job(cmd, Duration::from_secs(30), &never, false).unwrap();
-    let lines = parallel_run::rank_lines(&fake_point(), &job);
+    let lines = parallel::rank_lines(&fake_point(), &job);
     assert_eq!(lines.len(), 2);
     assert_eq!(lines[0].1, Status::Ok);
     assert_eq!(lines[1].1, Status::Oom);

@@ -414,7 +414,11 @@ fn gpus_boundary_points_run_under_the_collector_exactly_as_alone() {
     .unwrap();
     let (max_len, max_batch) = gpus_boundary(&spec, card.name);
     let harness = dir.path().join("headroom_measure.py");
-    std::fs::write(&harness, calibration_collector::commands::run::HARNESS).unwrap();
+    std::fs::write(
+        &harness,
+        calibration_collector::commands::run::single::HARNESS,
+    )
+    .unwrap();
     let mut points = Vec::new();
     if let Some(l) = max_len {
         points.push((1, l));
@@ -484,7 +488,7 @@ fn have_two_gpus() -> Option<String> {
         return None;
     }
     let torchrun = std::env::var("HEADROOM_TORCHRUN").unwrap_or_else(|_| "torchrun".into());
-    if calibration_collector::torchrun::check_available(&torchrun).is_err() {
+    if calibration_collector::commands::run::torchrun::check_available(&torchrun).is_err() {
         skip("no torchrun");
         return None;
     }

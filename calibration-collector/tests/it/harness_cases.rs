@@ -9,7 +9,8 @@
 //! Python: `HEADROOM_HARNESS_PYTHON`, else the one scripts/setup.sh
 //! installs with transformers, else `python3`.
 
-use calibration_collector::commands::run::{case_json, plan, RunArgs, HARNESS};
+use calibration_collector::commands::run::single::{case_json, HARNESS};
+use calibration_collector::commands::run::{plan, RunArgs};
 use serde_json::{json, Value};
 use std::process::Command;
 

@@ -1,5 +1,6 @@
 //! `run`'s written workloads read back as the same workloads.
 
+use super::single::{point_line, Measurement};
 use super::*;
 
 #[test]

@@ -1,6 +1,9 @@
 //! Unit tests of `run`: plans, commands, exit codes, result lines.
 
+use super::single::{classify_exit, command_for, HARNESS};
 use super::*;
+use crate::template::Template;
+use std::path::Path;
 
 fn args() -> RunArgs {
     RunArgs {

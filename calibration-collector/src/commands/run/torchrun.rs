@@ -1,21 +1,21 @@
 //! Jobs on several GPUs through `torchrun` and the several-GPU harness
 //! (`python/headroom_parallel.py`, embedded in the binary): the command
 //! line, the environment it runs in, and the `HEADROOM_RESULT` lines of its
-//! ranks. Used by `probe --world-size` and `run --nproc`.
+//! ranks (read by [`super::child_output`]). Used by `probe --world-size` and
+//! `run --nproc`.
 
-use crate::commands::run::RESULT_PREFIX;
+use super::child_output::Reader;
+use super::RESULT_PREFIX;
 use crate::error::{CollectorError, Result};
 use serde_json::Value;
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// The several-GPU harness, embedded at build time.
-pub const PARALLEL_HARNESS: &str = include_str!("../python/headroom_parallel.py");
+pub const PARALLEL_HARNESS: &str = include_str!("../../../python/headroom_parallel.py");
 
 /// The environment every rank runs with: NVLink multicast (NVLS, symmetric
 /// memory) off, as the public measurements were taken and as machines
@@ -107,6 +107,12 @@ pub fn result_of_line(line: &str) -> Option<Value> {
     v.is_object().then_some(v)
 }
 
+/// A rank's result line for [`Reader`]: its object in the
+/// slot of its rank.
+fn ranked_result(line: &str) -> Option<(u64, Value)> {
+    result_of_line(line).map(|v| (rank_of(&v), v))
+}
+
 /// `measured.rank` of a result (0 when absent).
 pub fn rank_of(v: &Value) -> u64 {
     v.get("measured")
@@ -179,38 +185,7 @@ pub fn run_job(
                 "could not start torchrun ({e}); pass --torchrun to choose it"
             ))
         })?;
-    let sink = Arc::new(Mutex::new((
-        BTreeMap::<u64, Value>::new(),
-        Vec::<String>::new(),
-    )));
-    let readers: Vec<_> = [
-        Box::new(child.stdout.take().expect("piped")) as Box<dyn std::io::Read + Send>,
-        Box::new(child.stderr.take().expect("piped")),
-    ]
-    .into_iter()
-    .map(|stream| {
-        let sink = sink.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stream)
-                .lines()
-                .map_while(std::io::Result::ok)
-            {
-                if echo {
-                    eprintln!("  | {line}");
-                }
-                let mut out = sink.lock().expect("not poisoned");
-                if let Some(v) = result_of_line(&line) {
-                    out.0.insert(rank_of(&v), v);
-                    continue;
-                }
-                out.1.push(line);
-                if out.1.len() > 80 {
-                    out.1.remove(0);
-                }
-            }
-        })
-    })
-    .collect();
+    let reader = Reader::start(&mut child, echo, ranked_result, 80);
     let mut out = JobOutput::default();
     let status = loop {
         match child.try_wait() {
@@ -230,13 +205,10 @@ pub fn run_job(
         }
         std::thread::sleep(Duration::from_millis(20));
     };
-    for r in readers {
-        let _ = r.join();
-    }
-    let (results, tail) = std::mem::take(&mut *sink.lock().expect("not poisoned"));
+    let lines = reader.finish();
     out.exit_code = status.and_then(|s| s.code());
-    out.results = results.into_values().collect();
-    out.tail = tail;
+    out.results = lines.results.into_values().map(|(v, _)| v).collect();
+    out.tail = lines.tail;
     out.seconds = start.elapsed().as_secs_f64();
     Ok(out)
 }

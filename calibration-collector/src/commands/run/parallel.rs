@@ -8,17 +8,19 @@
 //! was in use on its GPU before the job started (read by the collector
 //! through NVML, which holds no CUDA context).
 
+use super::torchrun::{self, JobOutput};
+use super::{
+    append_line, collector_exe, default_out, fresh_process_prediction, install_ctrl_c, open_out,
+    RunArgs, RunOutcome,
+};
 use crate::cases::{read_records, Status};
-use crate::commands::run::{self, RunArgs, RunOutcome};
 use crate::error::{CollectorError, Result};
 use crate::gpu::Gpu;
-use crate::stats::{relative_error, Summary};
-use crate::torchrun::{self, JobOutput};
+use crate::stats::relative_error;
 use headroom_core::parallel::{Strategy, MAX_WORLD_SIZE};
 use headroom_core::spec::{parse_model, parse_workload};
 use serde_json::{json, Map, Value};
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
@@ -97,7 +99,7 @@ pub fn plan(args: &RunArgs) -> Result<Vec<ParallelPoint>> {
         }
         None => {
             // The sweep of --model/--workload/--seq-lens/--batches.
-            for p in run::plan(args)?.points {
+            for p in super::plan(args)?.points {
                 raw.push((
                     format!("--workload (case {})", p.case),
                     json!({"case": p.case, "model": p.model, "workload": p.workload}),
@@ -159,7 +161,7 @@ fn point(origin: &str, mut case: Value, nproc: Option<u32>) -> Result<ParallelPo
             parsed.parallel.strategy.key()
         )));
     }
-    let predicted = run::fresh_process_prediction(&model.arch, &parsed, None);
+    let predicted = fresh_process_prediction(&model.arch, &parsed, None);
     Ok(ParallelPoint {
         case: name,
         model: model.id,
@@ -323,22 +325,14 @@ pub fn set_capacities(lines: &mut [(u32, Status, Value)], capacities: &[Option<u
     }
 }
 
-fn default_out(points: &[ParallelPoint]) -> PathBuf {
-    let stem = points.first().map_or("parallel", |p| p.model.as_str());
-    PathBuf::from(format!(
-        "headroom-run-{stem}-parallel-{}.jsonl",
-        chrono::Local::now().format("%Y%m%d-%H%M%S")
-    ))
-}
-
-/// Runs the cases.
+/// Runs the cases (the flags checked by [`super::execute`]).
 pub fn execute(args: &RunArgs) -> Result<(RunOutcome, Option<String>)> {
     let points = plan(args)?;
     if args.dry_run {
         return Ok((RunOutcome::default(), Some(render_dry_run(args, &points))));
     }
     // Every visible GPU, read from outside: this process never initialises CUDA.
-    let (gpus, _) = Gpu::watch(&run::collector_exe()?, None)?;
+    let (gpus, _) = Gpu::watch(&collector_exe()?, None)?;
     let count = gpus.len();
     if let Some(p) = points.iter().find(|p| p.world_size as usize > count) {
         return Err(CollectorError::input(format!(
@@ -348,13 +342,12 @@ pub fn execute(args: &RunArgs) -> Result<(RunOutcome, Option<String>)> {
     }
     torchrun::check_available(&args.torchrun)?;
     let harness = torchrun::HarnessFile::write()?;
-    let out_path = args.out.clone().unwrap_or_else(|| default_out(&points));
-    let mut file = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&out_path)
-        .map_err(|e| CollectorError::io(&out_path, e))?;
-    let interrupted = run::install_ctrl_c();
+    let out_path = args.out.clone().unwrap_or_else(|| {
+        let stem = points.first().map_or("parallel", |p| p.model.as_str());
+        default_out(&format!("{stem}-parallel"))
+    });
+    let mut file = open_out(&out_path)?;
+    let interrupted = install_ctrl_c();
     let mut outcome = RunOutcome {
         file: out_path.display().to_string(),
         ..RunOutcome::default()
@@ -379,31 +372,18 @@ pub fn execute(args: &RunArgs) -> Result<(RunOutcome, Option<String>)> {
         let mut lines = rank_lines(p, &job);
         set_capacities(&mut lines, &capacity);
         for (rank, status, line) in lines {
-            let text = serde_json::to_string(&line).expect("line serialises");
-            writeln!(file, "{text}")
-                .and_then(|_| file.flush())
-                .map_err(|e| CollectorError::io(&out_path, e))?;
-            let _ = file.sync_data();
-            outcome.points += 1;
+            append_line(&mut file, &out_path, &line)?;
+            outcome.record(status);
             let m = &line["measured"];
             let mut note = match status {
-                Status::Ok => {
-                    outcome.ok += 1;
-                    format!(
-                        "driver peak {:.3} GB, reserved {:.3} GB, allocated {:.3} GB",
-                        gb(&m["driver_peak"]).unwrap_or(0.0),
-                        gb(&m["reserved_peak"]).unwrap_or(0.0),
-                        gb(&m["alloc_peak"]).unwrap_or(0.0)
-                    )
-                }
-                Status::Oom => {
-                    outcome.oom += 1;
-                    "out of memory".to_string()
-                }
-                Status::Failed => {
-                    outcome.failed += 1;
-                    format!("failed: {}", m["error"].as_str().unwrap_or(""))
-                }
+                Status::Ok => format!(
+                    "driver peak {:.3} GB, reserved {:.3} GB, allocated {:.3} GB",
+                    gb(&m["driver_peak"]).unwrap_or(0.0),
+                    gb(&m["reserved_peak"]).unwrap_or(0.0),
+                    gb(&m["alloc_peak"]).unwrap_or(0.0)
+                ),
+                Status::Oom => "out of memory".to_string(),
+                Status::Failed => format!("failed: {}", m["error"].as_str().unwrap_or("")),
             };
             if let Some(pred) = gb(&line["predicted"]["driver_peak"]) {
                 note.push_str(&format!(", predicted {pred:.3} GB"));
@@ -421,9 +401,7 @@ pub fn execute(args: &RunArgs) -> Result<(RunOutcome, Option<String>)> {
             break;
         }
     }
-    if !errors.is_empty() {
-        outcome.summary = Some(Summary::of(&errors));
-    }
+    outcome.summarise(&errors);
     drop(harness);
     Ok((outcome, None))
 }
