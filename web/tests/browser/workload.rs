@@ -1,0 +1,198 @@
+//! Workload inputs: memory format, gradient accumulation, inference batches, padding and beams.
+
+use crate::{peak_total, settle, wait_until, Page};
+use wasm_bindgen::JsCast;
+use wasm_bindgen_test::wasm_bindgen_test;
+use web_sys::HtmlInputElement;
+
+/// A convolutional network's memory format: the select shows for a ResNet
+/// and not for an LLM; choosing `channels_last` lowers the training peak
+/// (no layout copies) and goes into the link, which restores it.
+#[wasm_bindgen_test]
+async fn the_memory_format_select_changes_the_peak_and_the_link() {
+    let gb = |text: String| -> f64 {
+        text.split_whitespace()
+            .find_map(|w| w.replace(',', "").parse::<f64>().ok())
+            .unwrap_or_else(|| panic!("a number in {text:?}"))
+    };
+    let page = Page::open("model=resnet-18&mode=training&batch=256&image_size=224").await;
+    assert_eq!(page.value("memory_format"), "contiguous");
+    let nchw = gb(peak_total(&page).await);
+    page.choose("memory_format", "channels_last");
+    settle().await;
+    wait_until("a lower peak", || {
+        let text = page.text("peak-total");
+        !text.is_empty() && gb(text) < nchw
+    })
+    .await;
+    let link = page.value("share-link");
+    assert!(link.contains("memory_format=channels_last"), "{link}");
+    drop(page);
+
+    let page = Page::open(
+        "model=resnet-18&mode=training&batch=256&image_size=224&memory_format=channels_last",
+    )
+    .await;
+    assert_eq!(page.value("memory_format"), "channels_last");
+    assert!(gb(peak_total(&page).await) < nchw);
+    drop(page);
+
+    let page = Page::open("model=llama-3.2-1b").await;
+    assert!(
+        page.find("memory_format").is_none(),
+        "no memory format for an LLM"
+    );
+}
+
+/// fp16 mixed precision and gradient accumulation: the precision select
+/// offers `amp_fp16`, the accumulation field raises a training job's peak
+/// (a second set of gradients is held through the later micro-batches),
+/// and the link carries both and opens them again.
+#[wasm_bindgen_test]
+async fn gradient_accumulation_raises_the_peak_and_rides_in_the_link() {
+    let gb = |text: String| -> f64 {
+        text.split_whitespace()
+            .find_map(|w| w.replace(',', "").parse::<f64>().ok())
+            .unwrap_or_else(|| panic!("a number in {text:?}"))
+    };
+    let page = Page::open("model=gpt2&mode=training&batch=4&seq_len=1024").await;
+    assert_eq!(page.value("grad-accum"), "1");
+    let single = gb(peak_total(&page).await);
+    page.choose("precision", "amp_fp16");
+    page.type_in("grad-accum", "4");
+    settle().await;
+    wait_until("a higher peak", || {
+        let text = page.text("peak-total");
+        !text.is_empty() && gb(text) > single
+    })
+    .await;
+    let link = page.value("share-link");
+    assert!(link.contains("training.precision=amp_fp16"), "{link}");
+    assert!(
+        link.contains("training.gradient_accumulation_steps=4"),
+        "{link}"
+    );
+    drop(page);
+
+    let page = Page::open(
+        "model=gpt2&mode=training&batch=4&seq_len=1024&training.precision=amp_fp16&training.gradient_accumulation_steps=4",
+    )
+    .await;
+    assert_eq!(page.value("precision"), "amp_fp16");
+    assert_eq!(page.value("grad-accum"), "4");
+    assert!(gb(peak_total(&page).await) > single);
+}
+
+/// An inference loop of several batches: the field is offered for a
+/// vision model, the peak is then found in a later batch (its op says
+/// which), and the link carries the count and opens it again. ESMFold's
+/// page does not offer it.
+#[wasm_bindgen_test]
+async fn inference_batches_name_the_peaks_batch_and_ride_in_the_link() {
+    let page = Page::open("model=resnet-50&batch=256&image_size=224&dtype=fp16").await;
+    assert_eq!(page.value("inference-batches"), "1");
+    let single = peak_total(&page).await;
+    assert!(
+        !page.text("peak-op").contains("batch"),
+        "{}",
+        page.text("peak-op")
+    );
+    page.type_in("inference-batches", "3");
+    settle().await;
+    wait_until("the peak op of a later batch", || {
+        page.text("peak-op").starts_with("batch ")
+    })
+    .await;
+    let link = page.value("share-link");
+    assert!(link.contains("inference.batches=3"), "{link}");
+    drop(page);
+
+    let page =
+        Page::open("model=resnet-50&batch=256&image_size=224&dtype=fp16&inference.batches=3").await;
+    assert_eq!(page.value("inference-batches"), "3");
+    assert_eq!(peak_total(&page).await, single);
+    drop(page);
+
+    let page = Page::open("model=esmfold-v1&seq_len=256").await;
+    assert!(
+        page.find("inference-batches").is_none(),
+        "ESMFold folds one protein per estimate"
+    );
+}
+
+/// A padded batch: the checkbox is offered for a decoder whose padding is
+/// modelled, ticking it raises a training job's peak (repeated keys and
+/// SDPA's bias in every layer), the link carries it and opens it again,
+/// and Gemma 2's page does not offer it.
+#[wasm_bindgen_test]
+async fn a_padded_batch_raises_the_peak_and_rides_in_the_link() {
+    let gb = |text: String| -> f64 {
+        text.split_whitespace()
+            .find_map(|w| w.replace(',', "").parse::<f64>().ok())
+            .unwrap_or_else(|| panic!("a number in {text:?}"))
+    };
+    let checked = |page: &Page| {
+        page.get("padded")
+            .dyn_into::<HtmlInputElement>()
+            .expect("a checkbox")
+            .checked()
+    };
+    let job = "model=llama-3.2-1b&mode=training&batch=8&seq_len=2048";
+    let page = Page::open(job).await;
+    assert!(!checked(&page));
+    let unpadded = gb(peak_total(&page).await);
+    page.click("padded");
+    settle().await;
+    wait_until("a higher peak", || {
+        let text = page.text("peak-total");
+        !text.is_empty() && gb(text) > unpadded
+    })
+    .await;
+    let link = page.value("share-link");
+    assert!(link.contains("padded=true"), "{link}");
+    drop(page);
+
+    let page = Page::open(&format!("{job}&padded=true")).await;
+    assert!(checked(&page));
+    assert!(gb(peak_total(&page).await) > unpadded);
+    drop(page);
+
+    let page = Page::open("model=gemma-2-9b").await;
+    assert!(page.find("padded").is_none(), "not offered for Gemma 2");
+}
+
+/// Beam search: typing a beam count runs every prompt as that many rows
+/// (the peak rises as a batch that many times larger would), the link
+/// carries it, and the link's page shows it again.
+#[wasm_bindgen_test]
+async fn beams_raise_the_peak_and_ride_in_the_link() {
+    let gb = |text: String| -> f64 {
+        text.split_whitespace()
+            .find_map(|w| w.replace(',', "").parse::<f64>().ok())
+            .unwrap_or_else(|| panic!("a number in {text:?}"))
+    };
+    let job = "model=llama-3.2-1b&batch=2&seq_len=2048";
+    let page = Page::open(job).await;
+    assert_eq!(page.value("num-beams"), "1");
+    let greedy = gb(peak_total(&page).await);
+    page.type_in("num-beams", "4");
+    settle().await;
+    wait_until("a higher peak", || {
+        let text = page.text("peak-total");
+        !text.is_empty() && gb(text) > greedy
+    })
+    .await;
+    let beams = gb(page.text("peak-total"));
+    let link = page.value("share-link");
+    assert!(link.contains("inference.num_beams=4"), "{link}");
+    drop(page);
+
+    let page = Page::open(&format!("{job}&inference.num_beams=4")).await;
+    assert_eq!(page.value("num-beams"), "4");
+    assert_eq!(gb(peak_total(&page).await), beams);
+    drop(page);
+
+    // Four beams over two prompts peak as a greedy batch of eight.
+    let page = Page::open("model=llama-3.2-1b&batch=8&seq_len=2048").await;
+    assert_eq!(gb(peak_total(&page).await), beams);
+}
