@@ -205,8 +205,8 @@ pub fn hub_config_url(hub_id: &str) -> String {
     format!("https://huggingface.co/{hub_id}/resolve/main/config.json")
 }
 
-/// Imports a config.json's text as the page's model (named by its
-/// `_name_or_path`, else `hub_id`), or says why not.
+/// Imports a config.json's text as the page's model (named by `hub_id`
+/// when fetched, else by its `_name_or_path`), or says why not.
 fn import_config(
     page: super::context::PageContext,
     source: &str,
@@ -222,11 +222,11 @@ fn import_config(
         })
     })?;
     let arch = headroom_core::hf_config::import_value(&value).map_err(|e| message(&e))?;
-    let name = value
-        .get("_name_or_path")
-        .and_then(|n| n.as_str())
+    // A fetched config.json is named by the id it was fetched by: its
+    // `_name_or_path` is often where its author saved it.
+    let name = hub_id
+        .or_else(|| value.get("_name_or_path").and_then(|n| n.as_str()))
         .filter(|n| !n.is_empty())
-        .or(hub_id)
         .map_or_else(|| "imported config.json".into(), clip_name);
     page.update(|s| {
         s.set_model(Model {

@@ -152,7 +152,7 @@ async fn a_hub_id_selects_its_preset_or_fetches_its_config_json() {
         page.text("preset-search-note")
     );
     // A Hub id of no preset offers the fetch, from a stand-in for the Hub.
-    let config = r#"{"model_type": "llama", "hidden_size": 512, "intermediate_size": 1376,
+    let config = r#"{"_name_or_path": "/home/someone/checkpoints/llama", "model_type": "llama", "hidden_size": 512, "intermediate_size": 1376,
         "num_hidden_layers": 4, "num_attention_heads": 8, "num_key_value_heads": 8,
         "vocab_size": 32000, "tie_word_embeddings": false}"#;
     let hub = HubStandIn::serve("acme/tiny-llama", config);
