@@ -179,6 +179,9 @@ pub struct Probe {
     /// the capacity, where freeing the cache rescues some lengths and not
     /// their neighbours.
     pub within_capacity: bool,
+    /// The driver-level peak of the replay under the capacity (0 where no
+    /// replay ran: images under 16 px count as fitting).
+    pub peak_on_card: u64,
 }
 
 /// [`fits`], with whether the replay reached the capacity.
@@ -201,6 +204,55 @@ pub fn probe(
     Ok(Probe {
         fits,
         within_capacity: fits && !e.reached_capacity,
+        peak_on_card: e.driver_peak.0,
+    })
+}
+
+/// The job as given on one card, within `capacity` (the card's
+/// [`decision_capacity`]): whether it fits and, where it fits only because
+/// PyTorch frees its cache and retries at the card's end, the driver-level
+/// peak it reaches there. One rule for the command line, the page and
+/// Python.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OnCard {
+    /// Every request was served (the cache freed and retried where needed).
+    pub fits: bool,
+    /// `Some(peak on the card)` when it fits only by freeing the cache at
+    /// the card's end: on a larger card it would hold its unlimited peak
+    /// less this in cache.
+    pub releasing_cache_at: Option<u64>,
+}
+
+impl OnCard {
+    /// What to request per job on a card of `usable` bytes: the likely
+    /// range's reservation ([`range_reservation`]); a job that fits only by
+    /// freeing its cache takes the whole card: PyTorch grows its cache to
+    /// the card's end before it frees any, so its unlimited reservation
+    /// overstates the card and anything less than the card understates it.
+    pub fn reservation(&self, usable: u64, range_reservation: u64) -> u64 {
+        match self.releasing_cache_at {
+            Some(_) => usable,
+            None => range_reservation,
+        }
+    }
+
+    /// Jobs side by side on a card of `usable` bytes ([`jobs_on_card`]).
+    pub fn jobs(&self, usable: u64, reservation: u64) -> u64 {
+        jobs_on_card(self.fits, usable, reservation)
+    }
+}
+
+/// [`OnCard`] for the job as given, one replay under `capacity`.
+pub fn on_card(
+    arch: &Architecture,
+    workload: &Workload,
+    runtime: &RuntimeProfile,
+    capacity: u64,
+) -> Result<OnCard, Error> {
+    let p = probe(arch, workload, runtime, capacity)?;
+    Ok(OnCard {
+        fits: p.fits,
+        releasing_cache_at: (p.fits && !p.within_capacity).then_some(p.peak_on_card),
     })
 }
 
@@ -509,6 +561,7 @@ pub fn probe_at(
             return Ok(Probe {
                 fits: true,
                 within_capacity: true,
+                peak_on_card: 0,
             })
         }
         Axis::Length => workload.with_length(vision, value),
@@ -655,6 +708,7 @@ mod tests {
         Probe {
             fits: x <= boundary,
             within_capacity: x <= boundary,
+            peak_on_card: 0,
         }
     }
 
@@ -702,6 +756,7 @@ mod tests {
         let outcome = |x: u64| Probe {
             fits: x <= 90 && !(45..=47).contains(&x),
             within_capacity: x <= 40,
+            peak_on_card: 0,
         };
         let found = largest(1000, |x| Ok(outcome(x))).unwrap();
         assert_eq!(found.longest, Some(44));
@@ -719,6 +774,7 @@ mod tests {
         let outcome = |x: u64| Probe {
             fits: x <= 90 && x != 47 && !(60..=69).contains(&x),
             within_capacity: x <= 40,
+            peak_on_card: 0,
         };
         let mut search = LargestSearch::new(1000);
         let mut checked = Vec::new();
@@ -746,6 +802,7 @@ mod tests {
                 let outcome = |x: u64| Probe {
                     fits: x <= within || (bits >> (x - within - 1)) & 1 == 1,
                     within_capacity: x <= within,
+                    peak_on_card: 0,
                 };
                 let found = largest(max, |x| Ok(outcome(x))).unwrap();
                 let first_failure = (1..=max).find(|&x| !outcome(x).fits);
@@ -811,6 +868,9 @@ pub struct GpuFit {
     pub gpu: &'static crate::gpus::Gpu,
     /// The workload as given fits.
     pub fits: bool,
+    /// It fits only by PyTorch freeing its cache at the card's end, with
+    /// this driver-level peak there ([`OnCard::releasing_cache_at`]).
+    pub releasing_cache_at: Option<u64>,
     /// Longest sequence (or largest image) at the workload's batch.
     pub max_length: Option<u32>,
     /// Largest batch at the workload's length.
@@ -832,6 +892,16 @@ pub struct GpuFit {
     pub max_length_chunked: Option<u32>,
     /// ESMFold: the chunking that makes the workload's length fit.
     pub chunk_for_length: Option<ChunkChoice>,
+}
+
+impl GpuFit {
+    /// The job as given on this card ([`OnCard`]).
+    pub fn on_card(&self) -> OnCard {
+        OnCard {
+            fits: self.fits,
+            releasing_cache_at: self.releasing_cache_at,
+        }
+    }
 }
 
 /// The bytes of `gpu` a predicted driver-level peak may reach and still be
@@ -941,9 +1011,11 @@ pub fn gpu_fit(
     let length = boundary(arch, workload, runtime, capacity, Axis::Length)?;
     let batch = boundary(arch, workload, runtime, capacity, Axis::Batch)?;
     let narrow = |v: Option<u64>| v.map(|v| v as u32);
+    let as_given = on_card(arch, workload, runtime, capacity)?;
     Ok(GpuFit {
         gpu,
-        fits: fits(arch, workload, runtime, capacity)?,
+        fits: as_given.fits,
+        releasing_cache_at: as_given.releasing_cache_at,
         max_length: narrow(length.longest),
         max_batch: narrow(batch.longest),
         length_runs_again_up_to: narrow(length.runs_again_up_to),

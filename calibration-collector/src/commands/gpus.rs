@@ -144,7 +144,10 @@ pub fn run(args: &GpusArgs) -> Result<String> {
                 }
             ),
             if f.fits { "yes" } else { "no" },
-            search::jobs_on_card(f.fits, f.gpu.usable_bytes, reservation),
+            f.on_card().jobs(
+                f.gpu.usable_bytes,
+                f.on_card().reservation(f.gpu.usable_bytes, reservation)
+            ),
             opt(f.max_length),
             opt(f.max_batch)
         );
@@ -252,6 +255,33 @@ pub fn run(args: &GpusArgs) -> Result<String> {
                 .collect::<Vec<_>>()
         })
         .collect();
+    // The job as given, where it fits only through that release: its peak
+    // on the card, the cache it gives back, and what to request instead of
+    // the unlimited reservation.
+    let released: Vec<String> = fits
+        .iter()
+        .filter_map(|f| {
+            f.releasing_cache_at.map(|on_card| {
+                format!(
+                    "{}: fits at {} on this card, PyTorch releasing {} of cache at the card's end; request the whole card ({}), not {}",
+                    f.gpu.name,
+                    Bytes(on_card),
+                    Bytes(peak.driver_peak.0.saturating_sub(on_card)),
+                    Bytes(f.gpu.usable_bytes),
+                    Bytes(reservation)
+                )
+            })
+        })
+        .collect();
+    if !released.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nthis job fits these cards only because PyTorch frees its cache and retries at the card's end:"
+        );
+        for line in &released {
+            let _ = writeln!(out, "  {line}");
+        }
+    }
     let _ = writeln!(
         out,
         "\n*: the card's overheads outside the allocator (CUDA context, cuBLAS, kernels) were measured (the H200; the H100 gives the same figures); the other cards' are the H200's, and their fit allows for half of them either way"
