@@ -263,7 +263,7 @@ pub fn run(args: &GpusArgs) -> Result<String> {
         .filter_map(|f| {
             f.releasing_cache_at.map(|on_card| {
                 format!(
-                    "{}: fits at {} on this card, PyTorch releasing {} of cache at the card's end; request the whole card ({}), not {}",
+                    "{}: runs within {} (the card less the likely range's allowance), freeing {} of cached blocks there; request the whole card ({}), not {}",
                     f.gpu.name,
                     Bytes(on_card),
                     Bytes(peak.driver_peak.0.saturating_sub(on_card)),

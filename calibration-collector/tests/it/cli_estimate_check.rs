@@ -331,6 +331,49 @@ fn gpus_lists_every_card_with_esmfold_chunking() {
     assert!(line("NVIDIA H200").contains("none needed"), "{table}");
 }
 
+/// Chunked ESMFold at 1,500 residues: its unlimited peak (37.40 GB) is above
+/// the RTX 5090, which runs it only by PyTorch freeing its cache at the
+/// card's end. The row says one job; the note says so, with the peak the
+/// replay reached there, and requests the whole card, not the unlimited
+/// reservation. A card it fits outright gets no such line.
+#[test]
+fn gpus_says_where_the_job_fits_only_by_freeing_the_cache() {
+    let spec = std::env::temp_dir().join(format!("esmfold-1500-{}.json", std::process::id()));
+    std::fs::write(
+        &spec,
+        r#"{"model":"esmfold-v1","workload":{"mode":"inference","dtype":"fp32","seq_len":1500,"batch":1,
+            "esmfold":{"stem_dtype":"fp16","chunk_size":64,"num_recycles":4}}}"#,
+    )
+    .unwrap();
+    let out = run(&["gpus", spec.to_str().unwrap()], None);
+    std::fs::remove_file(&spec).unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let table = text(&out.stdout);
+    assert!(
+        table.starts_with("ESMFold v1 at batch 1, seq_len 1500: driver peak 37.40 GB"),
+        "{table}"
+    );
+    let row = table
+        .lines()
+        .find(|l| l.starts_with("NVIDIA GeForce RTX 5090"))
+        .unwrap();
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(&cells[4..7], ["33.67", "GB", "yes"], "{row}");
+    assert_eq!(cells[7], "1", "{row}");
+    let note = table
+        .lines()
+        .find(|l| {
+            l.trim_start()
+                .starts_with("NVIDIA GeForce RTX 5090: runs within")
+        })
+        .unwrap_or_else(|| panic!("{table}"));
+    assert!(
+        note.ends_with("request the whole card (33.67 GB), not 38.03 GB"),
+        "{note}"
+    );
+    assert!(!table.contains("NVIDIA H200 141GB: runs within"), "{table}");
+}
+
 #[test]
 fn gpus_rejects_a_bad_margin() {
     let out = run(
