@@ -8,7 +8,7 @@ them: the copies scale with the batch and the map, the rest (split-K
 partial sums, the kernel's plan) does not, so a batch between two measured
 ones takes the smaller one's choice with its own copies. The copies are
 the model's (`ConvCall::input_copy_bytes`, `output_bytes`,
-`filter_copy_bytes` in core/src/families/cnn.rs):
+`filter_copy_bytes` in core/src/families/cnn/cudnn_workspaces.rs):
 
     input  = batch x cin (padded to 8 in half precision) x edge^2 x dsize
     output = batch x cout x out_edge^2 x dsize
@@ -27,7 +27,7 @@ from collections import defaultdict
 
 PRECISION = {"bfloat16": "Bf16", "float16": "Fp16", "float32": "Fp32"}
 DSIZE = {"bfloat16": 2, "float16": 2, "float32": 4}
-# The order of `CopyKind` in core/src/families/cnn.rs.
+# The order of `CopyKind` in core/src/families/cnn/cudnn_workspaces.rs.
 KINDS = ["none", "input_output", "input", "output"]
 EXTRA_BITS = 30
 # Batch 1024's rows (wgrad_shapes_sweep_more.jsonl) are left out: on the
