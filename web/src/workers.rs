@@ -19,17 +19,27 @@
 //! that its workers could not compute are reported as not computed (each
 //! would hold the page's thread for long), and only where no worker starts
 //! at all does the page's thread compute a slow curve.
+//!
+//! This file splits a curve between the workers and the page's thread;
+//! `pool` keeps the curve's workers, `helper` starts a worker of its own
+//! for one job.
+
+mod helper;
+mod pool;
+
+pub use helper::{estimate_one, fit_rows};
+pub(crate) use pool::module_urls;
+pub use pool::{cancel_busy, ready, start};
 
 use crate::curve::{self, weighted_shares, CurveData, PointResult};
 use crate::protocol::{self, read_estimates, Inputs, Request};
 use headroom_core::arch::Architecture;
 use headroom_core::workload::Workload;
 use headroom_core::RuntimeProfile;
-use js_sys::{Array, Function, Promise, Reflect};
-use std::cell::RefCell;
+use helper::Helper;
+use js_sys::Promise;
+use pool::{replacements_loading, request, watch, ANSWERED_AT, POOL};
 use wasm_bindgen::prelude::*;
-use wasm_bindgen::JsCast;
-use web_sys::{Blob, BlobPropertyBag, MessageEvent, Url, Worker, WorkerOptions, WorkerType};
 
 /// Most workers the page starts.
 pub const MAX_WORKERS: usize = 7;
@@ -61,29 +71,7 @@ pub fn headroom_answer(request: &str) -> String {
     protocol::answer(request)
 }
 
-struct Slot {
-    worker: Worker,
-    ready: bool,
-    dead: bool,
-    /// Started by [`cancel_busy`] in place of a cancelled worker.
-    replacement: bool,
-    _on_message: Closure<dyn FnMut(MessageEvent)>,
-    _on_error: Closure<dyn FnMut(JsValue)>,
-}
-
-#[derive(Default)]
-struct Pool {
-    started: bool,
-    slots: Vec<Slot>,
-    /// The workers' script (a blob URL), to start a replacement.
-    script_url: Option<String>,
-    /// Requests in flight: (id, slot, resolve); a handful at a time.
-    waiting: Vec<(u32, usize, Function)>,
-    next_id: u32,
-}
-
 thread_local! {
-    static POOL: RefCell<Pool> = RefCell::new(Pool::default());
     static FALLBACKS: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
     static REPLACED: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
     static ANSWERED_ONE: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
@@ -91,12 +79,7 @@ thread_local! {
     /// The page's thread's share of the next curve against one worker's
     /// ([`curve::next_page_weight`]).
     static PAGE_WEIGHT: std::cell::Cell<f64> = const { std::cell::Cell::new(1.0) };
-    /// When the latest answers reached the page's thread: (request id, ms).
-    static ANSWERED_AT: RefCell<Vec<(u32, f64)>> = const { RefCell::new(Vec::new()) };
 }
-
-/// Answer times [`ANSWERED_AT`] keeps (a curve asks one per worker).
-const ANSWER_TIMES_KEPT: usize = 2 * MAX_WORKERS;
 
 /// Single-estimate workers stopped unheard because a newer input
 /// superseded their estimate (for the browser tests).
@@ -121,280 +104,6 @@ pub fn replaced() -> u32 {
 /// missing or unreadable (for the browser tests: none on a healthy page).
 pub fn fallbacks() -> u32 {
     FALLBACKS.with(std::cell::Cell::get)
-}
-
-/// The URLs of this module's JS glue and wasm, from the resources the page
-/// loaded (`*_bg.wasm`, next to the glue `*.js` wasm-bindgen writes; not
-/// the panels module's, `crate::app::lazy`).
-pub(crate) fn module_urls() -> Option<(String, String)> {
-    let performance = web_sys::window()?.performance()?;
-    let entries: Array = performance.get_entries_by_type("resource");
-    entries.iter().find_map(|entry| {
-        let name = Reflect::get(&entry, &"name".into()).ok()?.as_string()?;
-        let path = name.split(['?', '#']).next()?;
-        let stem = path.strip_suffix("_bg.wasm")?;
-        if stem.ends_with(crate::app::lazy::PANELS_MODULE) {
-            return None;
-        }
-        Some((format!("{stem}.js"), path.to_string()))
-    })
-}
-
-fn worker_script(glue: &str, wasm: &str) -> String {
-    // `glue` and `wasm` are URLs the page itself loaded; JSON quoting keeps
-    // them literal.
-    let glue = serde_json::Value::from(glue).to_string();
-    let wasm = serde_json::Value::from(wasm).to_string();
-    format!(
-        "try {{
-  const glue = await import({glue});
-  await glue.default({{ module_or_path: {wasm} }});
-  self.onmessage = (e) => {{
-    let out;
-    try {{ out = glue.headroom_answer(e.data.request); }}
-    catch (err) {{
-      // A trapped instance is not to be trusted again: answer, then stop.
-      self.postMessage({{ id: e.data.id, out: 'E worker request: ' + err + '\\n' }});
-      self.postMessage({{ failed: String(err) }});
-      return;
-    }}
-    self.postMessage({{ id: e.data.id, out }});
-  }};
-  self.postMessage({{ ready: true }});
-}} catch (err) {{
-  self.postMessage({{ failed: String(err) }});
-}}"
-    )
-}
-
-/// Puts the number of ready workers on `<body data-curve-workers>`, for a
-/// DOM dump to read (`scripts/test.sh` checks the served page).
-fn show_ready() {
-    if let Some(body) = web_sys::window()
-        .and_then(|w| w.document())
-        .and_then(|d| d.body())
-    {
-        let _ = body.set_attribute("data-curve-workers", &ready().len().to_string());
-    }
-}
-
-/// Marks slot `i` dead and answers its requests in flight with an error,
-/// so that their shares are computed on the page's thread.
-fn kill(i: usize) {
-    let orphans: Vec<Function> = POOL.with(|p| {
-        let mut p = p.borrow_mut();
-        if let Some(slot) = p.slots.get_mut(i) {
-            slot.dead = true;
-            slot.ready = false;
-            slot.worker.terminate();
-        }
-        let (orphans, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut p.waiting)
-            .into_iter()
-            .partition(|w| w.1 == i);
-        p.waiting = kept;
-        orphans.into_iter().map(|w| w.2).collect()
-    });
-    show_ready();
-    for resolve in orphans {
-        let _ = resolve.call1(
-            &JsValue::NULL,
-            &JsValue::from_str("E worker request: the worker stopped\n"),
-        );
-    }
-}
-
-fn on_message(i: usize, event: MessageEvent) {
-    let data = event.data();
-    let field = |name: &str| Reflect::get(&data, &name.into()).unwrap_or(JsValue::UNDEFINED);
-    if field("ready").is_truthy() {
-        POOL.with(|p| {
-            if let Some(slot) = p.borrow_mut().slots.get_mut(i) {
-                slot.ready = !slot.dead;
-            }
-        });
-        // Visible to a DOM dump (`scripts/test.sh` checks the served page).
-        if let Some(body) = web_sys::window()
-            .and_then(|w| w.document())
-            .and_then(|d| d.body())
-        {
-            let _ = body.set_attribute("data-curve-workers", &ready().len().to_string());
-        }
-        return;
-    }
-    if let Some(reason) = field("failed").as_string() {
-        web_sys::console::warn_2(&"a curve worker stopped:".into(), &reason.into());
-        kill(i);
-        return;
-    }
-    let (Some(id), Some(out)) = (field("id").as_f64(), field("out").as_string()) else {
-        return;
-    };
-    let resolve = POOL.with(|p| {
-        let mut p = p.borrow_mut();
-        let at = p.waiting.iter().position(|w| w.0 == id as u32)?;
-        Some(p.waiting.swap_remove(at))
-    });
-    if let Some((_, _, resolve)) = resolve {
-        crate::app::perf::reached(crate::app::perf::Milestone::WorkerAnswered);
-        ANSWERED_AT.with(|a| {
-            let mut a = a.borrow_mut();
-            if a.len() == ANSWER_TIMES_KEPT {
-                a.remove(0);
-            }
-            a.push((id as u32, now()));
-        });
-        let _ = resolve.call1(&JsValue::NULL, &JsValue::from_str(&out));
-    }
-}
-
-fn spawn(i: usize, script_url: &str) -> Option<Slot> {
-    let options = WorkerOptions::new();
-    options.set_type(WorkerType::Module);
-    let worker = Worker::new_with_options(script_url, &options).ok()?;
-    let on_message = Closure::<dyn FnMut(MessageEvent)>::new(move |e| on_message(i, e));
-    let on_error = Closure::<dyn FnMut(JsValue)>::new(move |_| kill(i));
-    worker.set_onmessage(Some(on_message.as_ref().unchecked_ref()));
-    worker.set_onerror(Some(on_error.as_ref().unchecked_ref()));
-    Some(Slot {
-        worker,
-        ready: false,
-        dead: false,
-        replacement: false,
-        _on_message: on_message,
-        _on_error: on_error,
-    })
-}
-
-/// Starts the workers once; they become usable when their module has
-/// loaded. Does nothing where workers cannot start.
-pub fn start() {
-    if POOL.with(|p| p.borrow().started) {
-        return;
-    }
-    let Some(window) = web_sys::window() else {
-        return;
-    };
-    let cores = window.navigator().hardware_concurrency() as usize;
-    let count = cores.saturating_sub(1).min(MAX_WORKERS);
-    // Until the page's own module shows in its resources, try again at the
-    // next curve. (With one core the pool is empty, but a slow job's
-    // workers of their own still start from the module.)
-    let Some((glue, wasm)) = module_urls() else {
-        return;
-    };
-    POOL.with(|p| p.borrow_mut().started = true);
-    let parts = Array::of1(&JsValue::from_str(&worker_script(&glue, &wasm)));
-    let options = BlobPropertyBag::new();
-    options.set_type("text/javascript");
-    let Ok(blob) = Blob::new_with_str_sequence_and_options(&parts, &options) else {
-        return;
-    };
-    let Ok(url) = Url::create_object_url_with_blob(&blob) else {
-        return;
-    };
-    // Slot numbers are the workers' own (their callbacks carry them): stop
-    // at the first worker that cannot be created.
-    let slots: Vec<Slot> = (0..count).map_while(|i| spawn(i, &url)).collect();
-    POOL.with(|p| {
-        let mut p = p.borrow_mut();
-        p.slots = slots;
-        p.script_url = Some(url);
-    });
-}
-
-/// Workers ready to take a share.
-pub fn ready() -> Vec<usize> {
-    POOL.with(|p| {
-        p.borrow()
-            .slots
-            .iter()
-            .enumerate()
-            .filter(|(_, s)| s.ready && !s.dead)
-            .map(|(i, _)| i)
-            .collect()
-    })
-}
-
-/// Replacement workers still loading their module.
-fn replacements_loading() -> usize {
-    POOL.with(|p| {
-        p.borrow()
-            .slots
-            .iter()
-            .filter(|s| s.replacement && !s.ready && !s.dead)
-            .count()
-    })
-}
-
-/// Replaces every worker still computing a share: called when a slow
-/// curve is superseded, so that the next curve does not queue behind
-/// seconds of work nobody will look at. The replacements load the module
-/// again (a fraction of a second) before they take shares.
-pub fn cancel_busy() {
-    let (busy, url): (Vec<usize>, Option<String>) = POOL.with(|p| {
-        let p = p.borrow();
-        let mut busy: Vec<usize> = p.waiting.iter().map(|w| w.1).collect();
-        crate::sort::by_key(&mut busy, |&w| (w as u64, 0));
-        busy.dedup();
-        (busy, p.script_url.clone())
-    });
-    let Some(url) = url else { return };
-    for i in busy {
-        kill(i);
-        REPLACED.with(|r| r.set(r.get() + 1));
-        if let Some(mut slot) = spawn(i, &url) {
-            slot.replacement = true;
-            POOL.with(|p| {
-                if let Some(old) = p.borrow_mut().slots.get_mut(i) {
-                    *old = slot;
-                }
-            });
-        }
-    }
-    show_ready();
-}
-
-/// Sends a request to worker `i`; the promise resolves with its answer.
-/// Returns the request's id too, for [`watch`].
-fn request(i: usize, request: &str) -> (Promise, u32) {
-    let mut id = 0;
-    let mut worker = None;
-    let promise = Promise::new(&mut |resolve, _reject| {
-        POOL.with(|p| {
-            let mut p = p.borrow_mut();
-            id = p.next_id;
-            p.next_id = p.next_id.wrapping_add(1);
-            p.waiting.push((id, i, resolve));
-            worker = p.slots.get(i).map(|s| s.worker.clone());
-        });
-    });
-    let message = request_message(id, request);
-    // A request that cannot be posted is answered at once with an error.
-    if worker.is_none_or(|w| w.post_message(&message).is_err()) {
-        kill(i);
-    }
-    (promise, id)
-}
-
-/// The message a worker's script answers: `{ id, request }`.
-fn request_message(id: u32, request: &str) -> js_sys::Object {
-    let message = js_sys::Object::new();
-    let _ = Reflect::set(&message, &"id".into(), &JsValue::from(id));
-    let _ = Reflect::set(&message, &"request".into(), &JsValue::from_str(request));
-    message
-}
-
-/// Stops worker `i` if request `id` is still unanswered after `patience`.
-fn watch(i: usize, id: u32, patience: std::time::Duration) {
-    leptos::prelude::set_timeout(
-        move || {
-            let unanswered = POOL.with(|p| p.borrow().waiting.iter().any(|w| w.0 == id));
-            if unanswered {
-                kill(i);
-            }
-        },
-        patience,
-    );
 }
 
 /// `performance.now()`, in ms.
@@ -495,205 +204,6 @@ async fn own_share(
         ));
     }
     Some(out)
-}
-
-/// The estimate at `length`, from a worker of its own (the page stays
-/// responsive through a slow one: a generation of a million new tokens
-/// replays for seconds), stopped as soon as the estimate is no longer
-/// `wanted` (`None` then). The curve's workers are left to the curve. Where
-/// no worker can start, it is computed on this thread once the browser has
-/// drawn the pending state.
-pub async fn estimate_one(
-    arch: &Architecture,
-    workload: &Workload,
-    runtime: &RuntimeProfile,
-    length: u32,
-    wanted: impl Fn() -> bool,
-) -> Option<PointResult> {
-    let request = Request::Estimate {
-        inputs: Inputs {
-            arch: arch.clone(),
-            workload: workload.clone(),
-            runtime: runtime.clone(),
-        },
-        length,
-    };
-    match ask_alone(&request, &wanted).await? {
-        Ok(text) => match read_estimates(&text, 1) {
-            Ok(mut results) => return results.pop(),
-            Err(e) => note_fallback(e),
-        },
-        Err(e) => note_fallback(e),
-    }
-    yield_to_browser().await;
-    if !wanted() {
-        return None;
-    }
-    let mut replay = headroom_core::trace::Replay::new(runtime.allocator, None);
-    Some(curve::estimate_point(
-        &mut replay,
-        arch,
-        workload,
-        runtime,
-        length,
-    ))
-}
-
-/// The GPU table (`fit::rows` for `driver_peak` and `margin_pct`) from a
-/// worker of its own, stopped once no longer `wanted` (`None`); an error
-/// when no worker could answer (the caller computes it itself).
-pub async fn fit_rows(
-    arch: &Architecture,
-    workload: &Workload,
-    runtime: &RuntimeProfile,
-    driver_peak: Option<headroom_core::Bytes>,
-    margin_pct: u32,
-    wanted: impl Fn() -> bool,
-) -> Option<Result<Vec<crate::fit::FitRow>, String>> {
-    let request = Request::FitRows {
-        inputs: Inputs {
-            arch: arch.clone(),
-            workload: workload.clone(),
-            runtime: runtime.clone(),
-        },
-        margin_pct,
-    };
-    let answer = ask_alone(&request, &wanted).await?;
-    let reservation = crate::fit::reservation(arch, workload, runtime, driver_peak, margin_pct);
-    Some(answer.and_then(|text| protocol::decode_rows(&text, reservation)))
-}
-
-fn note_fallback(e: String) {
-    FALLBACKS.with(|f| f.set(f.get() + 1));
-    web_sys::console::warn_1(&e.into());
-}
-
-/// `request` answered by a worker of its own (the page's module), counted
-/// in [`answered_one`]; `None` once no longer `wanted`.
-async fn ask_alone(
-    request: &Request,
-    wanted: &impl Fn() -> bool,
-) -> Option<Result<String, String>> {
-    let Some(script) = POOL.with(|p| p.borrow().script_url.clone()) else {
-        return Some(Err(String::from("no worker")));
-    };
-    let answer = one_off(&script, &request.to_json(), wanted).await?;
-    if answer.is_ok() {
-        ANSWERED_ONE.with(|n| n.set(n.get() + 1));
-    }
-    Some(answer)
-}
-
-/// A worker of its own, started from the page's module: it answers one
-/// request at a time, and is stopped when dropped.
-struct Helper {
-    worker: Worker,
-    inbox: std::rc::Rc<RefCell<Inbox>>,
-    _on_message: Closure<dyn FnMut(MessageEvent)>,
-}
-
-/// What a [`Helper`] said.
-#[derive(Default)]
-struct Inbox {
-    ready: bool,
-    answer: Option<String>,
-    failed: Option<String>,
-}
-
-impl Helper {
-    /// Starts a worker from `script` (it loads the module, then is ready).
-    fn start(script: &str) -> Option<Helper> {
-        let options = WorkerOptions::new();
-        options.set_type(WorkerType::Module);
-        let worker = Worker::new_with_options(script, &options).ok()?;
-        let inbox = std::rc::Rc::new(RefCell::new(Inbox::default()));
-        let on_message = {
-            let inbox = inbox.clone();
-            Closure::<dyn FnMut(MessageEvent)>::new(move |event: MessageEvent| {
-                let data = event.data();
-                let field =
-                    |name: &str| Reflect::get(&data, &name.into()).unwrap_or(JsValue::UNDEFINED);
-                let mut inbox = inbox.borrow_mut();
-                if field("ready").is_truthy() {
-                    inbox.ready = true;
-                } else if let Some(out) = field("out").as_string() {
-                    inbox.answer = Some(out);
-                } else if let Some(reason) = field("failed").as_string() {
-                    inbox.failed = Some(reason);
-                }
-            })
-        };
-        // A module that fails to load or a trapped instance says so in a
-        // `failed` message (the worker script's try/catch).
-        worker.set_onmessage(Some(on_message.as_ref().unchecked_ref()));
-        Some(Helper {
-            worker,
-            inbox,
-            _on_message: on_message,
-        })
-    }
-
-    /// Whether its module has loaded (it takes requests).
-    fn ready(&self) -> bool {
-        self.inbox.borrow().ready
-    }
-
-    /// Sends `request`; false if it cannot be sent.
-    fn ask(&self, request: &str) -> bool {
-        self.worker
-            .post_message(&request_message(0, request))
-            .is_ok()
-    }
-
-    /// The answer to the request sent, once in.
-    fn answer(&self) -> Option<String> {
-        self.inbox.borrow_mut().answer.take()
-    }
-
-    /// Why the worker stopped, if it did.
-    fn failure(&self) -> Option<String> {
-        self.inbox.borrow_mut().failed.take()
-    }
-}
-
-impl Drop for Helper {
-    fn drop(&mut self) {
-        self.worker.terminate();
-        self.worker.set_onmessage(None);
-    }
-}
-
-/// Starts a worker from `script`, asks it `request` once it has loaded,
-/// and stops it when it has answered (its text) or the answer is no longer
-/// `wanted` (`None`).
-async fn one_off(
-    script: &str,
-    request: &str,
-    wanted: &impl Fn() -> bool,
-) -> Option<Result<String, String>> {
-    let Some(helper) = Helper::start(script) else {
-        return Some(Err(String::from("no worker")));
-    };
-    let mut asked = false;
-    loop {
-        if !wanted() {
-            STOPPED_ONE.with(|n| n.set(n.get() + 1));
-            return None;
-        }
-        if let Some(text) = helper.answer() {
-            return Some(Ok(text));
-        }
-        if let Some(e) = helper.failure() {
-            return Some(Err(e));
-        }
-        if !asked && helper.ready() {
-            if !helper.ask(request) {
-                return Some(Err(String::from("no worker")));
-            }
-            asked = true;
-        }
-        sleep_ms(20).await;
-    }
 }
 
 /// Lengths per request of a slow curve's workers: its progress moves by
