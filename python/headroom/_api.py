@@ -149,8 +149,13 @@ class CardFit:
     #: Whether it fits: its replay within the card's usable memory, less the
     #: likely range's allowance and the margin.
     fits: bool
+    #: Where it fits only because PyTorch frees its cache and retries at the
+    #: card's end: the driver-level peak the replay reaches on the card (else
+    #: None). On a larger card the job would hold more, as cache.
+    releasing_cache_at_bytes: Optional[int]
     #: What to request per job: the likely range's high end plus the margin,
-    #: rounded up to a whole MiB.
+    #: rounded up to a whole MiB; the whole card where it fits only by freeing
+    #: its cache there.
     reservation_bytes: int
     #: How many such jobs run on the card at once (the page's "jobs per card"):
     #: 0 when it does not fit, else at least 1.
@@ -169,6 +174,7 @@ def card_fit(spec: SpecLike, gpu: Union[str, Card], margin_percent: int = 0) -> 
     return CardFit(
         gpu=Card._from(value["gpu"]),
         fits=value["fits"],
+        releasing_cache_at_bytes=value["releasing_cache_at_bytes"],
         reservation_bytes=value["reservation_bytes"],
         jobs=value["jobs"],
         margin_percent=value["margin_percent"],

@@ -100,8 +100,10 @@ fn estimate(py: Python<'_>, spec_json: &str, gpu: Option<&str>) -> PyResult<Stri
 /// Whether the job fits `gpu` by the `gpus` table's rule (its replay
 /// within the card's usable memory less the likely range's allowance and
 /// `margin_percent`), the reservation to request (the likely range's high
-/// end plus the margin, in whole MiB) and how many such jobs run on the
-/// card at once (the table's and the page's "jobs per card").
+/// end plus the margin, in whole MiB; the whole card where it fits only by
+/// PyTorch freeing its cache at the card's end, with its peak there) and
+/// how many such jobs run on the card at once (the table's and the page's
+/// "jobs per card"): `search::OnCard`, one rule with them.
 #[pyfunction]
 #[pyo3(signature = (spec_json, gpu, margin_percent=0))]
 fn card_fit(py: Python<'_>, spec_json: &str, gpu: &str, margin_percent: u32) -> PyResult<String> {
@@ -109,21 +111,22 @@ fn card_fit(py: Python<'_>, spec_json: &str, gpu: &str, margin_percent: u32) -> 
     let gpu = gpu_named("gpu", gpu)?;
     let margin = margin_checked(margin_percent)?;
     let (arch, w, rt) = (&spec.model.arch, &spec.workload, &spec.runtime);
-    let (fits, reservation) = py
-        .detach(|| -> Result<(bool, u64), Error> {
+    let (on_card, reservation) = py
+        .detach(|| -> Result<(search::OnCard, u64), Error> {
             let peak = core_estimate(arch, w, rt)?;
             let capacity = search::decision_capacity(gpu, arch, w, rt, margin);
-            let fits = search::fits(arch, w, rt, capacity)?;
-            let reservation = search::range_reservation(arch, w, rt, peak.driver_peak.0, margin);
-            Ok((fits, reservation))
+            let on_card = search::on_card(arch, w, rt, capacity)?;
+            let range = search::range_reservation(arch, w, rt, peak.driver_peak.0, margin);
+            Ok((on_card, on_card.reservation(gpu.usable_bytes, range)))
         })
         .map_err(spec_error)?;
     let value = json!({
         "gpu": card_json(gpu),
         "margin_percent": margin,
-        "fits": fits,
+        "fits": on_card.fits,
+        "releasing_cache_at_bytes": on_card.releasing_cache_at,
         "reservation_bytes": reservation,
-        "jobs": search::jobs_on_card(fits, gpu.usable_bytes, reservation),
+        "jobs": on_card.jobs(gpu.usable_bytes, reservation),
     });
     Ok(value.to_string())
 }

@@ -42,3 +42,23 @@ def test_one_card_or_one_device():
         headroom.check_fits(LORA)
     with pytest.raises(ValueError, match="name one of device="):
         headroom.check_fits(LORA, device=0, gpu="h200")
+
+
+def test_a_job_that_fits_only_by_freeing_the_cache_reserves_the_whole_card():
+    """Chunked ESMFold at 1,500 residues peaks at 37.40 GB unlimited: an RTX
+    5090 runs it only because PyTorch frees its cache at the card's end (the
+    ``gpus`` table's note), an H200 outright."""
+    spec = {
+        "model": "esmfold-v1",
+        "workload": {"mode": "inference", "dtype": "fp32", "seq_len": 1500, "batch": 1,
+                     "esmfold": {"stem_dtype": "fp16", "chunk_size": 64, "num_recycles": 4}},
+    }
+    rtx = headroom.card_fit(spec, "rtx-5090")
+    usable = headroom.find_gpu("rtx-5090").usable_bytes
+    assert rtx.fits and rtx.jobs == 1
+    assert rtx.reservation_bytes == usable
+    assert 0 < rtx.releasing_cache_at_bytes < usable
+    assert rtx.releasing_cache_at_bytes < headroom.estimate(spec).driver_peak
+    h200 = headroom.card_fit(spec, "h200")
+    assert h200.fits and h200.releasing_cache_at_bytes is None
+    assert headroom.estimate(spec).driver_peak < h200.reservation_bytes < headroom.find_gpu("h200").usable_bytes

@@ -20,8 +20,8 @@ use headroom_core::estimate::{estimate_with, EstimateOptions};
 use headroom_core::gpus::{Gpu, CATALOG};
 use headroom_core::parallel::Strategy;
 use headroom_core::search::{
-    decision_capacity, fewest_gpus, on_gpus, probe_at, rank_peaks, strategies_for,
-    strategy_capacity, Axis, LargestSearch, GPU_COUNTS,
+    decision_capacity, fewest_gpus, on_card, on_gpus, probe_at, rank_peaks, strategies_for,
+    strategy_capacity, Axis, LargestSearch, OnCard, GPU_COUNTS,
 };
 use headroom_core::workload::Workload;
 use headroom_core::{Bytes, RuntimeProfile};
@@ -48,15 +48,23 @@ pub fn jobs_per_card(usable: u64, reservation: Bytes) -> u64 {
     headroom_core::search::jobs_per_card(usable, reservation.0)
 }
 
-/// A row's jobs, one rule with the CLI (`search::jobs_on_card`): none when
-/// the job does not fit, else at least one.
-pub fn jobs(gpu: &Gpu, fits: Option<bool>, reservation: Option<Bytes>) -> Option<u64> {
-    let (fits, reservation) = (fits?, reservation?);
-    Some(headroom_core::search::jobs_on_card(
-        fits,
-        gpu.usable_bytes,
-        reservation.0,
-    ))
+/// A row's jobs and reservation, one rule with the CLI (`search::OnCard`):
+/// no jobs when the job does not fit, else at least one; a job that fits
+/// only by PyTorch freeing its cache at the card's end reserves the whole
+/// card.
+pub fn jobs(
+    gpu: &Gpu,
+    on_card: Option<OnCard>,
+    reservation: Option<Bytes>,
+) -> (Option<u64>, Option<Bytes>) {
+    let (Some(on_card), Some(reservation)) = (on_card, reservation) else {
+        return (None, reservation);
+    };
+    let reservation = on_card.reservation(gpu.usable_bytes, reservation.0);
+    (
+        Some(on_card.jobs(gpu.usable_bytes, reservation)),
+        Some(Bytes(reservation)),
+    )
 }
 
 /// One row of the table.
@@ -72,6 +80,10 @@ pub struct FitRow {
     /// Whether the job as given fits (`search::fits` within the capacity
     /// the likely range and the margin leave; `None`: the core refused it).
     pub fits: Option<bool>,
+    /// Where it fits only by PyTorch freeing its cache at the card's end,
+    /// the driver-level peak the replay reaches on the card
+    /// (`search::OnCard::releasing_cache_at`).
+    pub releasing_cache_at: Option<u64>,
     /// Jobs of this workload that run on the card at once
     /// (`search::jobs_on_card`: at least one when it fits).
     pub jobs: Option<u64>,
@@ -280,9 +292,9 @@ pub struct RowSearch {
     batch: LargestSearch,
     length_error: Option<String>,
     batch_error: Option<String>,
-    /// Whether the job as given fits (`search::fits` within the capacity),
-    /// once estimated: the first step.
-    fits: Option<Result<bool, String>>,
+    /// The job as given on the card (`search::on_card` within the
+    /// capacity), once estimated: the first step.
+    on_card: Option<Result<OnCard, String>>,
 }
 
 impl RowSearch {
@@ -303,7 +315,7 @@ impl RowSearch {
             batch: LargestSearch::new(Axis::Batch.limit(arch)),
             length_error: None,
             batch_error: None,
-            fits: None,
+            on_card: None,
         }
     }
 
@@ -314,9 +326,9 @@ impl RowSearch {
         workload: &Workload,
         runtime: &RuntimeProfile,
     ) -> Option<FitRow> {
-        if self.fits.is_none() {
-            let fits = headroom_core::search::fits(arch, workload, runtime, self.capacity);
-            self.fits = Some(fits.map_err(|e| e.to_string()));
+        if self.on_card.is_none() {
+            let found = on_card(arch, workload, runtime, self.capacity);
+            self.on_card = Some(found.map_err(|e| e.to_string()));
             return None;
         }
         let (axis, search, error) = if self.length_error.is_none() && !self.length.is_done() {
@@ -328,19 +340,16 @@ impl RowSearch {
                 Some(e) => Err(e.clone()),
                 None => Ok(search.found().map(|v| v as u32)),
             };
-            let fits = match &self.fits {
-                Some(Ok(fits)) => Some(*fits),
-                _ => None,
-            };
+            let on_card = self.on_card.clone().and_then(Result::ok);
+            let (jobs, reservation) = jobs(self.gpu, on_card, self.reservation);
             return Some(FitRow {
                 gpu: self.gpu,
-                fits,
+                fits: on_card.map(|o| o.fits),
+                releasing_cache_at: on_card.and_then(|o| o.releasing_cache_at),
                 max_length: found(&self.length, &self.length_error),
                 max_batch: found(&self.batch, &self.batch_error),
-                // One rule with the CLI (`search::jobs_on_card`): no jobs
-                // when it does not fit, else at least one.
-                jobs: jobs(self.gpu, fits, self.reservation),
-                reservation: self.reservation,
+                jobs,
+                reservation,
                 fewest: Vec::new(),
             });
         };
@@ -466,9 +475,15 @@ mod tests {
             .driver_peak;
         let gpu = headroom_core::gpus::find("rtx-3060-12gb").unwrap();
         let r = row(gpu, &p.arch, &w, &rt, Some(peak), 0);
-        assert!(r.reservation.unwrap().0 > gpu.usable_bytes, "{r:?}");
+        let unlimited = reservation(&p.arch, &w, &rt, Some(peak), 0).unwrap();
+        assert!(unlimited.0 > gpu.usable_bytes, "{r:?}");
         assert_eq!(r.fits, Some(true));
         assert_eq!(r.jobs, Some(1));
+        // It reserves the card's figure, not the unlimited one, and says
+        // where the replay peaks on the card.
+        assert_eq!(r.reservation, Some(Bytes(gpu.usable_bytes)));
+        let on_card = r.releasing_cache_at.expect("it fits by freeing the cache");
+        assert!(on_card < gpu.usable_bytes && on_card < peak.0, "{r:?}");
     }
 
     fn training(

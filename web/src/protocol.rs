@@ -25,6 +25,7 @@ use headroom_core::arch::Architecture;
 use headroom_core::estimate::{Component, Estimate, Share};
 use headroom_core::gpus::CATALOG;
 use headroom_core::parallel::Strategy;
+use headroom_core::search::OnCard;
 use headroom_core::spec::{parse_model, parse_runtime, parse_workload};
 use headroom_core::workload::Workload;
 use headroom_core::{Bytes, RuntimeProfile};
@@ -312,7 +313,8 @@ pub fn read_estimates(response: &str, expected: usize) -> Result<Vec<PointResult
 }
 
 /// The searched half of each row (whether the job as given fits: `+`,
-/// `-` or `?` when not known; longest length, largest batch, then the
+/// `-`, `?` when not known, or `~` and its peak on the card when it fits
+/// only by PyTorch freeing its cache there; longest length, largest batch, then the
 /// fewest cards per strategy as `key=value`), one line per catalog GPU,
 /// tab-separated: each value `-` (none fits), a number, or `!` and the
 /// core's message.
@@ -324,10 +326,11 @@ pub fn encode_rows(rows: &[FitRow]) -> String {
     };
     rows.iter()
         .map(|r| {
-            let fits = match r.fits {
-                Some(false) => '-',
-                Some(true) => '+',
-                None => '?',
+            let fits = match (r.fits, r.releasing_cache_at) {
+                (Some(true), Some(on_card)) => format!("~{on_card}"),
+                (Some(true), None) => "+".into(),
+                (Some(false), _) => "-".into(),
+                (None, _) => "?".into(),
             };
             let mut line = format!("{fits}\t{}\t{}", field(&r.max_length), field(&r.max_batch));
             for (strategy, n) in &r.fewest {
@@ -364,12 +367,25 @@ pub fn decode_rows(text: &str, reservation: Option<Bytes>) -> Result<Vec<FitRow>
             else {
                 return Err("GPU table: malformed".to_string());
             };
-            let fits = match fits {
-                "+" => Some(true),
-                "-" => Some(false),
+            let on_card = match fits {
+                "+" => Some(OnCard {
+                    fits: true,
+                    releasing_cache_at: None,
+                }),
+                "-" => Some(OnCard {
+                    fits: false,
+                    releasing_cache_at: None,
+                }),
                 "?" => None,
-                _ => return Err("GPU table: malformed".to_string()),
+                _ => match fits.strip_prefix('~').and_then(|p| p.parse().ok()) {
+                    Some(peak) => Some(OnCard {
+                        fits: true,
+                        releasing_cache_at: Some(peak),
+                    }),
+                    None => return Err("GPU table: malformed".to_string()),
+                },
             };
+            let (jobs, reservation) = fit::jobs(gpu, on_card, reservation);
             let fewest = parts
                 .map(|part| {
                     let (key, value) = part.split_once('=')?;
@@ -381,8 +397,9 @@ pub fn decode_rows(text: &str, reservation: Option<Bytes>) -> Result<Vec<FitRow>
                 gpu,
                 max_length: field(length).ok_or("GPU table: malformed")?,
                 max_batch: field(batch).ok_or("GPU table: malformed")?,
-                fits,
-                jobs: fit::jobs(gpu, fits, reservation),
+                fits: on_card.map(|o| o.fits),
+                releasing_cache_at: on_card.and_then(|o| o.releasing_cache_at),
+                jobs,
                 reservation,
                 fewest,
             })

@@ -79,7 +79,7 @@ pub fn FitPanel() -> impl IntoView {
                                     <td>{format::bytes(headroom_core::Bytes(r.gpu.usable_bytes))}</td>
                                     <td data-testid=format!("fit-{}-length", r.gpu.id)>{opt(r.max_length)}</td>
                                     <td data-testid=format!("fit-{}-batch", r.gpu.id)>{opt(r.max_batch)}</td>
-                                    <td data-testid=format!("fit-{}-jobs", r.gpu.id)>{match r.jobs { Some(0) => advice::advise_link(id).into_any(), Some(j) => j.to_string().into_any(), None => "n/a".into_any() }}</td>
+                                    <td data-testid=format!("fit-{}-jobs", r.gpu.id)>{match r.jobs { Some(0) => advice::advise_link(id).into_any(), Some(j) => jobs_text(j, r.releasing_cache_at).into_any(), None => "n/a".into_any() }}</td>
                                     <td data-testid=format!("fit-{}-reserve", r.gpu.id)>{r.reservation.map_or("n/a".into(), format::mib)}</td>
                                     {r.fewest.into_iter().map(|(st, n)| {
                                         let (text, title) = match n {
@@ -106,5 +106,17 @@ pub fn FitPanel() -> impl IntoView {
                 )}
             </p>
         </div>
+    }
+}
+
+/// A row's jobs; where the job fits only by PyTorch freeing its cache at
+/// the card's end, its peak there (the row then reserves the whole card).
+fn jobs_text(jobs: u64, releasing_cache_at: Option<u64>) -> String {
+    match releasing_cache_at {
+        Some(on_card) => format!(
+            "{jobs}: {} here, freeing cache at the card's end",
+            format::bytes(headroom_core::Bytes(on_card))
+        ),
+        None => jobs.to_string(),
     }
 }

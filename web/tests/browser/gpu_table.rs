@@ -190,3 +190,31 @@ async fn the_committed_h100_profile_marks_the_h100_row_as_measured() {
     assert!(page.text("fit-h100-80gb-registry").contains("measured"));
     assert!(page.find("fit-rtx-5090-registry").is_none());
 }
+
+/// Chunked ESMFold at 1,500 residues peaks at 37.40 GB unlimited: the RTX
+/// 5090 row says it runs one job only by PyTorch freeing its cache at the
+/// card's end, with the replay's peak on the card, and reserves the whole
+/// card rather than the unlimited figure; the H200 row fits it outright.
+#[wasm_bindgen_test]
+async fn a_row_that_fits_only_by_freeing_the_cache_says_so_and_reserves_the_card() {
+    let page = Page::open("model=esmfold-v1&seq_len=1500&esmfold.chunk_size=64").await;
+    page.fit_table().await;
+    let jobs = page.text("fit-rtx-5090-jobs");
+    assert!(
+        jobs.starts_with("1: ") && jobs.ends_with(" GB here, freeing cache at the card's end"),
+        "{jobs}"
+    );
+    let usable = headroom_core::gpus::find("rtx-5090").unwrap().usable_bytes;
+    assert_eq!(
+        page.text("fit-rtx-5090-reserve"),
+        headroom_web::format::mib(headroom_core::Bytes(usable))
+    );
+    let on_card: f64 = jobs[3..]
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(on_card * 1e9 < usable as f64, "{jobs}");
+    assert!(!page.text("fit-h200-jobs").contains("freeing"));
+}
