@@ -373,7 +373,7 @@ impl Folder<'_, '_> {
     }
 
     /// The structure module's pair-sized work for one recycle.
-    fn structure_module(&mut self, s_z: Value) {
+    fn structure_module(&mut self, s_z: Value) -> Value {
         self.g
             .at("structure module: trunk2sm_z and layer_norm_z", None);
         let _ = s_z;
@@ -405,10 +405,35 @@ impl Folder<'_, '_> {
         }
         self.g
             .at("structure module: distogram for the next recycle", None);
-        let d = self.pw("distogram: squared CB distances", 3);
-        let bins = self.pw("distogram: dists > boundaries (bool)", 14);
-        self.drop(&[d]);
-        self.drop(&[bins, z_sm, z_ln]);
+        // The module's pair inputs go when it returns, before the
+        // distogram of its positions (`EsmFoldingTrunk.distogram`).
+        self.drop(&[z_sm, z_ln]);
+        // `(CB[..., None, :, :] - CB[..., :, None, :]).pow(2).sum(-1)`.
+        let diff = self.pw("distogram: CB differences", 3);
+        let sq = self.pw("distogram: squared", 3);
+        self.drop(&[diff]);
+        let dists = self.pw("distogram: squared CB distances", 1);
+        self.drop(&[sq]);
+        // `torch.sum(dists > boundaries, dim=-1)`: the bool mask, then the
+        // int64 output (the next recycle's bins), then the mask cast to
+        // int64 for the reduction (the H100 trace's order).
+        let mask = self.alloc(
+            "distogram: dists > boundaries (bool)",
+            self.pairs * 14,
+            Component::PairTransient,
+        );
+        let bins = self.alloc(
+            "trunk: recycle_bins = distogram(...)",
+            self.pairs * INT64,
+            Component::PairTransient,
+        );
+        let cast = self.alloc(
+            "distogram: mask as int64 for the sum",
+            self.pairs * 14 * INT64,
+            Component::PairTransient,
+        );
+        self.drop(&[cast, mask, dists]);
+        bins
     }
 }
 
@@ -612,17 +637,12 @@ pub fn replay(
         if let Some(old) = s_z.take() {
             f.drop(&[old]);
         }
-        f.structure_module(z);
+        let bins = f.structure_module(z);
         // recycle_z = s_z; both names hold it.
         f.g.hold(z);
         recycle_z = z;
         s_z = Some(z);
         f.drop(&[rz]);
-        let bins = f.alloc(
-            "trunk: recycle_bins = distogram(...)",
-            b * l * l * INT64,
-            Component::PairTransient,
-        );
         f.drop(&[recycle_bins]);
         recycle_bins = bins;
     }
