@@ -3,12 +3,10 @@
 //! measured 2026-12-07 (`measurements/emulated-cards/`): whether each point
 //! ran or ran out of memory, against the replay under the same limit.
 //!
-//! Every point agrees but one: chunked ESMFold at 1,356 residues under the
-//! RTX 4090's limit ran out of memory (fragmented: 5.75 GiB cached in
-//! segments that still held tensors when a 3.51 GiB block was asked for),
-//! where the replay runs it by freeing its cache. The test pins that miss
-//! so that a change to the cache-release model shows here and in the
-//! README.
+//! Every point agrees. Chunked ESMFold at 1,356 residues under the RTX
+//! 4090's limit ran out of memory on the GPU, as the replay now says, since
+//! the distogram between recycles allocates its tensors as PyTorch does
+//! (`docs/decisions/esmfold-release-at-the-cards-end.md`).
 
 use calibration_collector::commands::run::fresh_process_prediction;
 use headroom_core::spec::Spec;
@@ -22,11 +20,8 @@ const FILES: [&str; 5] = [
     "measured-call6.jsonl",
 ];
 
-/// The point the replay runs and the GPU did not.
-const KNOWN_MISS: &str = "esmfold-chunk64_rtx-4090_b1_L1356";
-
 #[test]
-fn emulated_cards_run_and_fail_where_the_replay_says_but_one() {
+fn emulated_cards_run_and_fail_where_the_replay_says() {
     let dir = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../measurements/emulated-cards"
@@ -55,7 +50,7 @@ fn emulated_cards_run_and_fail_where_the_replay_says_but_one() {
             }
         }
     }
-    assert_eq!(missed, [KNOWN_MISS], "agreed: {agreed:?}");
+    assert!(missed.is_empty(), "missed: {missed:?}, agreed: {agreed:?}");
     // The H100's narrow failures (10,751 and 11,234 tokens fail, 10,752 and
     // 11,237 run) are among the points that agree.
     for island in ["L10751", "L10752", "L11234", "L11237"] {
