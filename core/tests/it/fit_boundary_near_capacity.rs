@@ -65,12 +65,12 @@ fn far_from_the_card_s_end_every_length_below_the_answer_runs() {
     }
 }
 
-/// Chunked ESMFold on an RTX 4090: the replay's longest length runs only
-/// because PyTorch frees its cache at the card's end, and the GPU (the
-/// card's limit emulated on an H100, `measurements/emulated-cards/`) ran
-/// out of memory at 1,356 residues, below that answer. `gpus` says which
-/// lengths rely on the release, and the lengths that do not rely on it end
-/// below the failure.
+/// Chunked ESMFold on an RTX 4090 (the card's limit emulated on an H100,
+/// `measurements/emulated-cards/`): the GPU ran 1,200 residues by freeing
+/// its cache at the card's end and ran out of memory at 1,356. The
+/// replay's longest length lies between the two, and `gpus` still says
+/// which lengths rely on the release
+/// (`docs/decisions/esmfold-release-at-the-cards-end.md`).
 #[test]
 fn a_length_that_runs_only_through_freeing_the_cache_is_told_apart() {
     let spec = headroom_core::spec::Spec::from_json(
@@ -86,11 +86,11 @@ fn a_length_that_runs_only_through_freeing_the_cache_is_told_apart() {
     let without = fit
         .length_without_freeing_cache
         .expect("part of the answer needs the release");
-    let measured_failure = 1356;
+    let (measured_run, measured_failure) = (1200, 1356);
     assert!(
-        longest >= measured_failure,
-        "the replay's answer, {longest}, is above the failure"
+        (measured_run..measured_failure).contains(&longest),
+        "the replay's answer, {longest}, is between the measured run and failure"
     );
-    assert!(without < measured_failure, "{without}");
+    assert!(without < longest, "{without}");
     assert!(without > 1000, "{without}");
 }
