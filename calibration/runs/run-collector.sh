@@ -7,6 +7,7 @@
 #   bash calibration/runs/run-collector.sh tests    # the collector's GPU tests
 #   bash calibration/runs/run-collector.sh emulate [REGEX]  # the points of measurements/emulated-cards/plan.jsonl
 #   bash calibration/runs/run-collector.sh trace MODEL WORKLOAD LEN LIMIT NAME  # one case under PyTorch's allocation history
+#   bash calibration/runs/run-collector.sh point NAME SECS MODEL WORKLOAD LEN LIMIT  # one length under an allocator limit, into emulated.jsonl
 # Needs in .collector-bin/ (built on the workstation: x86-64 glibc) the
 # release `headroom` and `headroom-registry`, and `gpu-tests`, the
 # collector's test binary (`cargo test --release -p calibration-collector
@@ -90,6 +91,9 @@ PY
     if [ "$axis" = length ]; then LENS="$under,$over"; BATCHES=1; else LENS=224; BATCHES="$under,$over"; fi
     FILE=emulated sweep "emulated $job $card" "${EMULATE_SECS:-140}" "$model" "$W" "$LENS" "$BATCHES" --capacity "$limit" --name "${job}_${card}"
   done < "$CMDS"
+  ;;
+point)
+  FILE=emulated sweep "point $2" "$3" "$4" "$5" "$6" 1 --capacity "$7" --name "$2"
   ;;
 trace)
   # One case (batch 1) under an allocator limit, run by the harness inside
