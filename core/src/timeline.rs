@@ -70,10 +70,11 @@ pub struct Span {
 }
 
 impl Span {
-    /// The phase as a chart labels it, with its step or recycle:
+    /// The phase as a chart labels it, with its step or recycle counted
+    /// from 1 ([`Span::step_number`], as the estimate's peak op counts):
     /// `forward`, `forward, step 1`, `recycle 2`.
     pub fn label(&self) -> String {
-        match self.step {
+        match self.step_number() {
             Some(n) if self.step_kind == "recycle" => alloc::format!("recycle {n}"),
             Some(n) if self.step_kind.is_empty() => {
                 alloc::format!("{}, step {n}", self.phase.label())
@@ -81,6 +82,13 @@ impl Span {
             Some(n) => alloc::format!("{}, {} {n}", self.phase.label(), self.step_kind),
             None => self.phase.label().to_string(),
         }
+    }
+
+    /// The span's step or recycle as people count them, from 1 (the
+    /// replay's `step` counts from 0): one count for the breakdown's peak
+    /// op, the timeline's bands, its CSV and the JSON.
+    pub fn step_number(&self) -> Option<u32> {
+        self.step.map(|n| n.saturating_add(1))
     }
 }
 
@@ -95,16 +103,20 @@ pub const CSV_HEADER: &str =
     "first_event,events,phase,step,layer,op,allocated_bytes,reserved_bytes,driver_bytes";
 
 /// A timeline as CSV ([`CSV_HEADER`]): one row per point, with the phase
-/// it starts in ([`Span::label`]) and the op of its highest reserved bytes
-/// (both quoted), and driver-level bytes as reserved plus
-/// `outside_allocator`.
+/// it starts in ([`Span::label`]) and that phase's step counted from 1
+/// ([`Span::step_number`]: a row whose run crosses into the next step keeps
+/// the step of its phase), the op of its highest reserved bytes (both
+/// quoted), and driver-level bytes as reserved plus `outside_allocator`.
 pub fn csv(points: &[TimelinePoint], spans: &[Span], outside_allocator: u64) -> String {
     let quoted = |text: &str| text.replace('"', "\"\"");
     let mut out = String::from(CSV_HEADER);
     out.push('\n');
     for p in points {
-        let phase = span_at(spans, p.first_event).map_or(String::new(), Span::label);
-        let step = p.op.step.map_or(String::new(), |s| s.to_string());
+        let span = span_at(spans, p.first_event);
+        let phase = span.map_or(String::new(), Span::label);
+        let step = span
+            .and_then(Span::step_number)
+            .map_or(String::new(), |s| s.to_string());
         let layer = p.op.layer.map_or(String::new(), |l| l.to_string());
         let _ = writeln!(
             out,
@@ -381,8 +393,8 @@ mod tests {
             ..Op::default()
         };
         t.observe(op("load weights", None), 10, 20);
-        t.observe(op("attention \"q\"", Some(1)), 30, 40);
-        t.observe(op("backward", Some(1)), 5, 40);
+        t.observe(op("attention \"q\"", Some(0)), 30, 40);
+        t.observe(op("backward", Some(0)), 5, 40);
         let text = t.csv(100);
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines[0], CSV_HEADER);
@@ -403,7 +415,7 @@ mod tests {
         let span = Span {
             first_event: 0,
             phase: Phase::Forward,
-            step: Some(2),
+            step: Some(1),
             step_kind: "recycle",
         };
         assert_eq!(span.label(), "recycle 2");

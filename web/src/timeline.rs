@@ -127,9 +127,9 @@ mod tests {
             &labels[..4],
             &[
                 "load",
-                "forward, step 0",
-                "backward, step 0",
-                "optimizer, step 0"
+                "forward, step 1",
+                "backward, step 1",
+                "optimizer, step 1"
             ]
         );
         let csv = t.csv();
@@ -155,7 +155,8 @@ mod tests {
         let w = crate::state::AppState::for_model(p.model()).workload;
         let t = JobTimeline::compute(&p.arch, &w, &RuntimeProfile::h200()).unwrap();
         let labels: Vec<String> = t.bands().into_iter().map(|b| b.label).collect();
-        assert!(labels.contains(&"recycle 0".to_string()), "{labels:?}");
         assert!(labels.contains(&"recycle 1".to_string()), "{labels:?}");
+        assert!(labels.contains(&"recycle 2".to_string()), "{labels:?}");
+        assert!(!labels.contains(&"recycle 0".to_string()), "{labels:?}");
     }
 }

@@ -30,12 +30,17 @@ fn the_timeline_csv_peaks_at_the_estimate() {
     // The steps follow one another.
     let steps: Vec<u64> = rows.iter().filter_map(|r| r[3].parse().ok()).collect();
     assert!(steps.windows(2).all(|s| s[0] <= s[1]));
-    assert_eq!(steps.last(), Some(&2));
+    assert_eq!(steps.last(), Some(&3), "three steps, counted from 1");
+    // Each row's step is its phase's.
+    for r in &rows {
+        let named = r[2].rsplit_once("step ").map(|(_, n)| n.to_string());
+        assert_eq!(named.unwrap_or_default(), r[3], "{r:?}");
+    }
     // The phases: loading, then each step's forward, backward and optimizer.
     let mut phases: Vec<&str> = rows.iter().map(|r| r[2].as_str()).collect();
     phases.dedup();
     assert_eq!(phases[0], "load");
-    for step in 0..3 {
+    for step in 1..=3 {
         for phase in ["forward", "backward", "optimizer"] {
             let label = format!("{phase}, step {step}");
             assert!(phases.contains(&label.as_str()), "{label} in {phases:?}");

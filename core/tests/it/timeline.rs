@@ -132,3 +132,48 @@ fn each_job_runs_its_phases_in_order() {
         );
     }
 }
+
+/// One count of steps: the estimate's peak op (`step 2: ...`, the
+/// breakdown's and the JSON's words), the timeline's band at the peak
+/// (`forward, step 2`) and the CSV's row for the peak (its phase and its
+/// step column) name the same step, counted from 1; a fold's recycles the
+/// same way.
+#[test]
+fn the_breakdown_the_timeline_and_the_csv_count_steps_alike() {
+    use headroom_core::timeline::span_at;
+    let runtime = RuntimeProfile::h200();
+    let mut checked = 0;
+    for (id, w) in jobs() {
+        let arch = presets::find(id).unwrap().arch;
+        let (estimate, timeline) =
+            estimate_with_timeline(&arch, &w, &runtime, EstimateOptions::default()).unwrap();
+        let Some((kind, rest)) = estimate.peak_op.split_once(' ') else {
+            continue;
+        };
+        if kind != "step" && kind != "recycle" {
+            continue;
+        }
+        let number: u32 = rest.split(':').next().unwrap().parse().unwrap();
+        assert!(number >= 1, "{id}: {}", estimate.peak_op);
+        let points = timeline.points();
+        let peak = peak_index(points).unwrap();
+        assert_eq!(points[peak].op.step.map(|s| s + 1), Some(number), "{id}");
+        let span = span_at(timeline.spans(), points[peak].first_event).unwrap();
+        assert_eq!(span.step_number(), Some(number), "{id}: {span:?}");
+        assert!(
+            span.label().ends_with(&format!("{kind} {number}")),
+            "{id}: {} vs {}",
+            span.label(),
+            estimate.peak_op
+        );
+        let csv = timeline.csv(0);
+        let row = csv.lines().nth(1 + peak).unwrap();
+        assert!(
+            row.contains(&format!("\"{}\",{number},", span.label())),
+            "{id}: {row}"
+        );
+        checked += 1;
+    }
+    // The training jobs and the fold.
+    assert!(checked >= 3, "{checked}");
+}

@@ -114,7 +114,7 @@ async fn the_timeline_shows_the_peak_and_the_phases_and_exports_csv() {
     let phases = attr("data-phases");
     assert!(
         phases
-            .starts_with("load|forward, step 0|backward, step 0|optimizer, step 0|forward, step 1"),
+            .starts_with("load|forward, step 1|backward, step 1|optimizer, step 1|forward, step 2"),
         "{phases}"
     );
     assert!(page.text("timeline-live").contains("weights"));
