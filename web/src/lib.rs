@@ -10,6 +10,7 @@
 //! and the worker threads in `workers` build for wasm32 only.
 #![forbid(unsafe_code)]
 
+pub mod advice_words;
 pub mod calib;
 pub mod chart;
 pub mod curve;

@@ -230,13 +230,14 @@ pub fn run(args: &GpusArgs) -> Result<String> {
     let freeing: Vec<String> = fits
         .iter()
         .flat_map(|f| {
-            let line = |axis: &str, within: Option<u32>, longest: Option<u32>| {
+            // The axis' name, one and several ("batch", "batches").
+            let line = |axis: (&str, &str), within: Option<u32>, longest: Option<u32>| {
                 within.zip(longest).map(|(within, longest)| {
                     let from = within + 1;
                     let which = if from == longest {
-                        format!("{axis} {longest} runs")
+                        format!("{} {longest} runs", axis.0)
                     } else {
-                        format!("{axis}s {from} to {longest} run")
+                        format!("{} {from} to {longest} run", axis.1)
                     };
                     let without = if within == 0 {
                         "none runs without".to_string()
@@ -249,10 +250,19 @@ pub fn run(args: &GpusArgs) -> Result<String> {
                     )
                 })
             };
-            line(length, f.length_without_freeing_cache, f.max_length)
-                .into_iter()
-                .chain(line("batch", f.batch_without_freeing_cache, f.max_batch))
-                .collect::<Vec<_>>()
+            let lengths = format!("{length}s");
+            line(
+                (length, &lengths),
+                f.length_without_freeing_cache,
+                f.max_length,
+            )
+            .into_iter()
+            .chain(line(
+                ("batch", "batches"),
+                f.batch_without_freeing_cache,
+                f.max_batch,
+            ))
+            .collect::<Vec<_>>()
         })
         .collect();
     // The job as given, where it fits only through that release: its peak
@@ -296,7 +306,7 @@ pub fn run(args: &GpusArgs) -> Result<String> {
     if !freeing.is_empty() {
         let _ = writeln!(
             out,
-            "near the card's end, where a job runs only because PyTorch frees its cache and retries (measured once to fail 3% below the replay's answer: chunked ESMFold under the RTX 4090's limit):"
+            "near the card's end, where a job runs only because PyTorch frees its cache and retries (the replay follows PyTorch's release; on 28 points measured under smaller cards' limits it ran and failed where the GPU did, after one fix):"
         );
         for line in &freeing {
             let _ = writeln!(out, "  {line}");

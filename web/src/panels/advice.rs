@@ -2,11 +2,13 @@
 //! (`headroom_core::advice::advise`, as `gpus --advise` prints them), each
 //! with its new peak and what it costs the user.
 
+use crate::advice_words::{applied_query, changes_in_words};
 use crate::format;
 use crate::protocol::Inputs;
 use headroom_core::advice::{advise, Suggestion};
 use headroom_core::gpus::{self, Gpu};
-use headroom_core::Bytes;
+use headroom_core::workload::Workload;
+use headroom_core::{Bytes, RuntimeProfile};
 use leptos::prelude::*;
 use std::time::Duration;
 
@@ -54,6 +56,8 @@ pub fn AdviceBody(
     // `None` while the suggestions are computed.
     let advice = RwSignal::new(None::<Result<Vec<Suggestion>, String>>);
     let runs = StoredValue::new(0u64);
+    // The job the suggestions change: their words and Apply links.
+    let before = StoredValue::new(None::<(Workload, RuntimeProfile, bool)>);
     Effect::new(move |_| {
         let request = request.get();
         runs.update_value(|n| *n += 1);
@@ -68,6 +72,7 @@ pub fn AdviceBody(
             workload: w,
             runtime: rt,
         } = request.inputs;
+        before.set_value(Some((w.clone(), rt.clone(), arch.is_vision())));
         if crate::jobs::is_slow(&arch, &w) {
             advice.set(Some(Err(
                 "this job takes too long to replay for the page to try changes: `headroom gpus --advise` answers on the command line".into(),
@@ -98,17 +103,48 @@ pub fn AdviceBody(
             };
             view! { <p class="hint" data-testid="advice-none">{text}</p> }.into_any()
         }
-        Some(Ok(list)) => view! {
+        Some(Ok(list)) => {
+            let Some((w, rt, vision)) = before.get_value() else {
+                return ().into_any();
+            };
+            let query = web_sys::window()
+                .and_then(|win| win.location().search().ok())
+                .unwrap_or_default();
+            view! {
             <ol class="suggestions" data-testid="suggestions">
-                {list.into_iter().map(|s| view! {
+                {list.into_iter().map(|s| {
+                    let words = changes_in_words((&w, &rt), (&s.workload, &s.runtime), vision).join("; ");
+                    let apply = applied_query(&query, &s.workload, s.runtime != rt);
+                    view! {
                     <li data-testid="suggestion">
-                        <code>{s.what.clone()}</code>
+                        <span data-testid="suggestion-words">{words}</span>
                         <span>" → peak "<strong data-testid="suggestion-peak">{format::bytes(Bytes(s.driver_peak))}</strong>" per GPU"</span>
                         <span class="cost">"Costs "{s.change.cost()}"."</span>
+                        {match apply {
+                            Some(q) => {
+                                // The link as the suggestions were shown; on a
+                                // click, the page's link as it is now (it
+                                // follows the state a moment later).
+                                let workload = s.workload.clone();
+                                let follow = move |ev: leptos::ev::MouseEvent| {
+                                    let now = web_sys::window()
+                                        .and_then(|win| win.location().search().ok())
+                                        .and_then(|query| applied_query(&query, &workload, false));
+                                    if let (Some(q), Some(win)) = (now, web_sys::window()) {
+                                        ev.prevent_default();
+                                        let _ = win.location().set_search(&q);
+                                    }
+                                };
+                                view! { <a class="button" data-testid="suggestion-apply" href=format!("?{q}") on:click=follow>"Apply"</a> }.into_any()
+                            }
+                            None => view! { <span class="hint" data-testid="suggestion-no-apply">" Set it where you run the job: the page has no field for it."</span> }.into_any(),
+                        }}
+                        <details><summary>"As spec keys"</summary><code>{s.what.clone()}</code></details>
                     </li>
-                }).collect_view()}
+                }}).collect_view()}
             </ol>
-        }.into_any(),
+            }.into_any()
+        }
     }
     }
 }

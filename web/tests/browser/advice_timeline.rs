@@ -67,6 +67,26 @@ async fn a_does_not_fit_link_opens_what_would_make_it_fit() {
     let first = page.text("suggestion");
     assert!(first.contains(&native[0].what), "{first}");
     assert!(first.contains(native[0].change.cost()), "{first}");
+    // Each change in the form's words, the spec's keys only in a details
+    // line; an Apply link opens the page with the change made.
+    let words = page.text("suggestion-words");
+    assert!(!words.is_empty() && !words.contains("workload."), "{words}");
+    let applies = page
+        .root
+        .query_selector_all("[data-testid='suggestion-apply']")
+        .expect("a selector");
+    let applicable: Vec<&headroom_core::advice::Suggestion> =
+        native.iter().filter(|s| s.runtime == rt).collect();
+    assert_eq!(applies.length() as usize, applicable.len());
+    let href = applies
+        .item(0)
+        .and_then(|n| n.dyn_into::<web_sys::Element>().ok())
+        .and_then(|a| a.get_attribute("href"))
+        .expect("an Apply link");
+    let applied = state_of(&href);
+    assert_eq!(applied.workload, applicable[0].workload, "{href}");
+    assert_eq!(applied.model, s.model);
+    assert_eq!(applied.panels.advise, None);
     settle().await;
     sleep(300).await;
     assert!(
@@ -78,6 +98,17 @@ async fn a_does_not_fit_link_opens_what_would_make_it_fit() {
     page.click("advice-close");
     settle().await;
     assert!(page.find("advice").is_none());
+    drop(page);
+    // Opened, the applied link's form holds the suggestion.
+    let page = Page::open(href.trim_start_matches('?')).await;
+    assert_eq!(
+        page.value("batch"),
+        applicable[0].workload.batch.to_string()
+    );
+    assert_eq!(
+        page.value("seq-len"),
+        applicable[0].workload.seq_len.to_string()
+    );
 }
 
 /// Memory over the job: the chart's highest reserved point is the peak the
