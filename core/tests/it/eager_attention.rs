@@ -145,16 +145,8 @@ fn gpt2_blocks_free_their_locals_as_the_trace_shows() {
         .iter()
         .position(|&e| e == (true, 72))
         .expect("the first layer's fused projection");
-    #[rustfmt::skip]
-    let trace = [
-        (true, 24), (true, 72), (true, 32), (true, 1), (true, 24), (true, 24), (true, 24),
-        (true, 24), (false, 24), (false, 72), (true, 24), (false, 24), (true, 24), (true, 96),
-        (true, 96), (true, 96), (true, 96), (false, 96), (true, 96), (false, 96), (true, 96),
-        (false, 96), (true, 96), (false, 96), (true, 96), (false, 96), (true, 96), (false, 96),
-        (false, 96), (false, 96), (true, 24), (false, 96), (true, 24), (false, 24), (false, 24),
-        (false, 24), (false, 24),
-    ];
-    assert_eq!(events[c_attn - 1..c_attn - 1 + trace.len()], trace);
+    let trace = common::trace::<u64>("gpt2_fp16_generation_b32_s512_first_layer");
+    assert_eq!(events[c_attn - 1..c_attn - 1 + trace.len()], trace[..]);
 }
 
 /// Gemma 2 alternates global and sliding-window layers, and eager
@@ -230,17 +222,11 @@ fn checkpointed_eager_attention_backward_follows_the_trace() {
         .into_iter()
         .map(|(alloc, size)| (alloc, size / MIB))
         .collect();
-    #[rustfmt::skip]
-    let attention = [
-        (true, 16), (false, 16), (true, 16), (true, 512), (false, 512), (false, 16),
-        (false, 16), (true, 1024), (false, 512), (true, 1024), (true, 1024), (false, 1024),
-        (false, 1024), (false, 1024), (true, 512), (false, 1024), (true, 512), (false, 512),
-        (true, 16), (true, 16), (false, 16), (false, 16), (false, 512),
-    ];
-    assert_eq!(events[1806..1829], attention);
-    #[rustfmt::skip]
-    let values = [(true, 4), (false, 4), (true, 2), (true, 16), (false, 16), (false, 2), (false, 4)];
-    assert_eq!(events[1865..1872], values);
+    let attention =
+        common::trace::<u64>("llama_3_2_1b_eager_amp_bf16_ckpt_b2_s2048_attention_backward");
+    assert_eq!(events[1806..1829], attention[..]);
+    let values = common::trace::<u64>("llama_3_2_1b_eager_amp_bf16_ckpt_b2_s2048_v_proj_backward");
+    assert_eq!(events[1865..1872], values[..]);
 }
 
 /// In training `bmm` saves the copy `torch.matmul` made of a strided
@@ -287,12 +273,8 @@ fn lora_sum_backward_passes_the_delta_its_gradient() {
         .into_iter()
         .map(|(alloc, size)| (alloc, size / MIB))
         .collect();
-    #[rustfmt::skip]
-    let v_proj = [
-        (true, 64), (false, 32), (true, 32), (true, 64), (false, 64), (false, 64),
-        (true, 112), (false, 112), (true, 56), (false, 112), (true, 56), (false, 32),
-    ];
-    assert_eq!(events[5739..5751], v_proj);
+    let v_proj = common::trace::<u64>("gemma_2_9b_eager_lora_bf16_ckpt_b4_s2048_v_proj_backward");
+    assert_eq!(events[5739..5751], v_proj[..]);
 }
 
 /// Eager attention's output `transpose(1, 2)`: its gradient is reshaped

@@ -49,40 +49,12 @@ fn assert_matches(events: &[(bool, f64)], from: usize, trace: &[(bool, f64)]) {
 
 #[test]
 fn vit_amp_training_forward_follows_the_trace() {
-    #[rustfmt::skip]
-    let trace = [
-        (true, 73.50), (true, 1.12), (true, 36.75), (true, 36.75), (true, 137.75),
-        (false, 137.75), (true, 73.88), (false, 36.75), (true, 73.88), (true, 73.88),
-        (true, 3.38), (true, 36.94), (true, 36.94), (true, 110.81), (true, 32.00),
-        (false, 36.94), (true, 110.81), (false, 110.81), (true, 36.94), (true, 1.15),
-        (true, 1.12), (true, 36.94), (false, 73.88), (true, 73.88), (false, 36.94),
-        (true, 73.88), (true, 73.88), (false, 73.88), (true, 4.50), (true, 36.94),
-        (true, 147.75), (true, 147.75), (true, 4.50), (true, 36.94), (false, 73.88),
-        (true, 73.88), (false, 36.94), (true, 73.88), (true, 73.88), (false, 73.88),
-    ];
+    let trace = common::trace::<f64>("vit_b16_amp_bf16_sgd_b128_forward");
     assert_matches(&replay_events(), 0, &trace);
 }
 
 #[test]
 fn vit_amp_training_backward_of_the_last_block_follows_the_trace() {
-    #[rustfmt::skip]
-    let trace = [
-        (true, 73.88), (true, 73.88), (false, 73.88), (false, 73.88), (true, 1.46),
-        (false, 73.88), (true, 32.00), (true, 1.46), (false, 1.46), (true, 2.93), (false, 1.46),
-        (true, 73.88), (true, 73.88), (true, 73.88), (false, 73.88), (false, 73.88),
-        (false, 73.88), (true, 36.94), (true, 147.75), (true, 4.50), (true, 132.00),
-        (false, 132.00), (false, 36.94), (false, 147.75), (false, 4.50), (true, 9.00),
-        (false, 4.50), (true, 147.75), (false, 147.75), (false, 147.75), (true, 36.94),
-        (true, 4.50), (true, 132.00), (false, 132.00), (false, 147.75), (false, 36.94),
-        (false, 4.50), (true, 73.88), (false, 36.94), (true, 9.00), (false, 4.50),
-        (true, 73.88), (true, 73.88), (false, 73.88), (false, 73.88), (false, 73.88),
-        (false, 73.88), (true, 36.94), (true, 36.94), (false, 36.94), (true, 36.94),
-        (true, 1.12), (true, 132.00), (false, 132.00), (false, 36.94), (false, 1.12),
-        (true, 2.25), (false, 1.12), (true, 36.94), (true, 36.94), (true, 36.94), (true, 75.03),
-        (false, 75.03), (false, 36.94), (false, 110.81), (false, 1.15), (false, 36.94),
-        (true, 110.81), (false, 36.94), (true, 110.81), (false, 36.94), (false, 110.81),
-        (true, 110.81), (false, 36.94), (false, 110.81), (true, 110.81), (false, 110.81),
-        (true, 132.75), (false, 132.75), (true, 3.38), (true, 36.94),
-    ];
+    let trace = common::trace::<f64>("vit_b16_amp_bf16_sgd_b128_last_block_backward");
     assert_matches(&replay_events(), 356, &trace);
 }

@@ -66,3 +66,45 @@ pub fn spec_events_above_one_mib(json: &str) -> Vec<(bool, u64)> {
         .map(|(alloc, size, _)| (alloc, size))
         .collect()
 }
+
+/// A measured trace's events from `tests/fixtures/traces/NAME.txt`, in
+/// order: (allocation, size). The file opens with a `#` line saying what
+/// was measured, and where; then one event a line, `+SIZE` an allocation
+/// and `-SIZE` a free (`+73.50`, `-24`). Panics naming the file and the
+/// line on anything else.
+#[allow(dead_code)]
+pub fn trace<T>(name: &str) -> Vec<(bool, T)>
+where
+    T: std::str::FromStr,
+    T::Err: std::fmt::Display,
+{
+    let path = format!(
+        "{}/tests/fixtures/traces/{name}.txt",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let mut lines = text.lines().enumerate();
+    match lines.next() {
+        Some((_, first)) if first.starts_with('#') => {}
+        _ => panic!("{path}:1: the first line is not a `#` comment saying what was measured"),
+    }
+    lines
+        .filter(|(_, line)| !line.trim().is_empty() && !line.starts_with('#'))
+        .map(|(i, line)| {
+            let line = line.trim();
+            let alloc = match line.as_bytes()[0] {
+                b'+' => true,
+                b'-' => false,
+                _ => panic!("{path}:{}: `{line}` is not `+SIZE` or `-SIZE`", i + 1),
+            };
+            let digits = &line[1..];
+            if !digits.starts_with(|c: char| c.is_ascii_digit()) {
+                panic!("{path}:{}: `{line}` is not `+SIZE` or `-SIZE`", i + 1);
+            }
+            let size = digits
+                .parse()
+                .unwrap_or_else(|e| panic!("{path}:{}: `{line}`: {e}", i + 1));
+            (alloc, size)
+        })
+        .collect()
+}
