@@ -179,7 +179,7 @@ if [ "$STARTS" -ne 2 ] || [ "$LAZY" -eq 0 ]; then
     echo "FAIL: expected the page's wasm and JS and the panels module in dist/"
     exit 1
 fi
-echo "  panels module, loaded when the advice or the timeline opens: $LAZY bytes ($((LAZY / 1000)) KB) gzipped"
+echo "  panels module, loaded when the advice, the timeline or a config.json import is asked for: $LAZY bytes ($((LAZY / 1000)) KB) gzipped"
 echo "  at start: $TOTAL bytes ($((TOTAL / 1000)) KB) gzipped; limit $BUNDLE_LIMIT"
 if [ "$TOTAL" -gt "$BUNDLE_LIMIT" ]; then
     echo "FAIL: the wasm + JS the page loads at start are above $BUNDLE_LIMIT bytes gzipped"
@@ -270,6 +270,12 @@ if [ "$(nproc)" -gt 1 ] && [ "${WORKERS:-0}" -lt 1 ]; then
     echo "FAIL: the served page started no curve worker"
     exit 1
 fi
+
+section "the served page fetches its second module when asked (scripts/served_page.py)"
+# The browser tests build the page as one module; here chromedriver drives
+# the built page: no second module at start, then a config.json imported
+# and advice shown through it.
+CHROMEDRIVER="${CHROMEDRIVER:-/usr/bin/chromedriver}" timeout 300 python3 scripts/served_page.py "http://127.0.0.1:$PORT"
 cleanup
 trap - EXIT
 

@@ -18,6 +18,7 @@ pub mod defaults;
 pub mod export;
 pub mod fit;
 pub mod format;
+pub mod import;
 pub mod intake;
 pub mod jobs;
 pub mod protocol;

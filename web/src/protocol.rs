@@ -21,12 +21,13 @@
 
 use crate::curve::{estimate_lengths, PointResult};
 use crate::fit::{self, FitRow};
+use crate::import::read_model_json;
 use headroom_core::arch::Architecture;
 use headroom_core::estimate::{Component, Estimate, Share};
 use headroom_core::gpus::CATALOG;
 use headroom_core::parallel::Strategy;
 use headroom_core::search::OnCard;
-use headroom_core::spec::{parse_model, parse_runtime, parse_workload};
+use headroom_core::spec::{parse_runtime, parse_workload};
 use headroom_core::workload::Workload;
 use headroom_core::{Bytes, RuntimeProfile};
 use serde_json::Value;
@@ -63,7 +64,9 @@ impl Inputs {
     /// gives the whole object for its other fields.
     pub fn from_json(text: &str) -> Result<(Inputs, Value), String> {
         let v: Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
-        let arch = parse_model(v.get("model")).map_err(|e| e.to_string())?.arch;
+        let arch = read_model_json(v.get("model"))
+            .map_err(|e| e.to_string())?
+            .arch;
         let workload = parse_workload(v.get("workload")).map_err(|e| e.to_string())?;
         let runtime =
             parse_runtime(v.get("runtime").unwrap_or(&Value::Null)).map_err(|e| e.to_string())?;

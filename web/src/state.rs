@@ -24,6 +24,7 @@
 use crate::calib;
 use crate::defaults::{self, DEFAULT_MARGIN_PCT, DEFAULT_PRESET, MAX_MARGIN_PCT};
 use crate::format;
+use crate::import::read_model_json;
 use crate::query;
 use crate::registry;
 use headroom_core::arch::Model;
@@ -31,7 +32,7 @@ use headroom_core::error::Error;
 use headroom_core::gpus;
 use headroom_core::presets;
 use headroom_core::spec::known_keys;
-use headroom_core::spec::{parse_model, parse_workload};
+use headroom_core::spec::parse_workload;
 use headroom_core::workload::{Workload, MAX_IMAGE_SIZE, MAX_SEQ_LEN};
 use serde_json::Value;
 
@@ -569,7 +570,7 @@ fn read_model(
                 }
                 query::set_path(&mut value, "name", Value::String(clipped));
             }
-            match parse_model(Some(&value)) {
+            match read_model_json(Some(&value)) {
                 Ok(m) => m,
                 Err(e) => {
                     // The core names the field as in a spec (`model.x`);

@@ -170,8 +170,24 @@ fn custom_arch(map: &serde_json::Map<String, Value>) -> Result<Architecture, Err
 const ALLOWED_MODEL: &str =
     "a preset id (string), a custom architecture object with `family`, or {\"hf_config\": {...}}";
 
+/// Reads a Hugging Face `config.json` as an architecture
+/// ([`crate::hf_config::import_value`]), for [`parse_model_with`].
+pub type HfConfigImport = fn(&Value) -> Result<crate::arch::Architecture, Error>;
+
 /// Parses the `model` field.
 pub fn parse_model(value: Option<&Value>) -> Result<Model, Error> {
+    parse_model_with(value, Some(crate::hf_config::import_value))
+}
+
+/// Parses the `model` field, reading `{"hf_config": {...}}` with
+/// `hf_config` (without one, such a model is refused): a program that
+/// imports config.json files elsewhere (the page, whose importer loads
+/// with its second module) leaves the importer out of the code that
+/// parses its jobs.
+pub fn parse_model_with(
+    value: Option<&Value>,
+    hf_config: Option<HfConfigImport>,
+) -> Result<Model, Error> {
     const ALLOWED: &str = ALLOWED_MODEL;
     match value {
         None | Some(Value::Null) => Err(Error::missing("model", ALLOWED)),
@@ -179,7 +195,12 @@ pub fn parse_model(value: Option<&Value>) -> Result<Model, Error> {
         Some(Value::Object(map)) => {
             if let Some(config) = member(map, "hf_config") {
                 known_keys::check(map, "model", &[known_keys::HF_MODEL])?;
-                let arch = crate::hf_config::import_value(config)?;
+                let import = hf_config.ok_or_else(|| {
+                    Error::unsupported(
+                        "`model.hf_config` here: import the config.json first and give its architecture",
+                    )
+                })?;
+                let arch = import(config)?;
                 let name = map
                     .get("name")
                     .and_then(Value::as_str)

@@ -1,7 +1,8 @@
 //! The panels module: the advice and timeline panels' bodies (their
-//! computations, chart and exports, `crate::panels`) are a second wasm
-//! module, `headroom-panels`, that the page fetches and instantiates the
-//! first time one of them opens, so that the page loads without them. It
+//! computations, chart and exports, `crate::panels`) and the config.json
+//! importer (`crate::import`) are a second wasm module, `headroom-panels`,
+//! that the page fetches and instantiates the first time one of them is
+//! asked for, so that the page loads without them. It
 //! lies next to the page's own module; its URLs carry the page module's
 //! name, so that a new build's page never runs an old panels module.
 
@@ -34,6 +35,9 @@ pub trait PanelsModule {
         theme: &str,
         file_stem: &str,
     ) -> Result<(), String>;
+    /// A config.json's text as the JSON of the model it describes
+    /// (`crate::import::model_from_config`, `model_json`), or why not.
+    fn import_config(&self, source: &str, hub_id: Option<&str>) -> Result<String, String>;
     /// Unmounts the suggestions.
     fn close_advice(&self);
     /// Unmounts the timeline.
@@ -114,7 +118,8 @@ fn describe(e: &JsValue) -> String {
 struct Exports(JsValue);
 
 impl Exports {
-    fn call(&self, name: &str, args: &[JsValue]) -> Result<(), String> {
+    /// Calls the export `name`: what it returned, or what it threw.
+    fn call_for(&self, name: &str, args: &[JsValue]) -> Result<JsValue, String> {
         let function: Function = Reflect::get(&self.0, &name.into())
             .ok()
             .and_then(|f| f.dyn_into().ok())
@@ -122,8 +127,11 @@ impl Exports {
         let args: Array = args.iter().collect();
         function
             .apply(&JsValue::NULL, &args)
-            .map(drop)
             .map_err(|e| describe(&e))
+    }
+
+    fn call(&self, name: &str, args: &[JsValue]) -> Result<(), String> {
+        self.call_for(name, args).map(drop)
     }
 }
 
@@ -156,6 +164,13 @@ impl PanelsModule for Exports {
                 file_stem.into(),
             ],
         )
+    }
+
+    fn import_config(&self, source: &str, hub_id: Option<&str>) -> Result<String, String> {
+        let hub_id = hub_id.map_or(JsValue::UNDEFINED, JsValue::from);
+        self.call_for("import_config", &[source.into(), hub_id])?
+            .as_string()
+            .ok_or_else(|| "the panels module gave no model".into())
     }
 
     fn close_advice(&self) {

@@ -5,12 +5,10 @@ use super::context::{state_memo, use_page};
 use super::fields::read_file_text;
 use super::perf;
 use crate::format;
+use crate::import::{self, read_model_json};
 use crate::intake;
 use crate::query;
-use crate::state::clip_name;
-use headroom_core::arch::Model;
 use headroom_core::presets;
-use headroom_core::spec::parse_model;
 use leptos::prelude::*;
 
 /// The model: a preset (searchable), its summary, its fields, an import.
@@ -130,7 +128,7 @@ fn fetch_from_hub(page: super::context::PageContext, note: RwSignal<Option<Strin
     leptos::task::spawn_local(async move {
         let url = hub_config_url(&hub_id);
         let outcome = match super::registry::fetch_text(&url, intake::MAX_CONFIG_BYTES).await {
-            Ok(text) => import_config(page, &text, Some(&hub_id)),
+            Ok(text) => import_config(page, text, Some(hub_id.clone())).await,
             Err(e) => Err(format!(
                 "The Hugging Face Hub did not give {hub_id}'s config.json: {}. For a gated model, paste its config.json below.",
                 e.describe()
@@ -206,46 +204,25 @@ pub fn hub_config_url(hub_id: &str) -> String {
 }
 
 /// Imports a config.json's text as the page's model (named by `hub_id`
-/// when fetched, else by its `_name_or_path`), or says why not.
-fn import_config(
+/// when fetched, else by its `_name_or_path`), or says why not. The
+/// importer is in the page's second module, fetched the first time.
+async fn import_config(
     page: super::context::PageContext,
-    source: &str,
-    hub_id: Option<&str>,
+    source: String,
+    hub_id: Option<String>,
 ) -> Result<(), String> {
-    intake::check_json_text("the config.json", source, intake::MAX_CONFIG_BYTES)?;
-    if let Some(hint) = intake::config_box_hint(source) {
-        return Err(hint);
-    }
-    let value = serde_json::from_str::<serde_json::Value>(source).map_err(|e| {
-        message(&headroom_core::error::Error::Json {
-            message: format!("config.json: {e}"),
-        })
-    })?;
-    let arch = headroom_core::hf_config::import_value(&value).map_err(|e| message(&e))?;
-    // A fetched config.json is named by the id it was fetched by: its
-    // `_name_or_path` is often where its author saved it.
-    let name = hub_id
-        .or_else(|| value.get("_name_or_path").and_then(|n| n.as_str()))
-        .filter(|n| !n.is_empty())
-        .map_or_else(|| "imported config.json".into(), clip_name);
-    page.update(|s| {
-        s.set_model(Model {
-            id: "custom".into(),
-            name,
-            arch,
-        })
-    });
+    let json = super::lazy::panels()
+        .await?
+        .import_config(&source, hub_id.as_deref())?;
+    let value = serde_json::from_str(&json).map_err(|e| e.to_string())?;
+    let model = read_model_json(Some(&value)).map_err(|e| import::message(&e))?;
+    page.update(|s| s.set_model(model));
     Ok(())
 }
 
 /// Most characters of a model's name shown (a link or a config.json
 /// names it).
 pub const NAME_CHARS: usize = 80;
-
-/// A core message about text the user gave, made safe to show.
-fn message(e: &headroom_core::error::Error) -> String {
-    format::shown(&e.to_string(), 600)
-}
 
 /// Options of the architecture's text-valued fields.
 fn enum_options(key: &str) -> Option<&'static [&'static str]> {
@@ -285,12 +262,12 @@ fn CustomFields() -> impl IntoView {
             }
         });
         query::set_path(&mut value, "name", serde_json::Value::String(name));
-        match parse_model(Some(&value)) {
+        match read_model_json(Some(&value)) {
             Ok(model) => {
                 error.set(None);
                 page.update(|s| s.set_model(model));
             }
-            Err(e) => error.set(Some(message(&e))),
+            Err(e) => error.set(Some(import::message(&e))),
         }
     };
     view! {
@@ -358,7 +335,10 @@ fn HfImport() -> impl IntoView {
     let error = RwSignal::new(None::<String>);
     let import = move |source: String| {
         perf::input();
-        error.set(import_config(page, &source, None).err());
+        leptos::task::spawn_local(async move {
+            let outcome = import_config(page, source, None).await;
+            error.try_set(outcome.err());
+        });
     };
     let read = move |file: web_sys::File| {
         read_file_text(

@@ -1,5 +1,6 @@
-//! The panels module: the advice and timeline panels, which the page
-//! fetches and instantiates the first time one of them opens
+//! The panels module: the advice and timeline panels and the config.json
+//! importer, which the page fetches and instantiates the first time one of
+//! them is asked for
 //! (`headroom_web::panels`, `headroom_web::app::lazy`).
 
 #[cfg(target_arch = "wasm32")]
@@ -17,6 +18,12 @@ mod exports {
     #[wasm_bindgen]
     pub fn show_timeline(container: HtmlElement, request: &str, theme: &str, file_stem: &str) {
         headroom_web::panels::show_timeline(container, request, theme, file_stem);
+    }
+
+    /// `headroom_web::panels::import_config` (throws why not).
+    #[wasm_bindgen]
+    pub fn import_config(source: &str, hub_id: Option<String>) -> Result<String, String> {
+        headroom_web::panels::import_config(source, hub_id.as_deref())
     }
 
     /// `headroom_web::panels::close_advice`.

@@ -1,9 +1,10 @@
 //! The panels module (wasm32 only): the advice and timeline panels'
 //! bodies, with the core's suggestions, the timeline replay, its chart and
-//! its exports. The page's own module leaves them out: the `headroom-panels`
-//! binary exports [`show_advice`], [`show_timeline`], [`close_advice`] and
-//! [`close_timeline`], and the page fetches it the first time one of the
-//! panels opens (`crate::app::lazy`). Each call gives the panel's container
+//! its exports, and the config.json importer. The page's own module leaves
+//! them out: the `headroom-panels` binary exports [`show_advice`],
+//! [`show_timeline`], [`close_advice`], [`close_timeline`] and
+//! [`import_config`], and the page fetches it the first time one of them
+//! is asked for (`crate::app::lazy`). Each call gives the panel's container
 //! and what it shows as plain data (the job as spec JSON): the first call
 //! for a container mounts the body there, later ones update it.
 
@@ -135,6 +136,13 @@ pub fn show_timeline(container: HtmlElement, request: &str, theme: &str, file_st
     });
 }
 
+/// A config.json's text as the JSON text of the model it describes, or
+/// why not (`crate::import`).
+pub fn import_config(source: &str, hub_id: Option<&str>) -> Result<String, String> {
+    crate::import::model_from_config(source, hub_id)
+        .map(|model| crate::import::model_json(&model).to_string())
+}
+
 /// Unmounts the suggestions (their panel closed).
 pub fn close_advice() {
     ADVICE.with(|slot| slot.borrow_mut().take());
@@ -169,6 +177,10 @@ impl PanelsModule for InThisModule {
     ) -> Result<(), String> {
         show_timeline(container.clone(), request, theme, file_stem);
         Ok(())
+    }
+
+    fn import_config(&self, source: &str, hub_id: Option<&str>) -> Result<String, String> {
+        import_config(source, hub_id)
     }
 
     fn close_advice(&self) {
