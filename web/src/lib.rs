@@ -28,6 +28,7 @@ pub mod sort;
 pub mod state;
 pub mod timeline;
 pub mod vocab;
+pub mod words;
 
 #[cfg(target_arch = "wasm32")]
 pub mod app;

@@ -1,6 +1,7 @@
 //! The breakdown panel: the estimate at the chosen length.
 
 use super::context::use_page;
+use super::fields::said;
 use crate::chart;
 use crate::defaults;
 use crate::format;
@@ -31,7 +32,7 @@ pub fn BreakdownPanel() -> impl IntoView {
                         };
                         // The core's message may quote a value from a link.
                         let text = e.map_or_else(|| "Computing the estimate at this length…".to_string(), |e| format::shown(&e, 600));
-                        view! { <p class=class role=role data-testid=id>{text}</p> }.into_any()
+                        view! { <p class=class role=role data-testid=id>{said(text)}</p> }.into_any()
                     }
                     Ok(e) => {
                         let total = e.driver_peak;

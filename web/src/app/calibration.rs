@@ -3,7 +3,7 @@
 //! collector wrote.
 
 use super::context::use_page;
-use super::fields::read_file_text;
+use super::fields::{read_file_text, said};
 use super::registry;
 use crate::calib;
 use crate::format;
@@ -123,7 +123,7 @@ pub fn CalibrationPanel() -> impl IntoView {
             <p class="status" role="status" data-testid="profile-status">
                 {move || match status.get() {
                     Some(Ok(m)) => view! { <span class="ok">{m}</span> }.into_any(),
-                    Some(Err(e)) => view! { <span class="error">{e}</span> }.into_any(),
+                    Some(Err(e)) => view! { <span class="error">{said(e)}</span> }.into_any(),
                     None => ().into_any(),
                 }}
             </p>

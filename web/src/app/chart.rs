@@ -2,7 +2,7 @@
 //! tooltip, and the exports (PNG, CSV, JSON).
 
 use super::context::{page_url, use_page};
-use super::fields::{checkbox, number_field, parse_u32};
+use super::fields::{checkbox, number_field, parse_u32, said};
 use super::perf;
 use crate::chart::{self, ChartSpec, Layout};
 use crate::defaults;
@@ -221,7 +221,7 @@ pub fn ChartPanel() -> impl IntoView {
                 format::shown(&msg, 600)
             ));
         }
-        (!lines.is_empty()).then(|| view! { <p class="error" role="alert" data-testid="curve-error">{lines.join(" ")}</p> })
+        (!lines.is_empty()).then(|| view! { <p class="error" role="alert" data-testid="curve-error">{said(lines.join(" "))}</p> })
     };
 
     let export_png = move |_| {

@@ -1,6 +1,7 @@
 //! Labelled inputs the panels share.
 
 use super::context::use_page;
+use crate::format;
 use headroom_core::workload::Workload;
 use leptos::prelude::*;
 
@@ -85,7 +86,7 @@ fn number_field_of(
                 }
             />
             <span class="error" id=err_id2 data-testid=format!("{id}-error") role="alert">
-                {move || error.get()}
+                {move || error.get().map(said)}
             </span>
         </div>
     }
@@ -96,10 +97,31 @@ fn number_field_of(
 pub fn parse_u32(field: &str, text: &str, min: u64, max: u64) -> Result<u32, String> {
     match text.parse::<u64>() {
         Ok(v) if (min..=max).contains(&v) => Ok(v as u32),
-        _ => Err(format!(
-            "`{field}`: `{text}` is not accepted; allowed: an integer from {min} to {max}"
-        )),
+        _ => {
+            let problem = if text.is_empty() {
+                "nothing typed".into()
+            } else {
+                format!(
+                    "“{}” is out of range or not a whole number",
+                    format::shown(text, 40)
+                )
+            };
+            Err(format!(
+                "`{field}`: {problem}; allowed: an integer from {min} to {max}"
+            ))
+        }
     }
+}
+
+/// A message in the page's words (`crate::words::plain`), with the
+/// message as the core wrote it in a details line below.
+pub fn said(message: String) -> AnyView {
+    let said = crate::words::plain(&message);
+    view! {
+        {said.text}
+        {said.detail.map(|d| view! { <small class="detail" data-testid="detail">{d}</small> })}
+    }
+    .into_any()
 }
 
 /// Reads the text of `file` (`what` it is, for the messages) and hands it

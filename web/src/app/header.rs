@@ -1,6 +1,7 @@
 //! The page's header: title, share link, theme, and notes about the link.
 
 use super::context::use_page;
+use super::fields::said;
 use crate::calib;
 use leptos::prelude::*;
 
@@ -58,7 +59,7 @@ pub fn Header() -> impl IntoView {
                 (!notes.is_empty()).then(|| view! {
                     <div class="note" role="alert" data-testid="url-note">
                         <strong>"Parts of the link could not be read and use defaults:"</strong>
-                        <ul>{notes.into_iter().map(|n| view! { <li>{n}</li> }).collect_view()}</ul>
+                        <ul>{notes.into_iter().map(|n| view! { <li>{said(n)}</li> }).collect_view()}</ul>
                         <button type="button" data-testid="dismiss-note" on:click=move |_| page.notes.set(Vec::new())>"Dismiss"</button>
                     </div>
                 })

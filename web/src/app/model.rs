@@ -2,7 +2,7 @@
 //! Hugging Face config.json import.
 
 use super::context::{state_memo, use_page};
-use super::fields::read_file_text;
+use super::fields::{read_file_text, said};
 use super::perf;
 use crate::format;
 use crate::import::{self, read_model_json};
@@ -274,7 +274,7 @@ fn CustomFields() -> impl IntoView {
         <details class="custom" data-testid="custom-fields">
             <summary>"Edit the architecture"</summary>
             <p class="hint">"Shapes of the selected model; a change makes it a custom model. Values are checked by the core."</p>
-            <span class="error" role="alert" data-testid="custom-error">{move || error.get()}</span>
+            <span class="error" role="alert" data-testid="custom-error">{move || error.get().map(said)}</span>
             <div class="grid">
                 {move || {
                     leaves
@@ -389,7 +389,7 @@ fn HfImport() -> impl IntoView {
             <label for="hf-file" class="visually-hidden">"config.json file"</label>
             <input id="hf-file" data-testid="hf-file" type="file" accept=".json,application/json" on:change=on_file/>
             <button type="button" data-testid="hf-import" on:click=move |_| import(area.get_untracked().map(|a| a.value()).unwrap_or_default())>"Import config.json"</button>
-            <span class="error" role="alert" data-testid="hf-error">{move || error.get()}</span>
+            <span class="error" role="alert" data-testid="hf-error">{move || error.get().map(said)}</span>
         </div>
     }
 }

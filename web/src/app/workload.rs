@@ -1,7 +1,7 @@
 //! The workload panel: mode, batch, length and the workload's options.
 
 use super::context::{state_memo, use_page};
-use super::fields::{check_field, choice_field, number_field, parse_u32};
+use super::fields::{check_field, choice_field, number_field, parse_u32, said};
 use crate::defaults;
 use crate::state::AppState;
 use crate::vocab::{self, options};
@@ -262,7 +262,7 @@ fn ParallelFields() -> impl IntoView {
             "reshard", "Reshard after forward (gather again in backward)",
             |w| w.parallel.reshard_after_forward, |w, on| w.parallel.reshard_after_forward = on,
         ))}
-        <p class="error" role="alert" data-testid="parallel-error">{refused}</p>
+        <p class="error" role="alert" data-testid="parallel-error">{move || refused().map(said)}</p>
         {move || spread.get().then(|| view! {
             <p class="hint">"Batch is per GPU; the estimates are one GPU's (one rank's) peak."</p>
         })}

@@ -17,6 +17,7 @@ mod layout;
 mod link;
 mod model;
 mod profiles;
+mod words;
 mod workload;
 
 wasm_bindgen_test_configure!(run_in_browser);
