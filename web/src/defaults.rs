@@ -70,11 +70,20 @@ pub fn workload_for(arch: &Architecture) -> Workload {
     w
 }
 
-/// The chart's default length range and axis for this model:
-/// `(min, max, log)`.
-pub fn range_for(arch: &Architecture) -> (u32, u32, bool) {
+/// The chart's default length range and axis for this model and the job's
+/// `length`: `(min, max, log)`. A decoder's reaches 8 times the job's
+/// length (at least 8,192 tokens), so that the job sits in the chart's
+/// upper part and the axis is not set by a length 32 times the job's
+/// (a training job's peak at 131,072 tokens put the 4,096-token region of
+/// the default job under a 900 GB axis).
+pub fn range_for(arch: &Architecture, length: u32) -> (u32, u32, bool) {
     match arch {
-        Architecture::Decoder(_) => (128, 131_072, true),
+        Architecture::Decoder(_) => {
+            let to = length
+                .saturating_mul(8)
+                .clamp(8_192, headroom_core::workload::MAX_SEQ_LEN as u32);
+            (128.min(length.max(16)), to, true)
+        }
         Architecture::Encoder(e) if e.kind == EncoderKind::Bert => {
             (16, e.max_position_embeddings.max(32), false)
         }
@@ -150,15 +159,26 @@ mod tests {
         for p in presets::all() {
             let w = workload_for(&p.arch);
             w.validate().unwrap_or_else(|e| panic!("{}: {e}", p.id));
-            let (min, max, _) = range_for(&p.arch);
-            assert!(min >= 1 && min < max, "{}", p.id);
             let len = w.length(p.arch.is_vision());
+            let (min, max, _) = range_for(&p.arch, len);
+            assert!(min >= 1 && min < max, "{}", p.id);
             assert!(
                 (min..=max).contains(&len),
                 "{}: {len} not in {min}..{max}",
                 p.id
             );
         }
+    }
+
+    #[test]
+    fn a_decoders_range_follows_the_jobs_length() {
+        let llama = presets::find("llama-3.1-8b").unwrap().arch;
+        assert_eq!(range_for(&llama, 4096), (128, 32_768, true));
+        assert_eq!(range_for(&llama, 32_768), (128, 262_144, true));
+        assert_eq!(range_for(&llama, 64), (64, 8_192, true));
+        let longest = headroom_core::workload::MAX_SEQ_LEN as u32;
+        let (_, top, _) = range_for(&llama, longest);
+        assert_eq!(top, longest);
     }
 
     #[test]

@@ -292,7 +292,8 @@ impl AppState {
     /// Defaults for a model: its workload, chart range, every catalog GPU.
     pub fn for_model(model: Model) -> AppState {
         let workload = defaults::workload_for(&model.arch);
-        let (from, to, log_x) = defaults::range_for(&model.arch);
+        let (from, to, log_x) =
+            defaults::range_for(&model.arch, workload.length(model.arch.is_vision()));
         AppState {
             model,
             workload,
@@ -353,7 +354,7 @@ impl AppState {
             &defaults::workload_for(&self.model.arch),
             &self.workload,
         ));
-        let (from, to, log_x) = defaults::range_for(&self.model.arch);
+        let (from, to, log_x) = defaults::range_for(&self.model.arch, self.length());
         if self.view.log_x != log_x {
             pairs.push((
                 "x".into(),
@@ -435,6 +436,9 @@ impl AppState {
             .map(|(k, v)| (k.as_str(), v.as_str()))
             .collect();
         state.workload = read_workload(&state.workload, &workload_pairs, &mut notes);
+        // The chart's range follows the job the link describes.
+        let (from, to, log_x) = defaults::range_for(&state.model.arch, state.length());
+        state.view = View { log_x, from, to };
 
         let vision = state.vision();
         let limit = if vision { MAX_IMAGE_SIZE } else { MAX_SEQ_LEN } as u32;

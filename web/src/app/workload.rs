@@ -28,7 +28,6 @@ pub fn WorkloadPanel() -> impl IntoView {
     // rebuilt field costs the page its layout and paint while a curve is
     // computed.
     let vision = state_memo(page, AppState::vision);
-    let lora_on = state_memo(page, |s| s.workload.training.lora.is_some());
     let parallel_shown = state_memo(page, |s| {
         matches!(s.model.arch, Architecture::Decoder(_)) || !s.workload.parallel.is_single()
     });
@@ -101,15 +100,7 @@ pub fn WorkloadPanel() -> impl IntoView {
             {number_field("batch", "Batch size", 1, headroom_core::workload::MAX_BATCH, w(|w| w.batch.to_string()),
                 move |t| { let v = parse_u32("workload.batch", t, 1, headroom_core::workload::MAX_BATCH)?; page.apply(|w| w.batch = v) })}
             {length_fields}
-            {move || {
-                let a = applies.get();
-                let show = !training() || lora_on.get();
-                show.then(|| {
-                    let label = if training() { "Base weight dtype (LoRA)" } else { "Weight dtype" };
-                    choice_field("dtype", label, vocab::dtype_options(a.quantised), |w| w.dtype.key(),
-                        |w, k| if let Some(d) = Dtype::from_key(k) { w.dtype = d })
-                })
-            }}
+            {move || (!training()).then(|| dtype_field("Weight dtype", applies.get().quantised))}
             {move || applies.get().attention.then(|| choice_field(
                 "attention", "Attention kernel", options(Attention::ALL), |w| w.attention.key(),
                 |w, k| if let Some(a) = Attention::from_key(k) { w.attention = a },
@@ -199,11 +190,17 @@ fn TrainingFields(applies: Memo<defaults::Applies>) -> impl IntoView {
         {move || applies.get().hf_training.then(|| view! {
             {check_field("grad-ckpt", "Gradient checkpointing",
                 |w| w.training.grad_checkpointing, |w, on| w.training.grad_checkpointing = on)}
+            // LoRA recipes checkpoint activations: switching LoRA on turns
+            // checkpointing on too (the switch above shows it, and turns it off).
             {check_field("lora", "LoRA adapters (frozen base)",
                 |w| w.training.lora.is_some(),
-                |w, on| w.training.lora = on.then(|| Lora { rank: 16, alpha: Some(32.0), target_modules: Vec::new(), dropout: None }))}
+                |w, on| {
+                    w.training.lora = on.then(|| Lora { rank: 16, alpha: Some(32.0), target_modules: Vec::new(), dropout: None });
+                    w.training.grad_checkpointing |= on;
+                })}
         })}
         {move || (applies.get().hf_training && lora_on.get()).then(|| view! {
+            {dtype_field("Base weight dtype (LoRA)", applies.get().quantised)}
             {number_field("lora-rank", "LoRA rank", 1, 65_536,
                 move || page.state.with(|s| s.workload.training.lora.as_ref().map_or(16, |l| l.rank).to_string()),
                 move |t| { let v = parse_u32("workload.training.lora.rank", t, 1, 65_536)?; page.apply(|w| if let Some(l) = w.training.lora.as_mut() { l.rank = v }) })}
@@ -218,6 +215,21 @@ fn TrainingFields(applies: Memo<defaults::Applies>) -> impl IntoView {
             </div>
         })}
     }
+}
+
+/// The weights' dtype select (the frozen base's under LoRA).
+fn dtype_field(label: &'static str, quantised: bool) -> AnyView {
+    choice_field(
+        "dtype",
+        label,
+        vocab::dtype_options(quantised),
+        |w| w.dtype.key(),
+        |w, k| {
+            if let Some(d) = Dtype::from_key(k) {
+                w.dtype = d
+            }
+        },
+    )
 }
 
 /// GPUs per job and how the job is spread over them; FSDP2's resharding.

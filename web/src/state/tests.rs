@@ -29,14 +29,14 @@ fn a_changed_workload_round_trips_readably() {
     s.workload.inference.new_tokens = 64;
     s.workload.inference.kv_dtype = Some(Dtype::Fp16);
     s.view.log_x = false;
-    s.view.to = 65536;
+    s.view.to = 50000;
     s.margin_pct = 15;
     s.profile = "rtx4090".into();
     s.gpus = vec![];
     let q = round_trip(&s);
     assert_eq!(
         q,
-        "model=llama-3.1-8b&batch=8&inference.kv_dtype=fp16&inference.new_tokens=64&seq_len=8192&x=lin&to=65536&gpus=,&margin=15&profile=rtx4090"
+        "model=llama-3.1-8b&batch=8&inference.kv_dtype=fp16&inference.new_tokens=64&seq_len=8192&x=lin&to=50000&gpus=,&margin=15&profile=rtx4090"
     );
 }
 

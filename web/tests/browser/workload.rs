@@ -196,3 +196,64 @@ async fn beams_raise_the_peak_and_ride_in_the_link() {
     let page = Page::open("model=llama-3.2-1b&batch=8&seq_len=2048").await;
     assert_eq!(gb(peak_total(&page).await), beams);
 }
+
+/// Defaults that answer the question asked: switching LoRA on turns
+/// gradient checkpointing on (its switch in view, and it turns off), the
+/// base weights' dtype sits right after the LoRA switch, and the chart's
+/// range follows the job's length.
+#[wasm_bindgen_test]
+async fn lora_turns_checkpointing_on_and_the_range_follows_the_job() {
+    let page = Page::open("model=llama-3.1-8b&mode=training").await;
+    let checked = |id: &str| page.get(id).unchecked_into::<HtmlInputElement>().checked();
+    assert!(!checked("grad-ckpt"));
+    assert!(
+        page.find("dtype").is_none(),
+        "no dtype select without LoRA in training"
+    );
+    page.get("lora")
+        .unchecked_into::<HtmlInputElement>()
+        .click();
+    settle().await;
+    assert!(checked("lora") && checked("grad-ckpt"));
+    let link = page.value("share-link");
+    assert!(link.contains("training.grad_checkpointing=true"), "{link}");
+    // The base dtype select follows the LoRA switch, before its rank.
+    let ids: Vec<String> = {
+        let all = page.root.query_selector_all("[data-testid]").unwrap();
+        (0..all.length())
+            .filter_map(|i| all.item(i))
+            .filter_map(|n| n.dyn_into::<web_sys::Element>().ok())
+            .filter_map(|e| e.get_attribute("data-testid"))
+            .collect()
+    };
+    let at = |id: &str| {
+        ids.iter()
+            .position(|x| x == id)
+            .unwrap_or_else(|| panic!("{id} in {ids:?}"))
+    };
+    assert_eq!(at("dtype"), at("lora") + 1, "{ids:?}");
+    assert!(at("lora-rank") > at("dtype"));
+    // Checkpointing can still be turned off with LoRA on.
+    page.get("grad-ckpt")
+        .unchecked_into::<HtmlInputElement>()
+        .click();
+    settle().await;
+    assert!(checked("lora") && !checked("grad-ckpt"));
+    drop(page);
+
+    // The default job's chart spans 128 to 32,768 tokens; a link with a
+    // longer job spans 8 times that job's length.
+    let page = Page::open("model=llama-3.1-8b").await;
+    assert_eq!(
+        (page.value("range-from"), page.value("range-to")),
+        ("128".into(), "32768".into())
+    );
+    drop(page);
+    let page = Page::open("model=llama-3.1-8b&seq_len=65536").await;
+    assert_eq!(page.value("range-to"), "524288");
+    assert!(
+        !page.value("share-link").contains("to="),
+        "{}",
+        page.value("share-link")
+    );
+}
