@@ -159,7 +159,7 @@ pub fn parse_profile(text: &str, id: &str) -> Result<Profile, String> {
 pub fn builtin() -> Profile {
     Profile {
         id: BUILTIN_ID.into(),
-        name: "NVIDIA H200, torch 2.11 + CUDA 13 (built in)".into(),
+        name: "NVIDIA H200, torch 2.11 + CUDA 13: headroom's defaults".into(),
         runtime: RuntimeProfile::h200(),
         points: parse_jsonl(H200_PUBLIC),
     }
@@ -176,6 +176,19 @@ pub fn bundled() -> Vec<Profile> {
         }
     }
     out
+}
+
+/// Where the profile `id` came from, as the profile select says it.
+pub fn source_of(id: &str) -> &'static str {
+    if id == BUILTIN_ID {
+        "built in"
+    } else if id == LOADED_ID {
+        "loaded file"
+    } else if crate::registry::profile_number(id).is_some() {
+        "from the registry"
+    } else {
+        "bundled collector file"
+    }
 }
 
 /// Raw bundled profile files `(id, text)`.

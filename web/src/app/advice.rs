@@ -14,12 +14,15 @@ use leptos::html;
 use leptos::prelude::*;
 use leptos::task::spawn_local;
 
-/// "does not fit", as a button that opens the suggestions for `gpu_id`.
+/// "does not fit", as a button that opens the suggestions for `gpu_id`;
+/// its accessible name names the card (a screen reader lists every row's).
 pub fn advise_link(gpu_id: &'static str) -> impl IntoView {
     let page = use_page();
+    let name = gpus::find(gpu_id).map_or(gpu_id, |g| g.name);
     view! {
         <button type="button" class="link" data-testid=format!("advise-{gpu_id}")
             title="What would make it fit this card"
+            aria-label=format!("Does not fit the {name}: what would make it fit")
             on:click=move |_| page.update(|s| s.panels.advise = Some(gpu_id.to_string()))>
             "does not fit"
         </button>

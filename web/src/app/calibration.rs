@@ -94,7 +94,7 @@ pub fn CalibrationPanel() -> impl IntoView {
                     {move || {
                         let current = page.state.with(|s| s.profile.clone());
                         let mut options: Vec<(String, String)> = page.profiles.with(|ps| {
-                            ps.iter().map(|p| (p.id.clone(), format!("{} ({} points)", format::shown(&p.name, NAME_CHARS), p.points.len()))).collect()
+                            ps.iter().map(|p| (p.id.clone(), format!("{} ({}, {} points)", format::shown(&p.name, NAME_CHARS), calib::source_of(&p.id), p.points.len()))).collect()
                         });
                         options.extend(registry::profile_options(page, &registry_gpu.get()));
                         options.into_iter().map(|(id, text)| {

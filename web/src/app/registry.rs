@@ -167,8 +167,12 @@ pub fn profile_options(page: PageContext, gpu_id: &str) -> Vec<(String, String)>
             listing
                 .for_card(gpu_id)
                 .filter(|e| {
+                    // Not offered twice: a profile the page holds, or the
+                    // registry's copy of a file the page bundles.
                     let id = registry::profile_id(e.number);
-                    !loaded.iter().any(|p| p.id == id)
+                    !loaded.iter().any(|p| {
+                        p.id == id || (p.name == e.name && e.points == Some(p.points.len() as u64))
+                    })
                 })
                 .map(|e| {
                     let name = format::shown(&e.name, NAME_CHARS);
@@ -220,23 +224,31 @@ pub fn gpu_choice(page: PageContext, gpu_id: RwSignal<String>) -> impl IntoView 
     }
 }
 
-/// The GPU table's mark of a card the registry has measured profiles for.
+/// The GPU table's mark of a card: "measured" where the estimates use a
+/// profile measured on it (the applied profile's card), "profile in the
+/// registry" where the registry holds one that is not applied.
 pub fn card_mark(page: PageContext, gpu_id: &'static str) -> impl IntoView {
     move || {
-        let measured = page.registry.with(|l| {
-            l.as_ref().is_some_and(|l| {
-                l.entries
-                    .iter()
-                    .any(|e| e.card.is_some_and(|c| c.id == gpu_id))
-            })
-        });
-        measured.then(|| {
-            view! {
-                <span class="registry-mark" data-testid=format!("fit-{gpu_id}-registry")
-                    title="The profile registry holds a profile measured on this card">
-                    "measured"
-                </span>
-            }
+        let runtime = page.runtime.get();
+        let applied = runtime
+            .gpu
+            .as_deref()
+            .and_then(|name| registry::card_for(name, runtime.gpu_total_bytes.unwrap_or(0)));
+        let (text, title) = if applied.is_some_and(|c| c.id == gpu_id) {
+            (
+                "measured",
+                "The estimates use a calibration profile measured on this card",
+            )
+        } else if page.registry.with(|l| {
+            l.as_ref()
+                .is_some_and(|l| l.for_card(gpu_id).next().is_some())
+        }) {
+            ("profile in the registry", "The profile registry holds a profile measured on this card: choose it under Calibration profile")
+        } else {
+            return None;
+        };
+        Some(view! {
+            <span class="registry-mark" data-testid=format!("fit-{gpu_id}-registry") title=title>{text}</span>
         })
     }
 }

@@ -30,6 +30,12 @@ async fn a_does_not_fit_link_opens_what_would_make_it_fit() {
         .query_selector("[data-testid='fit-l40s'] [data-testid='advise-l40s']")
         .expect("a selector")
         .expect("the L40S's \"does not fit\"");
+    // A screen reader names each row's button by its card.
+    let named = link.get_attribute("aria-label").unwrap_or_default();
+    assert_eq!(
+        named,
+        "Does not fit the NVIDIA L40S: what would make it fit"
+    );
     link.dyn_into::<HtmlElement>().expect("a button").click();
     settle().await;
     wait_until("the suggestions", || {

@@ -149,6 +149,18 @@ async fn a_registry_s_profiles_are_listed_applied_marked_and_linked() {
     );
     drop(page);
 
+    // The registry's copy of a file the page bundles (the H100's).
+    let h100_file = include_str!("../../../calibration/profiles/h100-2026-12-07.json");
+    let h100_number = upload_profile(base, h100_file).await;
+    let h100: serde_json::Value = serde_json::from_str(h100_file).expect("JSON");
+    let h100_card = headroom_web::registry::card_for(
+        h100["runtime"]["gpu"].as_str().expect("a GPU name"),
+        h100["runtime"]["gpu_total_bytes"]
+            .as_u64()
+            .expect("its memory"),
+    )
+    .expect("a catalog card");
+
     // Listed with its facts, its name as text; the GPU table marks the H200.
     let page = Page::open(&pointed).await;
     let option = format!("#profile option[value='{id}']");
@@ -182,6 +194,22 @@ async fn a_registry_s_profiles_are_listed_applied_marked_and_linked() {
     })
     .await;
     assert!(page.find("fit-rtx-4090-registry").is_none());
+    // The marks say what the estimates use: the built-in profile is the
+    // H200's; the H100's profile is in the registry, not applied.
+    assert_eq!(page.text("fit-h200-registry"), "measured");
+    page.choose("registry-gpu", "");
+    settle().await;
+    let h100_mark = format!("fit-{}-registry", h100_card.id);
+    wait_until("the H100's mark", || page.find(&h100_mark).is_some()).await;
+    assert_eq!(page.text(&h100_mark), "profile in the registry");
+    // ... and offered once: the page bundles that file.
+    let copy = format!("#profile option[value='registry-{h100_number}']");
+    assert!(
+        page.root.query_selector(&copy).unwrap().is_none(),
+        "the bundled H100 file offered twice"
+    );
+    page.choose("registry-gpu", "h200");
+    settle().await;
     assert_eq!(peak_total(&page).await, builtin_peak, "nothing applied yet");
 
     // Applied: the estimate takes the profile's runtime.
