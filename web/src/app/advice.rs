@@ -59,6 +59,14 @@ pub fn AdvicePanel() -> impl IntoView {
             })
         })
     });
+    // Focus moves to the panel when it opens, so that a keyboard or a
+    // screen reader lands on the suggestions.
+    let section: NodeRef<html::Section> = NodeRef::new();
+    Effect::new(move |_| {
+        if let (Some(_), Some(section)) = (card.get(), section.get()) {
+            let _ = section.focus();
+        }
+    });
     let body: NodeRef<html::Div> = NodeRef::new();
     let module = RwSignal::new(ModuleState::Loading);
     Effect::new(move |_| {
@@ -80,7 +88,7 @@ pub fn AdvicePanel() -> impl IntoView {
     move || {
         card.get().map(|gpu| {
             view! {
-                <section class="advice" data-testid="advice" aria-label="What would make it fit">
+                <section class="advice" data-testid="advice" aria-label="What would make it fit" tabindex="-1" node_ref=section>
                     <h3>{format!("What would make it fit {} ({} usable)", gpu.name, format::bytes(Bytes(gpu.usable_bytes)))}</h3>
                     {move || match module.get() {
                         ModuleState::Loading => Some(view! { <p class="hint" role="status" data-testid="advice-pending">"Trying one change at a time…"</p> }.into_any()),

@@ -1,6 +1,6 @@
 //! The advice panel (what would make it fit) and the timeline (memory over the job).
 
-use crate::{settle, sleep, wait_until, Page};
+use crate::{settle, sleep, wait_until, window, Page};
 use headroom_web::app::last_export;
 use wasm_bindgen::JsCast;
 use wasm_bindgen_test::wasm_bindgen_test;
@@ -46,6 +46,15 @@ async fn a_does_not_fit_link_opens_what_would_make_it_fit() {
         page.find("suggestions").is_some(),
         "{}",
         page.text("advice")
+    );
+    let focused = window()
+        .document()
+        .and_then(|d| d.active_element())
+        .and_then(|e| e.get_attribute("data-testid"));
+    assert_eq!(
+        focused.as_deref(),
+        Some("advice"),
+        "focus moves to the panel"
     );
     let shown: Vec<String> = {
         let list = page
