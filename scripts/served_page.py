@@ -6,8 +6,9 @@ fetches its second module (headroom-panels) when it is first asked for.
     python3 scripts/served_page.py http://127.0.0.1:PORT
 
 Checks that the page answers without the second module, that importing a
-config.json fetches it and imports the model, and that the advice panel
-then shows suggestions from it. Exits non-zero with what it saw otherwise.
+config.json fetches it and imports the model, that pasted TrainingArguments
+set the form through it, and that the advice panel shows suggestions from
+it. Exits non-zero with what it saw otherwise.
 """
 import json
 import os
@@ -126,6 +127,18 @@ def check(d, base):
     if not panels_fetched(d):
         fail("the config.json was imported without the second module")
     print(f"  imported through the second module: {summary.strip()}")
+
+    d.script("const a = document.querySelector('[data-testid=\"framework-args\"]'); a.value = arguments[0];",
+             json.dumps({"per_device_train_batch_size": 4, "bf16": True, "gradient_checkpointing": True}))
+    # Inside the closed "How do you run it?" details: clicked by script.
+    d.script("document.querySelector('[data-testid=\"framework-apply\"]').click();")
+    status = d.wait("the Trainer's arguments applied", lambda: (d.testid("framework-status") or "")
+                    if "Applied" in (d.testid("framework-status") or "")
+                    or "rror" in (d.testid("framework-status") or "") else None)
+    batch = d.script("return document.querySelector('[data-testid=\"batch\"]').value;")
+    if "Applied" not in status or batch != "4":
+        fail(f"the Trainer's arguments: {status!r}, batch {batch!r}")
+    print("  TrainingArguments read through the second module: batch 4")
 
     d.s("POST", "/url", {"url": base + "/?model=llama-3.2-1b&mode=training&seq_len=4096&batch=16"})
     d.wait("the GPU table", lambda: d.testid("advise-rtx-4090"))

@@ -1,17 +1,21 @@
 //! What the page reads from text a user pastes, drops or fetches to
-//! describe a job: a Hugging Face config.json as the model. It runs in the
-//! page's second module (`crate::panels::import_config`), loaded when an
-//! import is asked for, so that the page's first load carries no importer;
-//! the model comes back as the JSON of its architecture, which the page's
-//! own spec reader takes ([`model_json`], [`read_model_json`]).
+//! describe a job: a Hugging Face config.json as the model, a framework's
+//! own arguments (`TrainingArguments`, a `LoraConfig`, ...) as the
+//! workload. It runs in the page's second module
+//! (`crate::panels::import_config`, `crate::panels::import_framework`),
+//! loaded when an import is asked for, so that the page's first load
+//! carries no importer; the model and the workload come back as JSON that
+//! the page's own spec readers take ([`model_json`], [`read_model_json`],
+//! `parse_workload`).
 
 use crate::format;
 use crate::intake;
 use crate::state::clip_name;
-use headroom_core::arch::Model;
+use headroom_core::arch::{Architecture, Model};
 use headroom_core::error::Error;
-use headroom_core::spec::parse_model_with;
-use serde_json::Value;
+use headroom_core::spec::{framework, parse_model_with, parse_workload};
+use headroom_core::workload::Workload;
+use serde_json::{Map, Value};
 
 /// A core message about text the user gave, made safe to show.
 pub fn message(e: &Error) -> String {
@@ -60,6 +64,103 @@ pub fn read_model_json(value: Option<&Value>) -> Result<Model, Error> {
     parse_model_with(value, None)
 }
 
+/// The frameworks the page offers under "How do you run it?": the core's
+/// `workload.framework` names, and what the page calls them.
+pub const FRAMEWORKS: &[(&str, &str)] = &[
+    ("torch", "a plain PyTorch loop"),
+    ("hf_trainer", "Hugging Face Trainer"),
+    ("accelerate", "Accelerate"),
+    ("lightning", "Lightning"),
+    ("timm", "timm's train.py"),
+    ("hf_generate", "model.generate()"),
+    ("hf_pipeline", "a transformers pipeline"),
+    ("sentence_transformers", "sentence-transformers"),
+];
+
+/// Most bytes of pasted framework arguments read.
+pub const MAX_ARGUMENTS_BYTES: u64 = 1 << 20;
+
+/// The job run by `framework` with the arguments `pasted` (JSON, or
+/// nothing for the framework's defaults), at the page's `length` (tokens,
+/// or an image's edge for a vision model), as the spec's knobs: the core's
+/// framework reader (`headroom_core::spec::framework`) decides every knob
+/// the framework decides, and the rest take their defaults.
+///
+/// `pasted` is one of the framework's own argument dicts (`TrainingArguments`
+/// for the `Trainer`, Lightning's or Accelerate's or timm's arguments, a
+/// `GenerationConfig`), a peft `LoraConfig` or a `BitsAndBytesConfig`
+/// (told apart by their own keys), or an object of the workload's keys for
+/// several (`{"training_args": {...}, "lora_config": {...}}`).
+pub fn workload_from_framework(
+    arch: &Architecture,
+    length: u32,
+    framework: &str,
+    pasted: &str,
+) -> Result<Workload, String> {
+    let mut workload = Map::new();
+    workload.insert("framework".into(), framework.into());
+    let length_key = if arch.is_vision() {
+        "image_size"
+    } else {
+        "seq_len"
+    };
+    workload.insert(length_key.into(), length.into());
+    if !pasted.trim().is_empty() {
+        intake::check_json_text("the arguments", pasted, MAX_ARGUMENTS_BYTES)?;
+        let value: Value = serde_json::from_str(pasted).map_err(|e| {
+            message(&Error::Json {
+                message: format!("the arguments: {e}"),
+            })
+        })?;
+        let Value::Object(arguments) = value else {
+            return Err(
+                "the arguments are a JSON object (`{...}`): the framework's `to_dict()`".into(),
+            );
+        };
+        if arguments
+            .keys()
+            .any(|k| framework::KEYS.contains(&k.as_str()))
+        {
+            workload.extend(arguments);
+        } else {
+            let key = arguments_key(framework, &arguments)?;
+            workload.insert(key.into(), Value::Object(arguments));
+        }
+    }
+    let (lowered, _) = framework::lower(&Value::Object(workload), arch).map_err(|e| message(&e))?;
+    parse_workload(Some(&lowered)).map_err(|e| message(&e))
+}
+
+/// The workload key that arguments pasted for `framework` belong under.
+fn arguments_key(framework: &str, arguments: &Map<String, Value>) -> Result<&'static str, String> {
+    let has = |k: &str| arguments.contains_key(k);
+    if has("peft_type") || (has("r") && has("lora_alpha")) {
+        return Ok("lora_config");
+    }
+    if has("quant_method") || has("load_in_4bit") || has("load_in_8bit") {
+        return Ok("quantization_config");
+    }
+    if has("max_new_tokens") || has("num_beams") && !has("per_device_train_batch_size") {
+        return Ok("generation_config");
+    }
+    Ok(match framework {
+        "hf_trainer" => "training_args",
+        "lightning" => "lightning",
+        "accelerate" => "accelerate",
+        "timm" => "timm",
+        "hf_generate" | "hf_pipeline" => "generation_config",
+        _ => {
+            return Err(format!(
+                "{} takes no arguments of its own here: paste a LoraConfig, a BitsAndBytesConfig or a GenerationConfig, or choose the framework that reads these",
+                FRAMEWORKS
+                    .iter()
+                    .find(|(k, _)| *k == framework)
+                    .map_or(framework, |(_, label)| label)
+            ))
+        }
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -93,6 +194,62 @@ mod tests {
         assert!(e.contains("import the config.json first"), "{e}");
         // The command line's reader imports it.
         assert!(headroom_core::spec::parse_model(Some(&value)).is_ok());
+    }
+
+    /// The spec the command line reads for the same job.
+    fn cli_workload(model: &str, workload: &str) -> Workload {
+        let spec = format!(r#"{{"model": "{model}", "workload": {workload}}}"#);
+        headroom_core::spec::Spec::from_json(&spec)
+            .unwrap()
+            .workload
+    }
+
+    #[test]
+    fn pasted_framework_arguments_are_the_command_lines_job() {
+        let llama = presets::find("llama-3.2-1b").unwrap().model().arch;
+        let args = r#"{"per_device_train_batch_size": 4, "bf16": true, "gradient_checkpointing": true, "output_dir": "out"}"#;
+        let w = workload_from_framework(&llama, 1024, "hf_trainer", args).unwrap();
+        assert_eq!(w.batch, 4);
+        assert!(w.training.grad_checkpointing);
+        assert_eq!(
+            w,
+            cli_workload(
+                "llama-3.2-1b",
+                &format!(
+                    r#"{{"framework": "hf_trainer", "seq_len": 1024, "training_args": {args}}}"#
+                )
+            )
+        );
+        // A LoraConfig is told by its keys; its string `target_modules` read as peft does.
+        let lora =
+            r#"{"peft_type": "LORA", "r": 8, "lora_alpha": 16, "target_modules": "all-linear"}"#;
+        let w = workload_from_framework(&llama, 1024, "hf_trainer", lora).unwrap();
+        assert_eq!(w.training.lora.as_ref().map(|l| l.rank), Some(8));
+        // Several at once, under the workload's keys.
+        let both = format!(r#"{{"training_args": {args}, "lora_config": {lora}}}"#);
+        let w = workload_from_framework(&llama, 1024, "hf_trainer", &both).unwrap();
+        assert_eq!((w.batch, w.training.lora.map(|l| l.rank)), (4, Some(8)));
+        // Nothing pasted: the framework's defaults.
+        let w = workload_from_framework(&llama, 2048, "hf_generate", "").unwrap();
+        assert_eq!(
+            w,
+            cli_workload(
+                "llama-3.2-1b",
+                r#"{"framework": "hf_generate", "seq_len": 2048}"#
+            )
+        );
+    }
+
+    #[test]
+    fn framework_arguments_it_does_not_know_are_refused_by_name() {
+        let llama = presets::find("llama-3.2-1b").unwrap().model().arch;
+        let e = workload_from_framework(&llama, 1024, "hf_trainer", r#"{"per_device_batch": 4}"#)
+            .unwrap_err();
+        assert!(e.contains("per_device_batch"), "{e}");
+        let e = workload_from_framework(&llama, 1024, "torch", r#"{"lr": 1}"#).unwrap_err();
+        assert!(e.contains("a plain PyTorch loop takes no arguments"), "{e}");
+        let e = workload_from_framework(&llama, 1024, "hf_trainer", "[1]").unwrap_err();
+        assert!(e.contains("JSON object"), "{e}");
     }
 
     #[test]

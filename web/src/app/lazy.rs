@@ -38,6 +38,9 @@ pub trait PanelsModule {
     /// A config.json's text as the JSON of the model it describes
     /// (`crate::import::model_from_config`, `model_json`), or why not.
     fn import_config(&self, source: &str, hub_id: Option<&str>) -> Result<String, String>;
+    /// The workload a framework runs with the pasted arguments, as the
+    /// workload's JSON (`crate::panels::import_framework`), or why not.
+    fn import_framework(&self, request: &str) -> Result<String, String>;
     /// Unmounts the suggestions.
     fn close_advice(&self);
     /// Unmounts the timeline.
@@ -171,6 +174,12 @@ impl PanelsModule for Exports {
         self.call_for("import_config", &[source.into(), hub_id])?
             .as_string()
             .ok_or_else(|| "the panels module gave no model".into())
+    }
+
+    fn import_framework(&self, request: &str) -> Result<String, String> {
+        self.call_for("import_framework", &[request.into()])?
+            .as_string()
+            .ok_or_else(|| "the panels module gave no workload".into())
     }
 
     fn close_advice(&self) {

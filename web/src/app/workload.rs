@@ -1,12 +1,14 @@
 //! The workload panel: mode, batch, length and the workload's options.
 
 use super::context::{state_memo, use_page};
-use super::fields::{check_field, choice_field, number_field, parse_u32, said};
+use super::fields::{check_field, choice_field, number_field, parse_u32, said, select_field};
 use crate::defaults;
+use crate::protocol::Inputs;
 use crate::state::AppState;
 use crate::vocab::{self, options};
 use headroom_core::arch::{Architecture, Dtype};
 use headroom_core::parallel::{Strategy, MAX_WORLD_SIZE};
+use headroom_core::spec::parse_workload;
 use headroom_core::workload::{
     Attention, InferenceKind, LoadPath, Logits, Lora, MemoryFormat, Mode, Optimizer, Precision,
     Workload, MAX_INFERENCE_BATCHES,
@@ -93,6 +95,7 @@ pub fn WorkloadPanel() -> impl IntoView {
     view! {
         <fieldset class="group">
             <legend>"Workload"</legend>
+            <HowYouRunIt/>
             {move || applies.get().training.then(|| choice_field(
                 "mode", "Mode", options(Mode::ALL), |w| w.mode.key(),
                 |w, k| if let Some(m) = Mode::from_key(k) { vocab::set_mode(w, m) },
@@ -214,6 +217,66 @@ fn TrainingFields(applies: Memo<defaults::Applies>) -> impl IntoView {
                     }/>
             </div>
         })}
+    }
+}
+
+/// "How do you run it?": a framework and its own arguments as the user
+/// wrote them (the JSON of `TrainingArguments.to_dict()`, a `LoraConfig`,
+/// ...), read by the core's framework reader in the panels module; the
+/// workload's fields then show the job they describe, the length kept.
+#[component]
+fn HowYouRunIt() -> impl IntoView {
+    let page = use_page();
+    let framework = RwSignal::new("hf_trainer".to_string());
+    let area: NodeRef<leptos::html::Textarea> = NodeRef::new();
+    let status = RwSignal::new(None::<Result<String, String>>);
+    let apply = move |_| {
+        let arguments = area.get_untracked().map(|a| a.value()).unwrap_or_default();
+        let fields = [
+            ("framework", framework.get_untracked().into()),
+            ("arguments", arguments.into()),
+        ];
+        let runtime = page.runtime.get_untracked();
+        let request = page.state.with_untracked(|s| {
+            Inputs {
+                arch: s.model.arch.clone(),
+                workload: s.workload.clone(),
+                runtime,
+            }
+            .to_json_with(&fields)
+        });
+        status.set(Some(Ok("Reading the arguments…".into())));
+        leptos::task::spawn_local(async move {
+            let outcome = async {
+                let json = super::lazy::panels().await?.import_framework(&request)?;
+                let value = serde_json::from_str(&json).map_err(|e| e.to_string())?;
+                let workload = parse_workload(Some(&value)).map_err(|e| e.to_string())?;
+                page.apply(|w| *w = workload)
+            };
+            let said = outcome
+                .await
+                .map(|()| "Applied: the fields below show the job as it runs it.".to_string());
+            status.try_set(Some(said));
+        });
+    };
+    view! {
+        <details class="how-run" data-testid="how-run">
+            <summary>"How do you run it? (Trainer, Lightning, timm, generate…)"</summary>
+            {select_field("framework", "Framework", crate::import::FRAMEWORKS.to_vec(), move || framework.get(), move |v| framework.set(v))}
+            <div class="field">
+                <label for="framework-args">"Its arguments as JSON (optional): TrainingArguments.to_dict(), a LoraConfig, a BitsAndBytesConfig, a GenerationConfig, or Lightning's precision and accumulate_grad_batches"</label>
+                <textarea id="framework-args" data-testid="framework-args" rows="3"
+                    placeholder="{\"per_device_train_batch_size\": 4, \"bf16\": true, …}" node_ref=area></textarea>
+            </div>
+            <button type="button" data-testid="framework-apply" on:click=apply>"Apply"</button>
+            <p class="status" role="status" data-testid="framework-status">
+                {move || match status.get() {
+                    Some(Ok(m)) => view! { <span class="ok">{m}</span> }.into_any(),
+                    Some(Err(e)) => view! { <span class="error">{said(e)}</span> }.into_any(),
+                    None => ().into_any(),
+                }}
+            </p>
+        </details>
     }
 }
 

@@ -26,6 +26,12 @@ mod exports {
         headroom_web::panels::import_config(source, hub_id.as_deref())
     }
 
+    /// `headroom_web::panels::import_framework` (throws why not).
+    #[wasm_bindgen]
+    pub fn import_framework(request: &str) -> Result<String, String> {
+        headroom_web::panels::import_framework(request)
+    }
+
     /// `headroom_web::panels::close_advice`.
     #[wasm_bindgen]
     pub fn close_advice() {

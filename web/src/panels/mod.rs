@@ -2,8 +2,8 @@
 //! bodies, with the core's suggestions, the timeline replay, its chart and
 //! its exports, and the config.json importer. The page's own module leaves
 //! them out: the `headroom-panels` binary exports [`show_advice`],
-//! [`show_timeline`], [`close_advice`], [`close_timeline`] and
-//! [`import_config`], and the page fetches it the first time one of them
+//! [`show_timeline`], [`close_advice`], [`close_timeline`], [`import_config`]
+//! and [`import_framework`], and the page fetches it the first time one of them
 //! is asked for (`crate::app::lazy`). Each call gives the panel's container
 //! and what it shows as plain data (the job as spec JSON): the first call
 //! for a container mounts the body there, later ones update it.
@@ -143,6 +143,22 @@ pub fn import_config(source: &str, hub_id: Option<&str>) -> Result<String, Strin
         .map(|model| crate::import::model_json(&model).to_string())
 }
 
+/// The workload that the framework of `request` (`Inputs::to_json_with`,
+/// plus `framework` and the pasted `arguments`) runs at the request's
+/// length, as the workload's JSON text, or why not (`crate::import`).
+pub fn import_framework(request: &str) -> Result<String, String> {
+    let (inputs, v) = Inputs::from_json(request)?;
+    let text = |key: &str| v.get(key).and_then(serde_json::Value::as_str).unwrap_or("");
+    let length = inputs.workload.length(inputs.arch.is_vision());
+    let workload = crate::import::workload_from_framework(
+        &inputs.arch,
+        length,
+        text("framework"),
+        text("arguments"),
+    )?;
+    serde_json::to_string(&workload).map_err(|e| e.to_string())
+}
+
 /// Unmounts the suggestions (their panel closed).
 pub fn close_advice() {
     ADVICE.with(|slot| slot.borrow_mut().take());
@@ -181,6 +197,10 @@ impl PanelsModule for InThisModule {
 
     fn import_config(&self, source: &str, hub_id: Option<&str>) -> Result<String, String> {
         import_config(source, hub_id)
+    }
+
+    fn import_framework(&self, request: &str) -> Result<String, String> {
+        import_framework(request)
     }
 
     fn close_advice(&self) {

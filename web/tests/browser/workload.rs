@@ -257,3 +257,54 @@ async fn lora_turns_checkpointing_on_and_the_range_follows_the_job() {
         page.value("share-link")
     );
 }
+
+/// A job described as its author wrote it: the Trainer's arguments pasted
+/// under "How do you run it?" set the form (read in the panels module),
+/// and the peak is the command line's for the same spec; an argument the
+/// Trainer does not know is refused by name.
+#[wasm_bindgen_test]
+async fn pasted_training_arguments_set_the_form_as_the_command_line_reads_them() {
+    let args = r#"{"per_device_train_batch_size": 4, "bf16": true, "gradient_checkpointing": true, "output_dir": "out"}"#;
+    let page = Page::open("model=llama-3.2-1b&seq_len=1024").await;
+    page.choose("framework", "hf_trainer");
+    page.type_in("framework-args", args);
+    page.click("framework-apply");
+    wait_until("the arguments applied", || {
+        page.text("framework-status").contains("Applied")
+    })
+    .await;
+    let checked = |id: &str| page.get(id).unchecked_into::<HtmlInputElement>().checked();
+    assert_eq!(page.value("mode"), "training");
+    assert_eq!(page.value("batch"), "4");
+    assert_eq!(page.value("seq-len"), "1024", "the length is kept");
+    assert!(checked("grad-ckpt"));
+    assert_eq!(page.value("precision"), "amp_bf16");
+    let spec = headroom_core::spec::Spec::from_json(&format!(
+        r#"{{"model": "llama-3.2-1b", "workload": {{"framework": "hf_trainer", "seq_len": 1024, "training_args": {args}}}}}"#
+    ))
+    .expect("the command line's spec");
+    let estimate = headroom_core::estimate(
+        &spec.model.arch,
+        &spec.workload,
+        &headroom_core::RuntimeProfile::h200(),
+    )
+    .expect("an estimate");
+    let expected = headroom_web::format::bytes(estimate.driver_peak);
+    wait_until("the command line's peak", || {
+        peak_total_now(&page) == expected
+    })
+    .await;
+
+    page.type_in("framework-args", r#"{"per_device_batch": 4}"#);
+    page.click("framework-apply");
+    wait_until("the refusal", || {
+        page.text("framework-status").contains("per_device_batch")
+    })
+    .await;
+    assert_eq!(page.value("batch"), "4", "a refused paste changes nothing");
+}
+
+/// The breakdown's peak as shown now (empty while it is computed).
+fn peak_total_now(page: &Page) -> String {
+    page.text("peak-total")
+}
