@@ -1,7 +1,7 @@
 //! Helpers for the cross-crate tests in `tests/tests/`: reading measurement
 //! files and comparing the core's estimates with them.
 
-use headroom_core::spec::{ProcessHistory, Spec};
+use headroom_core::readers::{ProcessHistory, Spec};
 use serde_json::Value;
 
 /// One measured case and its prediction.
@@ -61,7 +61,8 @@ pub fn compare_file(text: &str) -> (Vec<Compared>, Vec<(String, String)>) {
                 continue;
             }
         };
-        let estimate = headroom_core::spec::estimate_as_measured(&value, &mut spec, &mut history);
+        let estimate =
+            headroom_core::readers::estimate_as_measured(&value, &mut spec, &mut history);
         match estimate {
             Ok(e) => {
                 let m = &value["measured"];

@@ -3,7 +3,7 @@
 
 use crate::error::{CollectorError, Result};
 use headroom_core::estimate::Estimate;
-use headroom_core::spec::{ProcessHistory, Spec};
+use headroom_core::readers::{ProcessHistory, Spec};
 use headroom_core::{Error as CoreError, RuntimeProfile};
 use serde_json::Value;
 use std::fmt;
@@ -189,7 +189,7 @@ pub fn parse_records(file: &str, text: &str) -> Result<Vec<Record>> {
                 line.len()
             )));
         }
-        let value = headroom_core::spec::json::parse(line)
+        let value = headroom_core::readers::json::parse(line)
             .map_err(|e| CollectorError::input(format!("{origin}: {e}")))?;
         if !value.is_object() {
             return Err(not_an_object(&origin));
@@ -429,7 +429,7 @@ pub enum Prediction {
 /// is a skip; any other core error is bad input naming the case.
 ///
 /// `history` carries the process history of the file being read (see
-/// `headroom_core::spec::ProcessHistory`): a training case that starts with
+/// `headroom_core::readers::ProcessHistory`): a training case that starts with
 /// an earlier case's optimizer state is estimated after that case.
 pub fn predict(
     case: &MeasuredCase,
@@ -457,7 +457,7 @@ pub fn predict(
     if let Some(profile) = profile {
         spec.runtime = apply_profile(&spec.runtime, profile);
     }
-    let result = headroom_core::spec::estimate_as_measured(&case.value, &mut spec, history);
+    let result = headroom_core::readers::estimate_as_measured(&case.value, &mut spec, history);
     match result {
         Ok(est) => Ok(Prediction::Predicted {
             spec: Box::new(spec),

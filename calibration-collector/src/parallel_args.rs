@@ -7,8 +7,8 @@ use crate::error::{CollectorError, Result};
 use headroom_core::arch::Architecture;
 use headroom_core::families;
 use headroom_core::parallel::{Strategy, MAX_WORLD_SIZE};
+use headroom_core::readers::Spec;
 use headroom_core::runtime::{outside_allocator, LibraryUse};
-use headroom_core::spec::Spec;
 use headroom_core::workload::Workload;
 use headroom_core::RuntimeProfile;
 

@@ -1,7 +1,7 @@
 //! Diagnostic: a replay under an allocator limit, every allocation and free
 //! of at least N bytes and every segment created:
 //! `cargo run --release --example limit_events -- SPEC.json LIMIT [MIN]`.
-use headroom_core::spec::Spec;
+use headroom_core::readers::Spec;
 use headroom_core::trace::Replay;
 
 fn main() {

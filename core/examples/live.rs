@@ -1,7 +1,7 @@
 //! Lists what is live at the peak: `cargo run --example live -- SPEC.json`.
 #![allow(clippy::field_reassign_with_default)]
 
-use headroom_core::spec::Spec;
+use headroom_core::readers::Spec;
 fn main() {
     let path = std::env::args().nth(1).expect("spec file");
     let spec = Spec::from_json(&std::fs::read_to_string(path).unwrap()).unwrap();

@@ -1,5 +1,5 @@
 //! Lists what is live after the last allocation of a run (leak hunting).
-use headroom_core::spec::Spec;
+use headroom_core::readers::Spec;
 use headroom_core::trace::Replay;
 fn main() {
     let spec = Spec::from_json(&std::fs::read_to_string(std::env::args().nth(1).unwrap()).unwrap())

@@ -6,8 +6,8 @@
 //! every allocation lands in. A curve could be computed once for a run of
 //! lengths only where that placement is the same; the output counts the
 //! runs and draws one character per length (`|` starts a new run).
+use headroom_core::readers::Spec;
 use headroom_core::search::lengths;
-use headroom_core::spec::Spec;
 use headroom_core::trace::Replay;
 
 fn placement(spec: &Spec, length: u32) -> Vec<(bool, u64)> {

@@ -50,7 +50,7 @@ const MAX_POSITIONS: u64 = 1 << 22;
 
 /// Imports a `config.json` document.
 pub fn import(text: &str) -> Result<Architecture, Error> {
-    let value = crate::spec::json::parse(text).map_err(|e| match e {
+    let value = crate::readers::json::parse(text).map_err(|e| match e {
         Error::Json { message } => Error::Json {
             message: format!("config.json: {message}"),
         },
@@ -223,7 +223,7 @@ impl Config<'_> {
             let near = read.iter().find(|r| {
                 **r != key
                     && !self.map.contains_key(**r)
-                    && crate::spec::known_keys::edit_distance(key, r) <= MISSPELLING_EDITS
+                    && crate::readers::known_keys::edit_distance(key, r) <= MISSPELLING_EDITS
             });
             if let Some(near) = near {
                 return Err(Error::invalid(

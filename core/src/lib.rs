@@ -42,11 +42,11 @@ pub mod keys;
 pub mod parallel;
 pub mod presets;
 #[cfg(feature = "serde")]
+pub mod readers;
+#[cfg(feature = "serde")]
 pub mod report;
 pub mod runtime;
 pub mod search;
-#[cfg(feature = "serde")]
-pub mod spec;
 pub mod timeline;
 pub mod trace;
 pub mod uncertainty;

@@ -11,7 +11,7 @@ use crate::bytes::Bytes;
 use crate::error::Error;
 use crate::estimate::{estimate_with, Estimate, EstimateOptions};
 use crate::gpus::{self, Gpu};
-use crate::spec::Spec;
+use crate::readers::Spec;
 use crate::uncertainty::{likely_range, unmeasured_note, LikelyRange};
 use alloc::format;
 use alloc::string::String;

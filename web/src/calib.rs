@@ -3,7 +3,7 @@
 
 use headroom_core::allocator::AllocatorConfig;
 use headroom_core::arch::Model;
-use headroom_core::spec::{parse_runtime, parse_workload};
+use headroom_core::readers::{parse_runtime, parse_workload};
 use headroom_core::workload::Workload;
 use headroom_core::RuntimeProfile;
 use serde_json::Value;

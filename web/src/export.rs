@@ -79,7 +79,7 @@ pub fn estimate_json(
 mod tests {
     use super::*;
     use crate::curve::tests::{fake, fake_curve};
-    use headroom_core::spec::Spec;
+    use headroom_core::readers::Spec;
 
     #[test]
     fn csv_has_a_header_and_one_row_per_length() {

@@ -13,7 +13,7 @@ use crate::intake;
 use crate::state::clip_name;
 use headroom_core::arch::{Architecture, Model};
 use headroom_core::error::Error;
-use headroom_core::spec::{framework, parse_model_with, parse_workload};
+use headroom_core::readers::{framework, parse_model_with, parse_workload};
 use headroom_core::workload::Workload;
 use serde_json::{Map, Value};
 
@@ -83,7 +83,7 @@ pub const MAX_ARGUMENTS_BYTES: u64 = 1 << 20;
 /// The job run by `framework` with the arguments `pasted` (JSON, or
 /// nothing for the framework's defaults), at the page's `length` (tokens,
 /// or an image's edge for a vision model), as the spec's knobs: the core's
-/// framework reader (`headroom_core::spec::framework`) decides every knob
+/// framework reader (`headroom_core::readers::framework`) decides every knob
 /// the framework decides, and the rest take their defaults.
 ///
 /// `pasted` is one of the framework's own argument dicts (`TrainingArguments`
@@ -193,13 +193,13 @@ mod tests {
         let e = read_model_json(Some(&value)).unwrap_err().to_string();
         assert!(e.contains("import the config.json first"), "{e}");
         // The command line's reader imports it.
-        assert!(headroom_core::spec::parse_model(Some(&value)).is_ok());
+        assert!(headroom_core::readers::parse_model(Some(&value)).is_ok());
     }
 
     /// The spec the command line reads for the same job.
     fn cli_workload(model: &str, workload: &str) -> Workload {
         let spec = format!(r#"{{"model": "{model}", "workload": {workload}}}"#);
-        headroom_core::spec::Spec::from_json(&spec)
+        headroom_core::readers::Spec::from_json(&spec)
             .unwrap()
             .workload
     }

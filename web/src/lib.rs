@@ -10,14 +10,14 @@
 //! and the worker threads in `workers` build for wasm32 only.
 #![forbid(unsafe_code)]
 
-pub mod advice_words;
+pub mod advice;
 pub mod calib;
 pub mod chart;
 pub mod curve;
 pub mod defaults;
 pub mod export;
-pub mod fit;
 pub mod format;
+pub mod gpu_rows;
 pub mod import;
 pub mod intake;
 pub mod jobs;

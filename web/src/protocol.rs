@@ -20,14 +20,14 @@
 //! `workers.rs`.
 
 use crate::curve::{estimate_lengths, PointResult};
-use crate::fit::{self, FitRow};
+use crate::gpu_rows::{self, FitRow};
 use crate::import::read_model_json;
 use headroom_core::arch::Architecture;
 use headroom_core::estimate::{Component, Estimate, Share};
 use headroom_core::gpus::CATALOG;
 use headroom_core::parallel::Strategy;
+use headroom_core::readers::{parse_runtime, parse_workload};
 use headroom_core::search::OnCard;
-use headroom_core::spec::{parse_runtime, parse_workload};
 use headroom_core::workload::Workload;
 use headroom_core::{Bytes, RuntimeProfile};
 use serde_json::Value;
@@ -96,7 +96,7 @@ pub enum Request {
         /// The length.
         length: u32,
     },
-    /// The GPU table's searches (`fit::rows`) at the workload as set, with
+    /// The GPU table's searches (`gpu_rows::rows`) at the workload as set, with
     /// this fragmentation margin in percent.
     FitRows {
         /// Model, workload, runtime.
@@ -209,7 +209,7 @@ pub fn answer(request: &str) -> String {
         Ok(Request::FitRows {
             inputs: i,
             margin_pct,
-        }) => encode_rows(&fit::rows(
+        }) => encode_rows(&gpu_rows::rows(
             &i.arch,
             &i.workload,
             &i.runtime,
@@ -346,7 +346,7 @@ pub fn encode_rows(rows: &[FitRow]) -> String {
 }
 
 /// Reads [`encode_rows`] back into the table for the job's
-/// `reservation` (`fit::reservation`; jobs per card need no estimate
+/// `reservation` (`gpu_rows::reservation`; jobs per card need no estimate
 /// beyond whether it fits).
 pub fn decode_rows(text: &str, reservation: Option<Bytes>) -> Result<Vec<FitRow>, String> {
     let field = |v: &str| match v {
@@ -388,7 +388,7 @@ pub fn decode_rows(text: &str, reservation: Option<Bytes>) -> Result<Vec<FitRow>
                     None => return Err("GPU table: malformed".to_string()),
                 },
             };
-            let (jobs, reservation) = fit::jobs(gpu, on_card, reservation);
+            let (jobs, reservation) = gpu_rows::jobs(gpu, on_card, reservation);
             let fewest = parts
                 .map(|part| {
                     let (key, value) = part.split_once('=')?;

@@ -31,8 +31,8 @@ use headroom_core::arch::Model;
 use headroom_core::error::Error;
 use headroom_core::gpus;
 use headroom_core::presets;
-use headroom_core::spec::known_keys;
-use headroom_core::spec::parse_workload;
+use headroom_core::readers::known_keys;
+use headroom_core::readers::parse_workload;
 use headroom_core::workload::{Workload, MAX_IMAGE_SIZE, MAX_SEQ_LEN};
 use serde_json::Value;
 

@@ -377,7 +377,7 @@ mod tests {
     /// measurement files, and plain SGD has a key of its own.
     #[test]
     fn the_page_and_the_spec_share_the_optimizer_keys() {
-        let w = headroom_core::spec::parse_workload(Some(&serde_json::json!({
+        let w = headroom_core::readers::parse_workload(Some(&serde_json::json!({
             "mode": "training",
             "training": {"optimizer": "sgd"},
         })))

@@ -8,7 +8,7 @@ use crate::error::{CollectorError, Result};
 use crate::profile;
 use crate::stats::{relative_error, Summary};
 use headroom_core::parallel::Strategy;
-use headroom_core::spec::ProcessHistory;
+use headroom_core::readers::ProcessHistory;
 use headroom_core::uncertainty::{likely_range, LikelyRange};
 use headroom_core::workload::Mode;
 use headroom_core::RuntimeProfile;
@@ -75,7 +75,7 @@ pub fn load_runtime(path: &str) -> Result<RuntimeProfile> {
         return Ok(p.runtime);
     }
     let runtime = value.get("runtime").unwrap_or(&value);
-    headroom_core::spec::parse_runtime(runtime)
+    headroom_core::readers::parse_runtime(runtime)
         .map_err(|e| CollectorError::input(format!("{path}: {e}")))
 }
 

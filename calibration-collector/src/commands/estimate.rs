@@ -8,8 +8,8 @@ use headroom_core::bytes::group_digits;
 use headroom_core::estimate::{
     estimate_in_process, estimate_with, EarlierJob, Estimate, EstimateOptions,
 };
+use headroom_core::readers::Spec;
 use headroom_core::report::Report;
-use headroom_core::spec::Spec;
 use headroom_core::uncertainty::LikelyRange;
 use headroom_core::workload::{InferenceKind, Logits, Mode, Optimizer, Precision};
 use headroom_core::{gpus, Bytes};

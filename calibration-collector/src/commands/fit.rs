@@ -18,7 +18,7 @@ use crate::profile::{self, Coefficient, FitInfo, GpuFacts, Profile, SummaryPair,
 use crate::stats::{relative_error, Summary};
 use headroom_core::estimate::estimate;
 use headroom_core::families;
-use headroom_core::spec::Spec;
+use headroom_core::readers::Spec;
 use headroom_core::RuntimeProfile;
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
@@ -397,7 +397,7 @@ pub fn run(args: &FitArgs) -> Result<FitOutput> {
     let mut skipped = Vec::new();
     let mut names = crate::cases::CaseNames::default();
     for file in &args.files {
-        let mut history = headroom_core::spec::ProcessHistory::default();
+        let mut history = headroom_core::readers::ProcessHistory::default();
         for record in read_records(file)? {
             let case = match classify(&record)? {
                 Classified::Overheads => continue,

@@ -5,7 +5,7 @@ use crate::common;
 
 use common::{data, run, skip, text};
 use headroom_core::estimate::estimate;
-use headroom_core::spec::Spec;
+use headroom_core::readers::Spec;
 use serde_json::{json, Value};
 
 #[test]

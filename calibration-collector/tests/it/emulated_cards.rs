@@ -9,7 +9,7 @@
 //! (`docs/decisions/esmfold-release-at-the-cards-end.md`).
 
 use calibration_collector::commands::run::fresh_process_prediction;
-use headroom_core::spec::Spec;
+use headroom_core::readers::Spec;
 use serde_json::Value;
 
 const FILES: [&str; 5] = [

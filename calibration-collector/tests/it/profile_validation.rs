@@ -36,7 +36,7 @@ fn a_valid_profile_round_trips() {
     assert_eq!(p, again);
     // The page reads `runtime` with the core's parser: the fitted runtime is a spec runtime.
     let rt =
-        headroom_core::spec::parse_runtime(&serde_json::to_value(&p.runtime).unwrap()).unwrap();
+        headroom_core::readers::parse_runtime(&serde_json::to_value(&p.runtime).unwrap()).unwrap();
     assert_eq!(rt, p.runtime);
 }
 

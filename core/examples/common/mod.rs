@@ -2,7 +2,7 @@
 //! line, and a replay that has already run `--after EARLIER.json` (the job
 //! after an earlier one in the same process, of the same model or another,
 //! as `estimate_in_process`).
-use headroom_core::spec::Spec;
+use headroom_core::readers::Spec;
 use headroom_core::trace::Replay;
 
 /// The spec of the first argument and a replay ready for its job.

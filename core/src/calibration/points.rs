@@ -167,7 +167,7 @@ pub(crate) fn validate_point(at: &str, point: &Value, gpu_total: u64) -> Result<
             ))
         }
     }
-    crate::spec::parse_workload(point.get("workload")).map_err(|e| {
+    crate::readers::parse_workload(point.get("workload")).map_err(|e| {
         field_err(
             &format!("{at}.workload"),
             e.to_string(),
@@ -176,7 +176,7 @@ pub(crate) fn validate_point(at: &str, point: &Value, gpu_total: u64) -> Result<
     })?;
     if let Some(rt) = point.get("runtime") {
         only_keys(&format!("{at}.runtime"), rt, &POINT_RUNTIME_KEYS)?;
-        crate::spec::parse_runtime(rt).map_err(|e| {
+        crate::readers::parse_runtime(rt).map_err(|e| {
             field_err(
                 &format!("{at}.runtime"),
                 e.to_string(),

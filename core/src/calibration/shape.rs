@@ -4,7 +4,7 @@
 
 use super::points::{POINT_KEYS, POINT_MEASURED_KEYS, POINT_PREDICTION_KEYS, POINT_RUNTIME_KEYS};
 use super::{field_err, printable, runtime_keys, ProfileError, Summary, COEFFICIENTS};
-use crate::spec::known_keys;
+use crate::readers::known_keys;
 use alloc::format;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
@@ -69,7 +69,7 @@ enum Shape {
 }
 
 /// The keys a spec accepts at each place of a point's `workload` and at
-/// `runtime.allocator`: the core's own lists (`headroom_core::spec::
+/// `runtime.allocator`: the core's own lists (`headroom_core::readers::
 /// known_keys`), so a field the core adds is accepted here too; the
 /// measurement format's notes are names (see [`Shape::Name`]).
 fn keys_of(lists: &[&[&str]]) -> Vec<String> {

@@ -176,7 +176,7 @@ proptest! {
 /// combines changes until one fits, ranked by what they cost.
 #[test]
 fn combinations_reach_an_answer_for_the_trainer_s_llama_8b() {
-    let spec = headroom_core::spec::Spec::from_json(
+    let spec = headroom_core::readers::Spec::from_json(
         r#"{"model":"llama-3.1-8b","workload":{"framework":"hf_trainer","seq_len":4096,
             "training_args":{"per_device_train_batch_size":4,"bf16":true}}}"#,
     )

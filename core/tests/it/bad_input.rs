@@ -1,7 +1,7 @@
 //! Bad input gets an error naming the field and what it accepts; nothing panics.
 #![allow(clippy::field_reassign_with_default)]
 
-use headroom_core::spec::Spec;
+use headroom_core::readers::Spec;
 use headroom_core::{estimate, hf_config};
 
 #[track_caller]

@@ -53,7 +53,7 @@ fn gemma2_eager_training_keeps_each_layers_capped_scores() {
         let json = format!(
             r#"{{"model": "gemma-2-9b", "workload": {{"mode": "training", "batch": 2, "seq_len": 2048, "attention": "{attention}", "training": {{"precision": "amp_bf16", "lora": {{"rank": 16}}}}}}}}"#
         );
-        let mut spec = headroom_core::spec::Spec::from_json(&json).unwrap();
+        let mut spec = headroom_core::readers::Spec::from_json(&json).unwrap();
         let headroom_core::arch::Architecture::Decoder(d) = &mut spec.model.arch else {
             panic!("gemma-2-9b is a decoder")
         };
@@ -243,7 +243,7 @@ fn eager_products_save_the_copies_of_strided_operands() {
     let json = r#"{"model": "gpt2", "workload": {"mode": "training", "batch": 4,
         "seq_len": 512, "attention": "eager", "training": {"precision": "fp32",
         "use_cache": true}}, "runtime": {"process_ran_backward": false}}"#;
-    let spec = headroom_core::spec::Spec::from_json(json).unwrap();
+    let spec = headroom_core::readers::Spec::from_json(json).unwrap();
     let allocated = headroom_core::estimate(&spec.model.arch, &spec.workload, &spec.runtime)
         .unwrap()
         .allocated_peak

@@ -7,8 +7,8 @@
 //! the longest length reported is now the one below the first failure the
 //! search finds, with the island reported apart.
 
+use headroom_core::readers::Spec;
 use headroom_core::search::{boundary, probe_at, Axis, SCAN_POINTS};
-use headroom_core::spec::Spec;
 
 fn llama_8b_training() -> Spec {
     Spec::from_json(
@@ -73,7 +73,7 @@ fn far_from_the_card_s_end_every_length_below_the_answer_runs() {
 /// (`docs/decisions/esmfold-release-at-the-cards-end.md`).
 #[test]
 fn a_length_that_runs_only_through_freeing_the_cache_is_told_apart() {
-    let spec = headroom_core::spec::Spec::from_json(
+    let spec = headroom_core::readers::Spec::from_json(
         r#"{"model":"esmfold-v1","workload":{"mode":"inference","dtype":"fp32","seq_len":1200,
             "esmfold":{"stem_dtype":"fp16","chunk_size":64,"num_recycles":4}}}"#,
     )

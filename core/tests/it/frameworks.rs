@@ -13,7 +13,7 @@
 //! min_new_tokens=256).to_dict()`: every key the two classes write.
 
 use headroom_core::error::Error;
-use headroom_core::spec::Spec;
+use headroom_core::readers::Spec;
 use serde_json::{json, Value};
 
 fn estimate(spec: &Value) -> Result<(u64, u64, u64), Error> {

@@ -8,7 +8,7 @@
 use crate::common;
 
 use common::MIB;
-use headroom_core::spec::Spec;
+use headroom_core::readers::Spec;
 use headroom_core::{estimate, Estimate};
 
 fn estimate_of(json: &str) -> Estimate {

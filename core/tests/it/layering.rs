@@ -31,7 +31,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ),
     ("families", &["families"]),
     ("answers", &["estimate", "search", "uncertainty", "advice"]),
-    ("readers", &["spec", "hf_config", "calibration"]),
+    ("readers", &["readers", "hf_config", "calibration"]),
     ("reports", &["report"]),
 ];
 

@@ -5,7 +5,7 @@
 #![allow(clippy::field_reassign_with_default)]
 
 use headroom_core::estimate::{estimate, Estimate};
-use headroom_core::spec::Spec;
+use headroom_core::readers::Spec;
 use headroom_core::workload::{Mode, Optimizer, OptimizerImpl, Precision};
 use headroom_core::{presets, Component, RuntimeProfile, Workload};
 

@@ -206,7 +206,7 @@ fn every_preset_is_valid_unique_and_grouped() {
             p.group
         );
         assert!(!p.name.is_empty());
-        headroom_core::spec::validate_arch(&p.arch).unwrap_or_else(|e| panic!("{}: {e}", p.id));
+        headroom_core::readers::validate_arch(&p.arch).unwrap_or_else(|e| panic!("{}: {e}", p.id));
         let moe = matches!(&p.arch, Architecture::Decoder(d) if d.moe.is_some());
         assert_eq!(moe, p.group == "MoE LLM", "{}", p.id);
         assert_eq!(p.arch.is_vision(), p.group == "Vision", "{}", p.id);
@@ -358,7 +358,7 @@ const PUBLISHED_HUB_IDS: &[(&str, &str)] = &[
 
 #[test]
 fn a_hub_id_names_its_preset() {
-    use headroom_core::spec::Spec;
+    use headroom_core::readers::Spec;
     for (hub, preset) in PUBLISHED_HUB_IDS {
         assert!(
             headroom_core::presets::find(preset).is_ok(),

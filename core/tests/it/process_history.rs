@@ -144,7 +144,7 @@ fn a_later_job_takes_the_workspaces_the_earlier_one_made() {
 #[test]
 fn later_models_fill_the_segment_an_earlier_training_left_reserved() {
     use headroom_core::estimate::{estimate_in_process, EarlierJob};
-    use headroom_core::spec::Spec;
+    use headroom_core::readers::Spec;
     let lines = include_str!("../../../measurements/shared-process/measured-notebook-a.jsonl");
     let cases: Vec<(Spec, serde_json::Value)> = lines
         .lines()
@@ -238,7 +238,7 @@ fn another_model_s_weights_are_dropped_and_its_workspaces_kept() {
 /// case after the load's cache was emptied.
 #[test]
 fn a_whole_process_measurement_is_checked_with_its_load() {
-    use headroom_core::spec::{estimate_as_measured, ProcessHistory, Spec};
+    use headroom_core::readers::{estimate_as_measured, ProcessHistory, Spec};
     let case = |window: &str| {
         serde_json::json!({"case": "build_then_cast", "model": "llama-3.2-1b",
             "workload": {"mode": "inference", "batch": 1, "seq_len": 4096, "dtype": "bf16",

@@ -326,7 +326,7 @@ proptest! {
     /// checks, so a `u64` size that would wrap fails here).
     #[test]
     fn extreme_shapes_never_panic(json in extreme_spec()) {
-        if let Ok(spec) = headroom_core::spec::Spec::from_json(&json) {
+        if let Ok(spec) = headroom_core::readers::Spec::from_json(&json) {
             if let Err(e) = estimate(&spec.model.arch, &spec.workload, &spec.runtime) {
                 let msg = e.to_string();
                 prop_assert!(

@@ -5,8 +5,8 @@
 //! a QLoRA job scaled to fill the card.
 
 use headroom_core::arch::Dtype;
+use headroom_core::readers::Spec;
 use headroom_core::search::{boundary, probe_at, Axis};
-use headroom_core::spec::Spec;
 use headroom_core::uncertainty::{band_for, unmeasured_note, QUANTIZED_FAMILY};
 use serde_json::{json, Value};
 

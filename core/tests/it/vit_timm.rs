@@ -15,7 +15,7 @@
 use crate::common;
 
 use common::MIB;
-use headroom_core::spec::Spec;
+use headroom_core::readers::Spec;
 use headroom_core::{estimate, presets};
 
 const TOLERANCE: f64 = 1.0;

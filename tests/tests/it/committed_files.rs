@@ -2,7 +2,7 @@
 //! spec under the strict key rules: the measurement format's own fields are
 //! known keys wherever they sit.
 
-use headroom_core::spec::Spec;
+use headroom_core::readers::Spec;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 

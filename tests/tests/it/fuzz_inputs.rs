@@ -10,7 +10,7 @@
 
 use calibration_collector::cases::{classify, parse_records};
 use calibration_collector::profile::{self, Identity};
-use headroom_core::spec::Spec;
+use headroom_core::readers::Spec;
 use proptest::prelude::*;
 use serde_json::{Map, Value};
 

@@ -4,10 +4,10 @@
 
 use super::context::use_page;
 use super::fields::{read_file_text, said};
-use super::registry;
 use crate::calib;
 use crate::format;
 use crate::intake;
+use crate::registry::panel as registry;
 use leptos::prelude::*;
 use web_sys::HtmlInputElement;
 

@@ -5,7 +5,7 @@ use super::perf;
 use crate::calib::{self, Profile};
 use crate::chart::Theme;
 use crate::curve::{bands, likely_band, Band, CurveData};
-use crate::fit::FitRow;
+use crate::gpu_rows::FitRow;
 use crate::jobs::{self, CurveKey};
 use crate::registry::Listing;
 use crate::state::AppState;

@@ -1,10 +1,8 @@
 //! The GPU table: which GPUs fit (the likely range's high end, plus the
 //! user's margin, within the card), as the command line's `gpus` decides.
 
-use super::advice;
 use super::context::use_page;
 use super::fields::{number_field, parse_u32};
-use super::registry;
 use crate::defaults::MAX_MARGIN_PCT;
 use crate::format;
 use crate::vocab::Choice;
@@ -68,18 +66,18 @@ pub fn FitPanel() -> impl IntoView {
                         Some(rows) => rows.into_iter().map(|r| {
                             let id = r.gpu.id;
                             let opt = move |v: Result<Option<u32>, String>| match v {
-                                Ok(None) => advice::advise_link(id).into_any(),
+                                Ok(None) => crate::advice::panel::advise_link(id).into_any(),
                                 Ok(Some(n)) => format::int(n as u64).into_any(),
                                 Err(e) => format!("n/a ({})", format::shown(&e, 600)).into_any(),
                             };
                             let fits = r.jobs.unwrap_or(0) > 0;
                             view! {
                                 <tr data-testid=format!("fit-{}", r.gpu.id) class:nofit=!fits>
-                                    <th scope="row">{r.gpu.name}{registry::card_mark(page, r.gpu.id)}</th>
+                                    <th scope="row">{r.gpu.name}{crate::registry::panel::card_mark(page, r.gpu.id)}</th>
                                     <td>{format::bytes(headroom_core::Bytes(r.gpu.usable_bytes))}</td>
                                     <td data-testid=format!("fit-{}-length", r.gpu.id)>{opt(r.max_length)}</td>
                                     <td data-testid=format!("fit-{}-batch", r.gpu.id)>{opt(r.max_batch)}</td>
-                                    <td data-testid=format!("fit-{}-jobs", r.gpu.id)>{match r.jobs { Some(0) => advice::advise_link(id).into_any(), Some(j) => jobs_text(j, r.releasing_cache_at).into_any(), None => "n/a".into_any() }}</td>
+                                    <td data-testid=format!("fit-{}-jobs", r.gpu.id)>{match r.jobs { Some(0) => crate::advice::panel::advise_link(id).into_any(), Some(j) => jobs_text(j, r.releasing_cache_at).into_any(), None => "n/a".into_any() }}</td>
                                     <td data-testid=format!("fit-{}-reserve", r.gpu.id)>{r.reservation.map_or("n/a".into(), format::mib)}</td>
                                     {r.fewest.into_iter().map(|(st, n)| {
                                         let (text, title) = match n {
@@ -96,7 +94,7 @@ pub fn FitPanel() -> impl IntoView {
                 </tbody>
             </table>
             </div>
-            <advice::AdvicePanel/>
+            <crate::advice::panel::AdvicePanel/>
             <p class="hint">
                 {move || format!(
                     "A card fits when the estimate's likely range (the errors measured for such jobs; wider on cards whose overheads were not measured) plus {}% stays within it; a scheduler should request the reservation per job (the range's high end plus {}%, whole MiB).{} Runtime figures: {}.",

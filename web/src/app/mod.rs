@@ -18,10 +18,8 @@
 //!
 //! [`fields`] holds the labelled inputs the panels share.
 
-pub mod advice;
 pub mod breakdown;
 pub mod calibration;
-pub mod chart;
 pub mod context;
 pub mod fields;
 pub mod gpu_table;
@@ -29,16 +27,14 @@ pub mod header;
 pub mod lazy;
 pub mod model;
 pub mod perf;
-pub mod registry;
-pub mod timeline;
 pub mod workload;
 
-pub use chart::last_export;
+pub use crate::chart::panel::last_export;
 pub use context::{use_page, PageContext};
 
+use crate::chart::panel::ChartPanel;
 use breakdown::BreakdownPanel;
 use calibration::CalibrationPanel;
-use chart::ChartPanel;
 use gpu_table::FitPanel;
 use header::Header;
 use leptos::prelude::*;
@@ -55,7 +51,7 @@ pub fn mount() {
 pub fn App() -> impl IntoView {
     let page = PageContext::from_location();
     provide_context(page);
-    registry::start(page);
+    crate::registry::panel::start(page);
     crate::jobs::run::start(page);
 
     let theme = page.theme;
@@ -81,7 +77,7 @@ pub fn App() -> impl IntoView {
                 <section class="results" aria-label="Results">
                     <ChartPanel/>
                     <BreakdownPanel/>
-                    <timeline::TimelinePanel/>
+                    <crate::timeline::panel::TimelinePanel/>
                     <FitPanel/>
                 </section>
             </main>

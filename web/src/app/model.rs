@@ -127,7 +127,7 @@ fn fetch_from_hub(page: super::context::PageContext, note: RwSignal<Option<Strin
     note.set(Some("Fetching it from the Hugging Face Hub…".into()));
     leptos::task::spawn_local(async move {
         let url = hub_config_url(&hub_id);
-        let outcome = match super::registry::fetch_text(&url, intake::MAX_CONFIG_BYTES).await {
+        let outcome = match crate::registry::panel::fetch_text(&url, intake::MAX_CONFIG_BYTES).await {
             Ok(text) => import_config(page, text, Some(hub_id.clone())).await,
             Err(e) => Err(format!(
                 "The Hugging Face Hub did not give {hub_id}'s config.json: {}. For a gated model, paste its config.json below.",

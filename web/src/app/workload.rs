@@ -8,7 +8,7 @@ use crate::state::AppState;
 use crate::vocab::{self, options};
 use headroom_core::arch::{Architecture, Dtype};
 use headroom_core::parallel::{Strategy, MAX_WORLD_SIZE};
-use headroom_core::spec::parse_workload;
+use headroom_core::readers::parse_workload;
 use headroom_core::workload::{
     Attention, InferenceKind, LoadPath, Logits, Lora, MemoryFormat, Mode, Optimizer, Precision,
     Workload, MAX_INFERENCE_BATCHES,

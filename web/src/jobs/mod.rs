@@ -16,7 +16,7 @@
 //! is not applied. The decisions here are plain functions, tested natively;
 //! `run` (wasm32) wires them to signals, timers and workers.
 
-use crate::fit::{fewest_on, FewestPeaks, FitRow, PeaksSearch, RowSearch};
+use crate::gpu_rows::{fewest_on, FewestPeaks, FitRow, PeaksSearch, RowSearch};
 use crate::state::{AppState, View};
 use headroom_core::arch::Architecture;
 use headroom_core::gpus::CATALOG;
@@ -547,7 +547,7 @@ mod tests {
     fn table_in_small_tasks(s: &AppState) -> Vec<FitRow> {
         let rt = RuntimeProfile::h200();
         let peak = Some(Bytes(3_000_000_000));
-        let whole = crate::fit::rows(&s.model.arch, &s.workload, &rt, peak, 10);
+        let whole = crate::gpu_rows::rows(&s.model.arch, &s.workload, &rt, peak, 10);
         let mut table = FitTable::new(
             s.model.arch.clone(),
             s.workload.clone(),

@@ -260,7 +260,7 @@ fn fit_job(page: PageContext) {
         let peak = point.with(|p| p.as_ref().ok().map(|e| e.driver_peak));
         let table = FitTable::new(arch, w, rt, peak, margin);
         let wanted = move || runs.wanted(ticket);
-        let out = move |rows: Vec<crate::fit::FitRow>| {
+        let out = move |rows: Vec<crate::gpu_rows::FitRow>| {
             fit.try_set(Some(rows));
             fit_pending.try_set(false);
         };
@@ -300,7 +300,7 @@ fn fit_steps(
     table: Rc<RefCell<FitTable>>,
     wanted: impl Fn() -> bool + Copy + 'static,
     curve_refining: RwSignal<bool>,
-    out: impl Fn(Vec<crate::fit::FitRow>) + Copy + 'static,
+    out: impl Fn(Vec<crate::gpu_rows::FitRow>) + Copy + 'static,
     first: bool,
 ) {
     let delay = if first { FIT_FIRST_DELAY_MS } else { 0 };

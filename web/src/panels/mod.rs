@@ -8,18 +8,15 @@
 //! and what it shows as plain data (the job as spec JSON): the first call
 //! for a container mounts the body there, later ones update it.
 
-pub mod advice;
-pub mod timeline;
-
+use crate::advice::body::{AdviceBody, AdviceRequest};
 use crate::app::lazy::{self, PanelsModule};
 use crate::chart::Theme;
 use crate::protocol::Inputs;
-use advice::{AdviceBody, AdviceRequest};
+use crate::timeline::body::TimelineBody;
 use leptos::prelude::*;
 use std::any::Any;
 use std::cell::RefCell;
 use std::rc::Rc;
-use timeline::TimelineBody;
 use web_sys::HtmlElement;
 
 /// A body mounted in a panel's container, and the signals it reads.

@@ -130,10 +130,10 @@ fn a_fit_rows_request_gives_the_same_table() {
     assert_eq!(
         decode_rows(
             &answer(&request.to_json()),
-            fit::reservation(&i.arch, &i.workload, &i.runtime, peak, 15)
+            gpu_rows::reservation(&i.arch, &i.workload, &i.runtime, peak, 15)
         )
         .unwrap(),
-        fit::rows(&i.arch, &i.workload, &i.runtime, peak, 15)
+        gpu_rows::rows(&i.arch, &i.workload, &i.runtime, peak, 15)
     );
 }
 
@@ -155,7 +155,10 @@ fn a_fit_rows_request_gives_the_fewest_cards_of_every_strategy() {
     };
     round_trips(&request);
     let rows = decode_rows(&answer(&request.to_json()), None).unwrap();
-    assert_eq!(rows, fit::rows(&i.arch, &i.workload, &i.runtime, None, 10));
+    assert_eq!(
+        rows,
+        gpu_rows::rows(&i.arch, &i.workload, &i.runtime, None, 10)
+    );
     let strategies: Vec<Strategy> = rows[0].fewest.iter().map(|(s, _)| *s).collect();
     assert_eq!(
         strategies,
@@ -273,7 +276,7 @@ fn a_bad_request_is_an_error_not_a_panic() {
 fn rows_through_text_are_the_same_rows() {
     let peak = Some(Bytes(20_000_000_000));
     let i = inputs_for("gpt2");
-    let mut table = fit::rows(&i.arch, &i.workload, &i.runtime, peak, 15);
+    let mut table = gpu_rows::rows(&i.arch, &i.workload, &i.runtime, peak, 15);
     table[0].max_length = Ok(None);
     table[1].max_batch = Err("`workload.batch`: too large\tand\nmore".to_string());
     use headroom_core::parallel::Strategy;
@@ -286,7 +289,7 @@ fn rows_through_text_are_the_same_rows() {
         ),
     ];
     table[3].fewest = vec![(Strategy::Tp, Ok(Some(8)))];
-    let reservation = fit::reservation(&i.arch, &i.workload, &i.runtime, peak, 15);
+    let reservation = gpu_rows::reservation(&i.arch, &i.workload, &i.runtime, peak, 15);
     let back = decode_rows(&encode_rows(&table), reservation).unwrap();
     table[1].max_batch = Err("`workload.batch`: too large and more".to_string());
     table[2].fewest[2].1 = Err("`workload.seq_len`: a b=c".to_string());

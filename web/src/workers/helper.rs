@@ -57,7 +57,7 @@ pub async fn estimate_one(
     ))
 }
 
-/// The GPU table (`fit::rows` for `driver_peak` and `margin_pct`) from a
+/// The GPU table (`gpu_rows::rows` for `driver_peak` and `margin_pct`) from a
 /// worker of its own, stopped once no longer `wanted` (`None`); an error
 /// when no worker could answer (the caller computes it itself).
 pub async fn fit_rows(
@@ -67,7 +67,7 @@ pub async fn fit_rows(
     driver_peak: Option<headroom_core::Bytes>,
     margin_pct: u32,
     wanted: impl Fn() -> bool,
-) -> Option<Result<Vec<crate::fit::FitRow>, String>> {
+) -> Option<Result<Vec<crate::gpu_rows::FitRow>, String>> {
     let request = Request::FitRows {
         inputs: Inputs {
             arch: arch.clone(),
@@ -77,7 +77,8 @@ pub async fn fit_rows(
         margin_pct,
     };
     let answer = ask_alone(&request, &wanted).await?;
-    let reservation = crate::fit::reservation(arch, workload, runtime, driver_peak, margin_pct);
+    let reservation =
+        crate::gpu_rows::reservation(arch, workload, runtime, driver_peak, margin_pct);
     Some(answer.and_then(|text| protocol::decode_rows(&text, reservation)))
 }
 

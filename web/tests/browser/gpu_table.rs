@@ -54,7 +54,7 @@ async fn a_slow_gpu_table_is_computed_off_the_page_thread() {
 #[wasm_bindgen_test]
 async fn a_job_on_several_gpus_shows_per_rank_peaks_and_fewest_cards() {
     use headroom_core::gpus::CATALOG;
-    use headroom_web::fit::{fewest_on, fewest_peaks};
+    use headroom_web::gpu_rows::{fewest_on, fewest_peaks};
     let page = Page::open("model=llama-3.1-8b&mode=training&training.precision=bf16").await;
     page.curve_drawn().await;
     assert!(page.find("per-rank").is_none(), "one GPU: no per-rank note");

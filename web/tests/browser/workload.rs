@@ -279,7 +279,7 @@ async fn pasted_training_arguments_set_the_form_as_the_command_line_reads_them()
     assert_eq!(page.value("seq-len"), "1024", "the length is kept");
     assert!(checked("grad-ckpt"));
     assert_eq!(page.value("precision"), "amp_bf16");
-    let spec = headroom_core::spec::Spec::from_json(&format!(
+    let spec = headroom_core::readers::Spec::from_json(&format!(
         r#"{{"model": "llama-3.2-1b", "workload": {{"framework": "hf_trainer", "seq_len": 1024, "training_args": {args}}}}}"#
     ))
     .expect("the command line's spec");

@@ -18,7 +18,7 @@ use crate::stats::Summary;
 use crate::template::{Template, Var};
 use headroom_core::arch::Dtype;
 use headroom_core::estimate::{estimate_with, EstimateOptions};
-use headroom_core::spec::{parse_model, parse_workload};
+use headroom_core::readers::{parse_model, parse_workload};
 use headroom_core::workload::{Mode, MAX_BATCH, MAX_SEQ_LEN};
 use headroom_core::RuntimeProfile;
 use serde_json::{json, Value};
@@ -297,8 +297,8 @@ pub fn plan(args: &RunArgs) -> Result<Plan> {
     let mut workload_json = workload_value.unwrap_or_else(|| json!({}));
     // A job described through its framework is swept as its knobs.
     if let Some(m) = &model {
-        if headroom_core::spec::framework::is_framework_workload(&workload_json) {
-            workload_json = headroom_core::spec::framework::lower(&workload_json, &m.arch)
+        if headroom_core::readers::framework::is_framework_workload(&workload_json) {
+            workload_json = headroom_core::readers::framework::lower(&workload_json, &m.arch)
                 .map_err(|e| CollectorError::input(format!("--workload: {e}")))?
                 .0;
         }
@@ -368,7 +368,7 @@ fn base_spec(args: &RunArgs) -> Result<(Option<Value>, Option<Value>)> {
             ));
         }
         let text = crate::cases::read_text(path)?;
-        let value = headroom_core::spec::json::parse(&text)
+        let value = headroom_core::readers::json::parse(&text)
             .map_err(|e| CollectorError::input(format!("{path}: {e}")))?;
         let model = value.get("model").cloned();
         if model.is_none() {
@@ -381,7 +381,7 @@ fn base_spec(args: &RunArgs) -> Result<(Option<Value>, Option<Value>)> {
     let workload = match &args.workload {
         None => None,
         Some(text) => {
-            let v = headroom_core::spec::json::parse(text)
+            let v = headroom_core::readers::json::parse(text)
                 .map_err(|e| CollectorError::input(format!("--workload: {e}")))?;
             if !v.is_object() {
                 return Err(CollectorError::input(

@@ -18,7 +18,7 @@ use crate::error::{CollectorError, Result};
 use crate::gpu::Gpu;
 use crate::stats::relative_error;
 use headroom_core::parallel::{Strategy, MAX_WORLD_SIZE};
-use headroom_core::spec::{parse_model, parse_workload};
+use headroom_core::readers::{parse_model, parse_workload};
 use serde_json::{json, Map, Value};
 use std::path::Path;
 use std::sync::atomic::Ordering;

@@ -81,9 +81,10 @@ fn a_capacity_points_line_records_its_limit_and_reads_back_under_it() {
         let line = point_line(point, &p.launcher, &device, &versions, &m);
         assert_eq!(line["allocator_limit_bytes"], json!(limit));
         let case = serde_json::to_string(&line).unwrap();
-        let mut spec = headroom_core::spec::Spec::from_json(&case).unwrap();
-        let mut history = headroom_core::spec::ProcessHistory::default();
-        let e = headroom_core::spec::estimate_as_measured(&line, &mut spec, &mut history).unwrap();
+        let mut spec = headroom_core::readers::Spec::from_json(&case).unwrap();
+        let mut history = headroom_core::readers::ProcessHistory::default();
+        let e =
+            headroom_core::readers::estimate_as_measured(&line, &mut spec, &mut history).unwrap();
         assert_eq!(e.fits, runs, "{}", point.case);
     }
 }

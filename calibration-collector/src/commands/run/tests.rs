@@ -213,7 +213,7 @@ fn measurement_lines_name_a_custom_model_as_given() {
     let records = crate::cases::parse_records("line", &line.to_string()).unwrap();
     match crate::cases::classify(&records[0]).unwrap() {
         crate::cases::Classified::Case(case) => {
-            let spec = headroom_core::spec::Spec::from_value(&case.value).unwrap();
+            let spec = headroom_core::readers::Spec::from_value(&case.value).unwrap();
             assert_eq!(spec.model.arch, parse_model(Some(&arch)).unwrap().arch);
         }
         _ => panic!("a measurement case"),

@@ -59,7 +59,7 @@ pub fn named_events_of(
 /// (allocation, size in bytes).
 #[allow(dead_code)]
 pub fn spec_events_above_one_mib(json: &str) -> Vec<(bool, u64)> {
-    let spec = headroom_core::spec::Spec::from_json(json).unwrap();
+    let spec = headroom_core::readers::Spec::from_json(json).unwrap();
     named_events_of(&spec.model.arch, &spec.workload, &spec.runtime, MIB + 1)
         .into_iter()
         .filter(|(_, _, name)| !name.contains("load weights"))

@@ -173,7 +173,7 @@ fn ddp_repeats_have_two_outcomes_and_the_range_holds_both() {
     let text = measurement_text("h200-parallel/ddp-bucket/measured-cold.jsonl");
     let line = text.lines().nth(1).expect("the run that kept the bucket");
     let measured: serde_json::Value = serde_json::from_str(line).expect("line");
-    let spec = headroom_core::spec::Spec::from_json(line).expect("spec");
+    let spec = headroom_core::readers::Spec::from_json(line).expect("spec");
     let est = headroom_core::estimate::estimate(&spec.model.arch, &spec.workload, &spec.runtime)
         .expect("estimate");
     let range = headroom_core::uncertainty::likely_range(
@@ -346,7 +346,7 @@ fn a_model_cast_in_place_between_jobs_is_replayed_as_a_cast() {
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
     let spec = |dtype: &str, batch: u32, length: u32| {
-        headroom_core::spec::Spec::from_json(&format!(
+        headroom_core::readers::Spec::from_json(&format!(
             r#"{{"model": "esm2-t33-650m", "workload": {{"mode": "inference", "batch": {batch}, "seq_len": {length}, "dtype": "{dtype}", "inference": {{"kind": "forward", "logits": "none"}}}}, "runtime": {{"process_ran_backward": false}}}}"#
         ))
         .unwrap()
@@ -677,7 +677,7 @@ fn moe_training_keeps_the_expert_outputs_autograd_saves() {
     }
 }
 
-/// ESMFold as the harness builds it (`spec::estimate_as_measured`):
+/// ESMFold as the harness builds it (`readers::estimate_as_measured`):
 /// `EsmForProteinFolding.__init__` builds the ESM-2 stem in fp32 and casts
 /// it to fp16, and the harness empties the cache before the case, so the
 /// segments the cast shared with kept weights stay with their holes. The

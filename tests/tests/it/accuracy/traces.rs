@@ -14,7 +14,7 @@ use super::{measured_case, measurement_text};
 /// trace logs requests, the replay blocks).
 #[test]
 fn channels_last_allocations_follow_the_trace() {
-    use headroom_core::{spec::Spec, trace::Replay};
+    use headroom_core::{readers::Spec, trace::Replay};
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../measurements/channels-last/trace-segments.jsonl");
     let text = std::fs::read_to_string(path).expect("trace-segments.jsonl");
@@ -370,7 +370,7 @@ fn inference_loops_hold_the_workspace_from_the_second_batch() {
 /// freed), never a second `.grad`.
 #[test]
 fn accumulated_gradients_follow_the_trace() {
-    use headroom_core::{spec::Spec, trace::Replay};
+    use headroom_core::{readers::Spec, trace::Replay};
     const TIED: u64 = 128_256 * 2_048 * 4;
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../measurements/real-jobs-2/trace-step0.jsonl");
@@ -544,7 +544,7 @@ fn fresh_case_events(file: &str, case: &str) -> Vec<(bool, u64, u64, headroom_co
         .lines()
         .find(|l| l.contains(&format!("\"{case}\"")))
         .unwrap_or_else(|| panic!("{case} in {file}"));
-    let spec = headroom_core::spec::Spec::from_json(line).unwrap();
+    let spec = headroom_core::readers::Spec::from_json(line).unwrap();
     assert!(
         !spec.runtime.process_ran_backward,
         "{case}: a fresh process"
@@ -569,7 +569,7 @@ fn fresh_case_events(file: &str, case: &str) -> Vec<(bool, u64, u64, headroom_co
 /// leaves behind, is: 15 MiB over).
 #[test]
 fn a_fold_keeps_the_combined_states_and_the_recycling_bins() {
-    use headroom_core::spec::Spec;
+    use headroom_core::readers::Spec;
     let measured = measured_case(
         "h200-generalization/trace-measured-17.jsonl",
         "esmfold_esm_fp16_chunk128_L1024_rec0",
@@ -629,7 +629,7 @@ fn a_padded_batch_repeats_keys_and_adds_a_bias_as_measured() {
         let json = format!(
             r#"{{"model": "llama-3.2-1b", "workload": {{{workload}, "padded": {padded}}}}}"#
         );
-        let spec = headroom_core::spec::Spec::from_json(&json).unwrap();
+        let spec = headroom_core::readers::Spec::from_json(&json).unwrap();
         headroom_core::estimate(&spec.model.arch, &spec.workload, &spec.runtime)
             .unwrap()
             .allocated_peak

@@ -8,6 +8,14 @@
 //! [`MAX_FIELD_CHARS`] characters (and shown through `format::shown`), an
 //! entry that is not one is skipped and counted, and an answer that is not
 //! a listing is an error naming what is wrong.
+//!
+//! The feature's files: this one (native, tested natively) and
+//! `panel.rs` (what the page does with the registry).
+
+/// The registry on the page: its profiles in the calibration panel, the
+/// GPU table's marks, a linked profile fetched.
+#[cfg(target_arch = "wasm32")]
+pub mod panel;
 
 use crate::format;
 use headroom_core::gpus::{self, Gpu};

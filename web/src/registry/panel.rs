@@ -7,8 +7,8 @@
 //! address a link gives (`registry=URL`). Its answers are read as untrusted
 //! text (`crate::registry`): bounded in size and time, shown as text.
 
-use super::context::PageContext;
-use super::fields::select_field;
+use crate::app::context::PageContext;
+use crate::app::fields::select_field;
 use crate::calib;
 use crate::format;
 use crate::intake;
@@ -195,7 +195,7 @@ pub fn choose(page: PageContext, status: RwSignal<Option<Result<String, String>>
         page.update(|s| s.profile = id);
         return;
     };
-    super::perf::input();
+    crate::app::perf::input();
     status.set(Some(Ok(format!("Fetching profile #{number}…"))));
     leptos::task::spawn_local(async move {
         let done = apply(page, &base_of(page), number).await;

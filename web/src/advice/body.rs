@@ -2,7 +2,7 @@
 //! (`headroom_core::advice::advise`, as `gpus --advise` prints them), each
 //! with its new peak and what it costs the user.
 
-use crate::advice_words::{applied_query, changes_in_words};
+use super::{applied_query, changes_in_words};
 use crate::format;
 use crate::protocol::Inputs;
 use headroom_core::advice::{advise, Suggestion};

@@ -141,7 +141,7 @@ pub const RUNTIME: &[&str] = &[
 /// several GPUs, the NCCL version, its NVLink SHARP setting and the node.
 /// (`process_builds_before`, how many models the case's process built, ran
 /// and dropped before its own, is read by `Spec::from_value` only: see
-/// [`crate::spec::ProcessHistory`].)
+/// [`crate::readers::ProcessHistory`].)
 pub const RUNTIME_NOTES: &[&str] = &[
     "driver",
     "torch",

@@ -1,6 +1,13 @@
 //! The main chart: peak VRAM against length as stacked components, GPU
 //! lines, the chosen length and measured points. Generic over plotters'
 //! `DrawingBackend`: a canvas in the page, SVG in the native tests.
+//!
+//! The feature's files: this one (native, drawn to SVG in the tests) and
+//! `panel.rs` (the page's canvas, settings and exports).
+
+/// The chart panel on the page: canvas, settings, tooltip and exports.
+#[cfg(target_arch = "wasm32")]
+pub mod panel;
 
 use crate::curve::{Band, CurveData};
 use crate::format::{gb, length as fmt_length};

@@ -2,10 +2,10 @@
 //! (`headroom_core::advice::advise`, as `gpus --advise` prints them), each
 //! with its new peak and what it costs the user. Opened from a "does not
 //! fit" in the GPU table; the link carries the card (`advise=GPU`). The
-//! suggestions come from the panels module (`crate::panels::advice`).
+//! suggestions come from the panels module (`crate::advice::body`).
 
-use super::context::use_page;
-use super::lazy::{self, ModuleState};
+use crate::app::context::use_page;
+use crate::app::lazy::{self, ModuleState};
 use crate::format;
 use crate::protocol::Inputs;
 use headroom_core::gpus;

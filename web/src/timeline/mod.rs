@@ -1,6 +1,16 @@
 //! Memory over the job at the chosen length: the core's timeline
 //! (`estimate_with_timeline`), its phases as labelled bands, its peak, the
 //! chart's scales and the CSV export. Only unit conversion happens here.
+//!
+//! The feature's files: this one (native, tested natively), `panel.rs`
+//! (the page's own module) and `body.rs` (the panels module).
+
+/// The timeline as the panels module draws it, with its exports.
+#[cfg(target_arch = "wasm32")]
+pub mod body;
+/// The panel on the page: its toggle and the container the panels module fills.
+#[cfg(target_arch = "wasm32")]
+pub mod panel;
 
 use headroom_core::arch::Architecture;
 use headroom_core::estimate::{estimate_with_timeline, Estimate, EstimateOptions};

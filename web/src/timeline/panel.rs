@@ -3,11 +3,11 @@
 //! shaded and labelled, the peak marked, what is live at the peak, and PNG
 //! and CSV exports. Opened on demand (`timeline=1` in the link): it is one
 //! more replay of the job, with a timeline, which the panels module
-//! computes and draws (`crate::panels::timeline`).
+//! computes and draws (`crate::timeline::body`).
 
-use super::chart::file_stem;
-use super::context::{state_memo, use_page};
-use super::lazy::{self, ModuleState};
+use crate::app::context::{state_memo, use_page};
+use crate::app::lazy::{self, ModuleState};
+use crate::chart::panel::file_stem;
 use crate::chart::Theme;
 use crate::format;
 use crate::protocol::Inputs;

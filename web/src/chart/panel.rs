@@ -1,9 +1,9 @@
 //! The chart panel: the curve, its settings (axis, range, GPU lines), the
 //! tooltip, and the exports (PNG, CSV, JSON).
 
-use super::context::{page_url, use_page};
-use super::fields::{checkbox, number_field, parse_u32, said};
-use super::perf;
+use crate::app::context::{page_url, use_page};
+use crate::app::fields::{checkbox, number_field, parse_u32, said};
+use crate::app::perf;
 use crate::chart::{self, ChartSpec, Layout};
 use crate::defaults;
 use crate::export;
@@ -54,7 +54,7 @@ pub(crate) fn save_png(canvas: &HtmlCanvasElement, name: &str) {
 }
 
 /// Follows `href` as a download named `name`.
-pub(super) fn click_link(name: &str, href: &str) {
+fn click_link(name: &str, href: &str) {
     if let Ok(a) = document().create_element("a") {
         let a: web_sys::HtmlAnchorElement = a.unchecked_into();
         a.set_href(href);
@@ -64,7 +64,7 @@ pub(super) fn click_link(name: &str, href: &str) {
 }
 
 /// The exported files' name: `headroom-` and the model id.
-pub(super) fn file_stem(state: &AppState) -> String {
+pub(crate) fn file_stem(state: &AppState) -> String {
     let id = if state.model.id == "custom" {
         "custom"
     } else {
@@ -338,7 +338,7 @@ pub fn ChartPanel() -> impl IntoView {
                     node_ref=canvas
                     data-testid="chart"
                     role="img"
-                    aria-label=move || page.state.with(|s| format!("Peak VRAM{} of {} against {}", if s.workload.parallel.world_size > 1 { " per GPU" } else { "" }, format::shown(&s.model.name, super::model::NAME_CHARS), defaults::length_label(&s.model.arch)))
+                    aria-label=move || page.state.with(|s| format!("Peak VRAM{} of {} against {}", if s.workload.parallel.world_size > 1 { " per GPU" } else { "" }, format::shown(&s.model.name, crate::app::model::NAME_CHARS), defaults::length_label(&s.model.arch)))
                     on:mousemove=move |ev| hover.set(index_at(&ev))
                     on:click=move |ev| {
                         if let Some((_, i)) = index_at(&ev) {

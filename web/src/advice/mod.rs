@@ -2,6 +2,17 @@
 //! changes as the form labels it (not the spec's keys), and the page's link
 //! with the suggestion applied, which its Apply link opens. Only the
 //! panels module calls these (the page's own module leaves them out).
+//!
+//! The feature's files: this one (native, tested natively), `panel.rs`
+//! (the page's own module) and `body.rs` (the panels module).
+
+/// The suggestions as the panels module shows them.
+#[cfg(target_arch = "wasm32")]
+pub mod body;
+/// The panel on the page: the card's "does not fit" button and the
+/// container the panels module fills.
+#[cfg(target_arch = "wasm32")]
+pub mod panel;
 
 use crate::state::AppState;
 use crate::vocab::Choice;

@@ -130,7 +130,7 @@ pub(super) fn lower_training_args(
                         )))
                     }
                     _ => {
-                        return Err(crate::spec::known_keys::unknown_key(
+                        return Err(crate::readers::known_keys::unknown_key(
                             &src("gradient_checkpointing_kwargs"),
                             key,
                             ["use_reentrant"].into_iter(),

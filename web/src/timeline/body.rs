@@ -3,7 +3,7 @@
 //! shaded and labelled, the peak marked, what is live at the peak, and PNG
 //! and CSV exports. It is one more replay of the job, with a timeline.
 
-use crate::app::chart::{download, save_png};
+use crate::chart::panel::{download, save_png};
 use crate::chart::{self, Theme};
 use crate::format;
 use crate::protocol::Inputs;

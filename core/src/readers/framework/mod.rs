@@ -435,7 +435,7 @@ fn check_arguments(
     for (key, value) in args {
         match table.iter().find(|(k, _)| k == key) {
             None => {
-                return Err(crate::spec::known_keys::unknown_key(
+                return Err(crate::readers::known_keys::unknown_key(
                     prefix,
                     key,
                     table.iter().map(|(k, _)| *k),
