@@ -229,6 +229,26 @@ mod tests {
         let both = format!(r#"{{"training_args": {args}, "lora_config": {lora}}}"#);
         let w = workload_from_framework(&llama, 1024, "hf_trainer", &both).unwrap();
         assert_eq!((w.batch, w.training.lora.map(|l| l.rank)), (4, Some(8)));
+        // QLoRA: a BitsAndBytesConfig beside them, told by its own keys.
+        let bnb = r#"{"quant_method": "bitsandbytes", "load_in_4bit": true, "bnb_4bit_quant_type": "nf4", "bnb_4bit_compute_dtype": "bfloat16"}"#;
+        let qlora = format!(
+            r#"{{"training_args": {args}, "lora_config": {lora}, "quantization_config": {bnb}}}"#
+        );
+        let w = workload_from_framework(&llama, 1024, "hf_trainer", &qlora).unwrap();
+        assert_eq!(
+            w,
+            cli_workload(
+                "llama-3.2-1b",
+                &format!(
+                    r#"{{"framework": "hf_trainer", "seq_len": 1024, "training_args": {args}, "lora_config": {lora}, "quantization_config": {bnb}}}"#
+                )
+            )
+        );
+        assert_eq!(
+            w.dtype,
+            headroom_core::arch::Dtype::Int4,
+            "nf4 without double quantization"
+        );
         // Nothing pasted: the framework's defaults.
         let w = workload_from_framework(&llama, 2048, "hf_generate", "").unwrap();
         assert_eq!(

@@ -253,9 +253,9 @@ fn HowYouRunIt() -> impl IntoView {
                 let workload = parse_workload(Some(&value)).map_err(|e| e.to_string())?;
                 page.apply(|w| *w = workload)
             };
-            let said = outcome
-                .await
-                .map(|()| "Applied: the fields below show the job as it runs it.".to_string());
+            let said = outcome.await.map(|()| {
+                "Applied: the fields below show the job as the framework runs it.".to_string()
+            });
             status.try_set(Some(said));
         });
     };
