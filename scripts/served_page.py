@@ -132,9 +132,10 @@ def check(d, base):
              json.dumps({"per_device_train_batch_size": 4, "bf16": True, "gradient_checkpointing": True}))
     # Inside the closed "How do you run it?" details: clicked by script.
     d.script("document.querySelector('[data-testid=\"framework-apply\"]').click();")
-    status = d.wait("the Trainer's arguments applied", lambda: (d.testid("framework-status") or "")
-                    if "Applied" in (d.testid("framework-status") or "")
-                    or "rror" in (d.testid("framework-status") or "") else None)
+    def read_out():
+        said = (d.testid("framework-status") or "").strip()
+        return said if said and not said.startswith("Reading") else None
+    status = d.wait("the Trainer's arguments read", read_out)
     batch = d.script("return document.querySelector('[data-testid=\"batch\"]').value;")
     if "Applied" not in status or batch != "4":
         fail(f"the Trainer's arguments: {status!r}, batch {batch!r}")
