@@ -262,7 +262,7 @@ pub fn from_value(value: &Value, identity: &Identity) -> Result<Profile, Profile
     shape::check_profile_shape(value)?;
     let profile: Profile = serde_path_to_error::deserialize(value).map_err(|e| {
         let path = e.path().to_string();
-        let inner = clean(&e.into_inner().to_string());
+        let inner = crate::readers::clean_serde_message(&e.into_inner().to_string());
         // serde names an unknown field in its message, not in the path.
         if let Some(rest) = inner.strip_prefix("unknown field `") {
             let (name, expected) = rest.split_once('`').unwrap_or((rest, ""));
@@ -297,14 +297,6 @@ pub fn runtime_keys() -> Vec<String> {
         Ok(Value::Object(map)) => map.keys().cloned().collect(),
         _ => Vec::new(),
     }
-}
-
-fn clean(message: &str) -> String {
-    message
-        .split(" at line ")
-        .next()
-        .unwrap_or(message)
-        .to_string()
 }
 
 pub(crate) fn check_text(field: &str, s: &str, max: usize) -> Result<(), ProfileError> {

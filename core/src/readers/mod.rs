@@ -248,7 +248,7 @@ fn field<T: serde::de::DeserializeOwned>(
         None => Ok(None),
         Some(v) => serde_json::from_value(v.clone()).map(Some).map_err(|e| {
             let field = format!("{prefix}.{key}");
-            let message = clean(&e.to_string());
+            let message = clean_serde_message(&e.to_string());
             unknown_field(&field, &message, &[])
                 .unwrap_or_else(|| Error::invalid(&field, message, allowed))
         }),
@@ -269,8 +269,9 @@ fn unknown_field(prefix: &str, message: &str, also: &[&str]) -> Option<Error> {
     ))
 }
 
-fn clean(message: &str) -> String {
-    // serde_json appends " at line 0 column 0" for values; drop it.
+/// A serde message without the " at line 0 column 0" serde_json appends
+/// for values (a position that means nothing there).
+pub(crate) fn clean_serde_message(message: &str) -> String {
     message
         .split(" at line ")
         .next()
